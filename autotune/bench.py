@@ -1,0 +1,199 @@
+"""Measure one configuration: build, verify against the reference, time with profiling events.
+
+``Bench`` owns one context, queue, input set and reference result; ``measure(params)``
+returns a typed :class:`Measurement` and never raises for a bad candidate (compile error,
+launch error, wrong answer); anything unexpected propagates.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pyopencl as cl
+
+from .launch import CandidateError, Launch, ProgramCache
+from .space import check as check_config
+from .spec import KernelSpec, Value
+
+
+class Status(str, enum.Enum):
+    """Outcome of one trial."""
+
+    OK = "ok"
+    INVALID = "invalid"
+    COMPILE_ERROR = "compile_error"
+    LAUNCH_ERROR = "launch_error"
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A trial's result: status, device times (ms) and the verification error."""
+
+    status: Status
+    message: str = ""
+    times_ms: tuple[float, ...] = ()
+    error: float | None = None
+    build_s: float = 0.0
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.times_ms)) if self.times_ms else math.inf
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """(min, max) of the timed launches in ms."""
+        return (min(self.times_ms), max(self.times_ms)) if self.times_ms else (math.inf, math.inf)
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How many launches to time: at least ``min_repeats`` and ``min_time_s`` of device time."""
+
+    warmup: int = 1
+    min_repeats: int = 5
+    max_repeats: int = 50
+    min_time_s: float = 0.05
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Host inputs (arrays and scalars by argument name) and the expected outputs."""
+
+    inputs: Mapping[str, Any]
+    expected: Mapping[str, np.ndarray]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> Workload:
+    """Inputs from the reference module, and the reference result computed once."""
+    host = spec.host_module()
+    rng = np.random.default_rng(seed)
+    inputs = dict(host.inputs(dict(problem), rng))
+    expected = dict(host.reference(dict(problem), inputs))
+    missing = [o for o in spec.outputs if o not in expected or o not in inputs]
+    if missing:
+        from .errors import SpecError
+
+        raise SpecError(
+            f"{spec.path}: outputs: {', '.join(missing)} must be returned by both inputs() "
+            "(as a buffer to fill) and reference() (the expected values)"
+        )
+    return Workload(inputs, expected)
+
+
+def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
+            problem: Mapping[str, Any]) -> tuple[str | None, float]:
+    """(why the output is wrong or None, relative error ‖got−want‖/‖want‖)."""
+    host = spec.host_module()
+    custom = getattr(host, "check", None)
+    if custom is not None:
+        return custom(name, got, want, dict(problem)), 0.0
+    if got.shape != want.shape:
+        got = got.reshape(want.shape)
+    if np.issubdtype(want.dtype, np.integer) or want.dtype == np.bool_:
+        bad = np.flatnonzero(got != want)
+        if bad.size:
+            i = int(bad[0])
+            return (f"{name}: {bad.size} of {want.size} elements differ "
+                    f"(first at {i}: got {got.flat[i]}, want {want.flat[i]})"), float(bad.size)
+        return None, 0.0
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    if not np.all(np.isfinite(g)):
+        n = int(np.count_nonzero(~np.isfinite(g)))
+        return f"{name}: {n} of {g.size} elements are not finite (unwritten or overflow)", math.inf
+    denom = float(np.linalg.norm(w)) or 1.0
+    rel = float(np.linalg.norm(g - w)) / denom
+    rtol, atol = float(spec.rtol(problem)), float(spec.atol(problem))
+    close = np.abs(g - w) <= atol + rtol * np.abs(w)
+    if not np.all(close):
+        i = int(np.flatnonzero(~close)[0])
+        return (f"{name}: {int(np.count_nonzero(~close))} of {g.size} elements off "
+                f"(first at {i}: got {g.flat[i]:.6g}, want {w.flat[i]:.6g}; "
+                f"rtol={rtol:.3g}, atol={atol:.3g})"), rel
+    return None, rel
+
+
+class Bench:
+    """Measures configurations of one kernel and problem on one device."""
+
+    def __init__(self, spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context,
+                 workload: Workload, facts: Mapping[str, Any],
+                 timing: TimingOptions = TimingOptions()) -> None:
+        self.spec, self.problem, self.ctx = spec, dict(problem), ctx
+        self.facts, self.timing, self.workload = dict(facts), timing, workload
+        self.queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.cache = ProgramCache()
+        mf = cl.mem_flags
+        self.args: dict[str, Any] = {}
+        for name, value in workload.inputs.items():
+            if isinstance(value, np.ndarray):
+                self.args[name] = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value)
+            else:
+                self.args[name] = value
+
+    def measure(self, params: Mapping[str, Value]) -> Measurement:
+        """Build, verify and time ``params``; failures become a non-OK Measurement."""
+        t0 = time.perf_counter()
+        reason = check_config(self.spec, params, self.problem, self.facts)
+        if reason:
+            return Measurement(Status.INVALID, reason)
+        try:
+            launch = Launch(self.ctx, self.spec, params, self.problem, self.cache, self.facts)
+            build_s = time.perf_counter() - t0
+            error = self._verify(launch)
+            if isinstance(error, Measurement):
+                return error
+            times = self._time(launch)
+        except CandidateError as exc:
+            return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0)
+        return Measurement(Status.OK, "", tuple(times), error, build_s, time.perf_counter() - t0)
+
+    def _finish(self, events: list[cl.Event]) -> None:
+        try:
+            cl.wait_for_events(events)
+        except cl.Error as exc:
+            raise CandidateError("launch_error", f"while running: {exc}") from None
+
+    def _verify(self, launch: Launch) -> float | Measurement:
+        for name in self.spec.outputs:
+            buf = self.args[name]
+            cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, buf.size)
+        self._finish(launch.enqueue(self.queue, self.args))
+        worst = 0.0
+        for name in self.spec.outputs:
+            want = self.workload.expected[name]
+            got = np.empty_like(self.workload.inputs[name])
+            cl.enqueue_copy(self.queue, got, self.args[name])
+            why, err = compare(self.spec, name, got, want, self.problem)
+            if why:
+                return Measurement(Status.WRONG_RESULT, why, error=err)
+            worst = max(worst, err)
+        return worst
+
+    def _time(self, launch: Launch) -> list[float]:
+        t = self.timing
+        for _ in range(t.warmup):
+            self._finish(launch.enqueue(self.queue, self.args))
+        times: list[float] = []
+        total = 0.0
+        while len(times) < t.max_repeats and (len(times) < t.min_repeats or total < t.min_time_s):
+            events = launch.enqueue(self.queue, self.args)
+            self._finish(events)
+            ms = (events[-1].profile.end - events[0].profile.start) * 1e-6
+            times.append(ms)
+            total += ms * 1e-3
+        return times

@@ -1,0 +1,254 @@
+"""Command line: argument parsing and printing only; the work happens in the library."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from typing import Any, Sequence
+
+from . import __version__
+from .errors import AutotuneError, ProblemError, TuningInterrupted
+
+_EXIT_ERROR, _EXIT_INTERRUPTED = 1, 130
+
+
+def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
+    """``1024`` → every size key; ``1024x512x256`` → size keys in order; ``M=512,layout=col``.
+
+    Example:
+        >>> parse_size("64x32x16,layout=col", ["M", "N", "K"])
+        {'M': '64', 'N': '32', 'K': '16', 'layout': 'col'}
+    """
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" in part:
+            key, _, value = part.partition("=")
+            out[key.strip()] = value.strip()
+            continue
+        dims = part.lower().split("x")
+        if not all(re.fullmatch(r"\d+", d) for d in dims):
+            raise ProblemError(
+                f"--size {text!r}: {part!r} is not a size; use e.g. 1024, 1024x512x256 or "
+                f"{size_keys[0] if size_keys else 'N'}=1024,layout=col")
+        if len(dims) == 1:
+            out.update({k: dims[0] for k in size_keys})
+        elif len(dims) == len(size_keys):
+            out.update(zip(size_keys, dims))
+        else:
+            raise ProblemError(
+                f"--size {text!r}: {len(dims)} dimensions given, this kernel has "
+                f"{len(size_keys)} ({'x'.join(size_keys)})")
+    return out
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="autotune",
+        description="Tune OpenCL kernels: verified variants, optuna search, per-device profiles.")
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="tune a kernel on a device and save the best to its profile",
+                         description="Tune KERNEL (a built-in name or your spec YAML) and save the "
+                         "best verified configuration to the device's profile. Running the same "
+                         "command again resumes the study and adds trials.")
+    run.add_argument("kernel", metavar="KERNEL|PATH.yaml")
+    run.add_argument("-s", "--size", default="",
+                     help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
+                     "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
+    run.add_argument("-d", "--device", help="device selector (see `autotune devices`); "
+                     "default: $AUTOTUNE_DEVICE, else the first GPU, else the first device")
+    run.add_argument("-n", "--trials", type=_positive_int, default=40,
+                     help="new configurations to measure (invalid and repeated ones do not count; "
+                     "default 40)")
+    run.add_argument("-t", "--timeout", type=_positive_float, default=150.0,
+                     help="stop starting new trials after this many seconds (default 150)")
+    run.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe",
+                     help="tpe (default; multivariate, grouped), random, or grid (every valid "
+                     "configuration in order)")
+    run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
+    run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME)")
+    run.add_argument("--max-time-per-config", type=_positive_float, metavar="SECONDS",
+                     help="kill and record as timeout a candidate that takes longer to build, "
+                     "verify and time (default: max(30 s, 10x the baseline's))")
+    run.add_argument("--no-isolation", action="store_true",
+                     help="measure in this process (faster start, but a hung or crashing "
+                     "kernel stops the run)")
+    run.add_argument("--no-save", action="store_true", help="do not write the profile")
+    run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
+
+    sub.add_parser("list", help="list the built-in kernels")
+    show = sub.add_parser("show", help="show a device's tuned profile as a table")
+    show.add_argument("kernel", nargs="?", help="only this kernel")
+    show.add_argument("-d", "--device", help="device selector (default as for run)")
+    sub.add_parser("devices", help="list OpenCL platforms and devices with their selectors")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except TuningInterrupted as exc:
+        report = exc.args[0]
+        saved = f"best so far saved to {report.profile_path} (partial)" if report.profile_path else "nothing saved"
+        print(f"autotune: interrupted after {report.measured} trials; {saved}; "
+              "run the same command again to resume", file=sys.stderr)
+        return _EXIT_INTERRUPTED
+    except AutotuneError as exc:
+        print(f"autotune: error: {exc}", file=sys.stderr)
+        return _EXIT_ERROR
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return _EXIT_INTERRUPTED
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from . import spec as specs
+    from .tuner import TuneOptions, tune
+
+    spec = specs.load(args.kernel)
+    problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
+    options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
+                          seed=args.seed, storage=args.storage, device=args.device,
+                          max_time_per_config=args.max_time_per_config,
+                          isolate=not args.no_isolation, save=not args.no_save)
+    report = tune(spec, options, problem, progress=None if args.quiet else _progress(spec))
+    print(format_report(report))
+    return 0 if report.best is not None else _EXIT_ERROR
+
+
+def _fmt_params(params: Any) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _progress(spec: Any) -> Any:
+    def show(event: str, rec: Any, state: Any) -> None:
+        if event == "start":
+            print(f"tuning {spec.name}: up to {state.budget} new configurations", flush=True)
+            return
+        n = f"[{state.measured:>3}/{state.budget}]"
+        if rec.ok:
+            best = state.best.median_ms if state.best else math.inf
+            star = "*" if state.best is rec else " "
+            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}",
+                  flush=True)
+        else:
+            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params)}  ({rec.message[:120]})", flush=True)
+    return show
+
+
+def format_report(report: Any) -> str:
+    """The end-of-run summary."""
+    lines = [f"\n{report.spec.name} on {report.device.name} ({report.device.platform}), "
+             f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
+    best = report.best
+    if best is None:
+        lines.append("no configuration passed verification")
+    else:
+        flags = report.spec.enabled_flags(best.params)
+        shown = {k: v for k, v in best.params.items()
+                 if all(p.name != k or p.flag is None for p in report.spec.parameters)}
+        lines.append(f"  best        {_fmt_params(shown)}" + (f"  flags: {' '.join(flags)}" if flags else ""))
+        lo, hi = best.spread_ms or (math.nan, math.nan)
+        lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
+        lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
+        if best.error is not None:
+            lines.append(f"  error       {best.error:.3g} (relative, vs reference)")
+    if report.baseline is not None:
+        if report.baseline.ok:
+            sp = report.speedup
+            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms ({_fmt_params(report.spec.baseline_dict())})"
+                         + (f"  -> speed-up {sp:.2f}x" if sp else ""))
+        else:
+            lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
+    failed = sum(report.failures.values())
+    lines.append(f"  trials      {report.measured} measured this run ({report.measured - failed} ok, {failed} failed), "
+                 f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused; "
+                 f"study total {report.study_trials}; valid space {report.valid_space} of {report.full_space}")
+    for status, count in sorted(report.failures.items()):
+        lines.append(f"    {count:>4} {status:<13} e.g. {report.failure_examples.get(status, '')[:150]}")
+    stop = {"trials": "trial budget reached", "timeout": "--timeout reached",
+            "exhausted": "every valid configuration measured", "interrupted": "interrupted"}
+    lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s")
+    if report.profile_path is not None:
+        lines.append(f"  profile     {report.profile_path} ({report.profile_verdict})")
+    return "\n".join(lines)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from . import spec as specs
+
+    for name in specs.builtin_names():
+        print(f"{name:<12} {specs.load(name).description}")
+    return 0
+
+
+def _cmd_devices(args: argparse.Namespace) -> int:
+    from . import device
+
+    found = device.list_devices()
+    if not found:
+        raise AutotuneError("no OpenCL device found; `pip install pocl-binary-distribution` gives a CPU one")
+    print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} {'local':>7}")
+    for d, _ in found:
+        print(f"{d.selector:<9} {d.device_type:<5} {d.name[:36]:<36} {d.platform[:30]:<30} "
+              f"{d.compute_units:>4} {d.max_work_group_size:>6} {d.local_mem_size // 1024:>5} KiB")
+    print("\nuse --device with a selector (e.g. 0:0) or a name substring (e.g. nvidia, pocl); profile: <slug>.yaml")
+    for d, _ in found:
+        print(f"  {d.selector}: {d.slug}")
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from . import device, profiles, settings
+
+    info, _ = device.select(args.device)
+    shown = 0
+    for folder in profiles.search_folders(settings.profiles_dir()):
+        path = profiles.path_for(info.slug, folder)
+        doc = profiles.read(path)
+        kernels = doc.get("kernels") or {}
+        for kernel in sorted(kernels):
+            if args.kernel and kernel != args.kernel:
+                continue
+            if not shown:
+                print(f"{info.name} ({info.platform})")
+            print(f"\n{kernel}  [{path}]")
+            print(f"  {'problem':<34} {'time ms':>10} {'throughput':>18} {'trials':>6}  params")
+            for e in profiles.entries(doc, kernel, str(path)):
+                thr = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
+                prob = ",".join(f"{k}={v}" for k, v in e.problem.items())
+                mark = " (partial)" if e.partial else ""
+                print(f"  {prob:<34} {e.time_ms:>10.4f} {thr:>18} {e.trials:>6}  "
+                      f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}")
+                shown += 1
+    if not shown:
+        what = f"{args.kernel} on " if args.kernel else ""
+        print(f"no tuned entries for {what}{info.name}; run `autotune run KERNEL` first")
+    return 0
+
+
+_COMMANDS = {"run": _cmd_run, "list": _cmd_list, "devices": _cmd_devices, "show": _cmd_show}

@@ -1,0 +1,153 @@
+"""OpenCL platform/device discovery and selection, a stable key and file-name slug.
+
+Selectors (``--device``): ``P:D`` indices as `autotune devices` prints them, or a
+case-insensitive substring of "platform vendor device-name" (e.g. ``nvidia``, ``pocl``,
+``h200``). With no selector, ``$AUTOTUNE_DEVICE``, then the first GPU, then the first device.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyopencl as cl
+
+from . import settings
+from .errors import DeviceError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """Facts about a device that constraints, profiles and selection use."""
+
+    selector: str
+    platform: str
+    name: str
+    vendor: str
+    driver: str
+    opencl: str
+    device_type: str
+    compute_units: int
+    max_work_group_size: int
+    max_work_item_sizes: tuple[int, ...]
+    local_mem_size: int
+    global_mem_size: int
+
+    @property
+    def slug(self) -> str:
+        """File-name-safe, stable id: ``<vendor>-<name>`` (driver updates keep the profile)."""
+        return slugify(f"{self.vendor} {self.name}")
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device_type == "GPU"
+
+    def facts(self) -> dict[str, Any]:
+        """Variables for constraint and launch expressions."""
+        return {
+            "max_work_group_size": self.max_work_group_size,
+            "local_mem_size": self.local_mem_size,
+            "compute_units": self.compute_units,
+            "max_work_item_sizes": self.max_work_item_sizes,
+            "global_mem_size": self.global_mem_size,
+            "is_gpu": self.is_gpu,
+        }
+
+    def profile_header(self) -> dict[str, Any]:
+        """The device block written at the top of a profile."""
+        d = asdict(self)
+        for k in ("selector", "max_work_item_sizes"):
+            d.pop(k)
+        return d
+
+
+def slugify(text: str) -> str:
+    """Lower-case, dash-separated ASCII; repeated words collapse (``NVIDIA NVIDIA H200``)."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    out: list[str] = []
+    for w in words:
+        if w not in out:
+            out.append(w)
+    return "-".join(out) or "device"
+
+
+def _type_name(dev: cl.Device) -> str:
+    t = dev.type
+    for flag, name in ((cl.device_type.GPU, "GPU"), (cl.device_type.CPU, "CPU"),
+                       (cl.device_type.ACCELERATOR, "ACCELERATOR")):
+        if t & flag:
+            return name
+    return "OTHER"
+
+
+def _platforms() -> list[cl.Platform]:
+    try:
+        return cl.get_platforms()
+    except cl.Error:
+        # the ICD loader reports "no platforms" as PLATFORM_NOT_FOUND_KHR
+        return []
+
+
+def info(dev: cl.Device, selector: str = "") -> DeviceInfo:
+    """Facts of a pyopencl device."""
+    return DeviceInfo(
+        selector=selector,
+        platform=dev.platform.name.strip(),
+        name=dev.name.strip(),
+        vendor=dev.vendor.strip(),
+        driver=dev.driver_version.strip(),
+        opencl=dev.version.strip(),
+        device_type=_type_name(dev),
+        compute_units=int(dev.max_compute_units),
+        max_work_group_size=int(dev.max_work_group_size),
+        max_work_item_sizes=tuple(int(x) for x in dev.max_work_item_sizes),
+        local_mem_size=int(dev.local_mem_size),
+        global_mem_size=int(dev.global_mem_size),
+    )
+
+
+def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
+    """Every device of every platform with its ``P:D`` selector."""
+    found = []
+    for pi, plat in enumerate(_platforms()):
+        try:
+            devices = plat.get_devices()
+        except cl.Error:
+            continue
+        for di, dev in enumerate(devices):
+            found.append((info(dev, f"{pi}:{di}"), dev))
+    return found
+
+
+def select(selector: str | None = None) -> tuple[DeviceInfo, cl.Device]:
+    """The device a selector names; see the module docstring for the rules."""
+    selector = selector or settings.default_device_selector()
+    found = list_devices()
+    if not found:
+        raise DeviceError(
+            "no OpenCL device found; install a driver, or the CPU device with "
+            "`pip install pocl-binary-distribution` (the [pocl] extra)"
+        )
+    if not selector:
+        gpus = [f for f in found if f[0].is_gpu]
+        return (gpus or found)[0]
+    if re.fullmatch(r"\d+:\d+", selector):
+        for item in found:
+            if item[0].selector == selector:
+                return item
+    else:
+        needle = selector.lower()
+        for item in found:
+            d = item[0]
+            if needle in f"{d.platform} {d.vendor} {d.name} {d.device_type}".lower():
+                return item
+    listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
+    raise DeviceError(
+        f"no OpenCL device matches {selector!r}; use an index or a name substring: {listing}"
+    )
+
+
+def select_for_queue(queue: cl.CommandQueue) -> DeviceInfo:
+    """Facts of the device a queue runs on."""
+    return info(queue.device)

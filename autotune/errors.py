@@ -1,0 +1,39 @@
+"""The exception hierarchy: every error autotune raises on purpose derives from AutotuneError.
+
+The CLI prints ``str(error)`` of these as one line and exits non-zero; anything else is a bug
+and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class AutotuneError(Exception):
+    """Root of all autotune errors; the message says what is wrong and how to fix it."""
+
+
+class SpecError(AutotuneError):
+    """A kernel spec (search-space YAML) or its template/reference is missing or malformed."""
+
+
+class ExpressionError(SpecError):
+    """A constraint, launch or metric expression is not a valid restricted expression."""
+
+
+class DeviceError(AutotuneError):
+    """No OpenCL device matches, or none is available."""
+
+
+class ProblemError(AutotuneError):
+    """A problem size or option is invalid for the kernel (e.g. bad ``--size``)."""
+
+
+class ProfileError(AutotuneError):
+    """A profile YAML cannot be read or written (corrupt file, bad entry)."""
+
+
+class WorkerError(AutotuneError):
+    """The measuring worker failed in a way that is not a property of one candidate."""
+
+
+class TuningInterrupted(AutotuneError):
+    """SIGINT or SIGTERM stopped a tuning run; finished trials were kept."""

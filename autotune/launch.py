@@ -1,0 +1,152 @@
+"""Build one configuration of a kernel and enqueue it: shared by the tuner and the loader.
+
+Example:
+    >>> import pyopencl as cl
+    >>> from autotune import spec as S
+    >>> ctx = cl.create_some_context(interactive=False)
+    >>> sp = S.load("matmul")
+    >>> run = Launch(ctx, sp, sp.complete(dict(sp.default)), {"M": 64, "N": 64, "K": 64, "layout": "row"})
+    >>> [s.entry for s in run.geometry.steps]
+    ['matmul']
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pyopencl as cl
+
+from .errors import SpecError
+from .space import Geometry, geometry
+from .spec import KernelSpec, Value
+
+#: Error codes that mean "this candidate cannot build" (not a bug in autotune).
+BUILD_ERRORS = frozenset({
+    cl.status_code.BUILD_PROGRAM_FAILURE,
+    cl.status_code.INVALID_BUILD_OPTIONS,
+    cl.status_code.COMPILER_NOT_AVAILABLE,
+    cl.status_code.INVALID_KERNEL_NAME,
+    cl.status_code.INVALID_KERNEL_DEFINITION,
+})
+#: Error codes that mean "this candidate cannot run here".
+LAUNCH_ERRORS = frozenset({
+    cl.status_code.OUT_OF_RESOURCES,
+    cl.status_code.OUT_OF_HOST_MEMORY,
+    cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE,
+    cl.status_code.INVALID_WORK_GROUP_SIZE,
+    cl.status_code.INVALID_WORK_ITEM_SIZE,
+    cl.status_code.INVALID_GLOBAL_WORK_SIZE,
+    cl.status_code.EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+    cl.status_code.INVALID_COMMAND_QUEUE,
+})
+
+
+class CandidateError(Exception):
+    """A candidate failed to build or launch; ``status`` says which. Internal to measuring."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_code(exc: cl.Error) -> int | None:
+    """The OpenCL status code of a pyopencl error, if it carries one."""
+    code = getattr(exc, "code", None)
+    if code is None and exc.args and hasattr(exc.args[0], "code"):
+        code = exc.args[0].code
+    return code() if callable(code) else code
+
+
+def short(text: str, limit: int = 400) -> str:
+    """First meaningful lines of a compiler log, on one line."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    joined = " | ".join(errors or lines)
+    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
+
+
+class ProgramCache:
+    """Built programs of one context, keyed by (source, options)."""
+
+    def __init__(self) -> None:
+        self._programs: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
+
+    def get(self, ctx: cl.Context, source: str, options: list[str]) -> cl.Program:
+        key = (source, tuple(options))
+        program = self._programs.get(key)
+        if program is None:
+            try:
+                program = cl.Program(ctx, source).build(options=options)
+            except cl.Error as exc:
+                if error_code(exc) in BUILD_ERRORS:
+                    raise CandidateError("compile_error", short(str(exc))) from None
+                raise
+            self._programs[key] = program
+        return program
+
+
+class Launch:
+    """A built configuration: kernels, resolved geometry and scratch buffers."""
+
+    def __init__(self, ctx: cl.Context, spec: KernelSpec, params: Mapping[str, Value],
+                 problem: Mapping[str, Any], cache: ProgramCache | None = None,
+                 facts: Mapping[str, Any] | None = None) -> None:
+        self.spec = spec
+        self.params = dict(params)
+        self.problem = dict(problem)
+        self.geometry: Geometry = geometry(spec, params, problem, facts or {})
+        self.options = spec.build_options(params, problem)
+        program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
+        device = ctx.devices[0]
+        self.kernels: list[cl.Kernel] = []
+        for step in self.geometry.steps:
+            try:
+                kernel = cl.Kernel(program, step.entry)
+            except cl.Error as exc:
+                if error_code(exc) in BUILD_ERRORS:
+                    raise CandidateError(
+                        "compile_error", f"no kernel {step.entry!r} in {spec.template.name} "
+                        "for this configuration") from None
+                raise
+            if step.local_size is not None:
+                limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+                size = int(np.prod(step.local_size))
+                if size > limit:
+                    raise CandidateError(
+                        "launch_error",
+                        f"{step.entry}: work-group {size} > {limit} allowed for this kernel "
+                        "(registers or local memory)")
+            self.kernels.append(kernel)
+        self.scratch = {
+            name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes, 4))
+            for name, nbytes in self.geometry.scratch
+        }
+
+    def enqueue(self, queue: cl.CommandQueue, named: Mapping[str, Any],
+                wait_for: list[cl.Event] | None = None) -> list[cl.Event]:
+        """Enqueue every step; ``named`` maps argument names to buffers or scalars."""
+        events: list[cl.Event] = []
+        for kernel, step in zip(self.kernels, self.geometry.steps):
+            kernel.set_args(*(self._arg(name, named) for name in step.args))
+            try:
+                events.append(cl.enqueue_nd_range_kernel(
+                    queue, kernel, step.global_size, step.local_size,
+                    wait_for=wait_for if not events else None))
+            except cl.Error as exc:
+                if error_code(exc) in LAUNCH_ERRORS:
+                    raise CandidateError("launch_error", f"{step.entry}: {exc}") from None
+                raise
+        return events
+
+    def _arg(self, name: str, named: Mapping[str, Any]) -> Any:
+        if name in self.scratch:
+            return self.scratch[name]
+        if name in named:
+            return named[name]
+        if name in self.problem and isinstance(self.problem[name], int):
+            return np.int32(self.problem[name])
+        raise SpecError(
+            f"{self.spec.path}: args: {name!r} is neither an input of the reference module, "
+            "a scratch buffer nor an integer problem key"
+        )

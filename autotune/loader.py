@@ -1,0 +1,157 @@
+"""``load_kernel``: the tuned configuration of a kernel for a queue's device, ready to call.
+
+Lookup order: the exact problem in the user's profile, then in the shipped profiles; else the
+nearest tuned problem whose parameters are valid for the requested one; else the kernel's
+default configuration, with one warning. It never fails for lack of a profile.
+
+Example:
+    >>> import pyopencl as cl, numpy as np, autotune
+    >>> ctx = cl.create_some_context(interactive=False)
+    >>> queue = cl.CommandQueue(ctx)
+    >>> mm = autotune.load_kernel("matmul", queue, M=64, N=64, K=64)  # doctest: +SKIP
+    >>> event = mm(a_buf, b_buf, c_buf)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pyopencl as cl
+
+from . import device as devices
+from . import profiles, settings
+from . import spec as specs
+from .errors import AutotuneError, ProblemError
+from .launch import CandidateError, Launch
+from .space import check, enumerate_valid
+from .spec import KernelSpec, Value
+
+_warned: set[tuple[str, str]] = set()
+
+
+class AutotuneWarning(UserWarning):
+    """autotune fell back to something less than a tuned configuration."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which configuration the loader picked and why."""
+
+    params: Mapping[str, Value]
+    source: str  # "exact", "nearest" or "default"
+    entry: profiles.Entry | None = None
+    profile: Path | None = None
+
+
+class TunedKernel:
+    """A built, tuned kernel: call it with its buffers to enqueue it.
+
+    Attributes:
+        params: the configuration in use (parameters and build-flag switches).
+        source: ``exact``, ``nearest`` or ``default`` (how it was chosen).
+        global_size, local_size: the NDRange of the (first) launch step.
+        arg_names: the arguments ``__call__`` takes, in order.
+    """
+
+    def __init__(self, spec: KernelSpec, queue: cl.CommandQueue, problem: Mapping[str, Any],
+                 choice: Choice) -> None:
+        self.spec, self.queue, self.problem = spec, queue, dict(problem)
+        self.choice = choice
+        self.params = dict(choice.params)
+        self.source = choice.source
+        self.entry = choice.entry
+        try:
+            self._launch = Launch(queue.context, spec, self.params, self.problem)
+        except CandidateError as exc:
+            raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
+        first = self._launch.geometry.steps[0]
+        self.global_size, self.local_size = first.global_size, first.local_size
+        self.build_options = self._launch.options
+        names: list[str] = []
+        for step in self._launch.geometry.steps:
+            for a in step.args:
+                if a not in names and a not in self._launch.scratch and not (
+                        a in self.problem and isinstance(self.problem[a], int)):
+                    names.append(a)
+        self.arg_names = tuple(names)
+
+    def __call__(self, *args: Any, wait_for: list[cl.Event] | None = None, **named: Any) -> cl.Event:
+        """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the last event."""
+        if len(args) > len(self.arg_names):
+            raise TypeError(f"{self.spec.name} takes {len(self.arg_names)} arguments "
+                            f"({', '.join(self.arg_names)}), got {len(args)}")
+        bound = dict(zip(self.arg_names, args))
+        bound.update(named)
+        missing = [n for n in self.arg_names if n not in bound]
+        if missing:
+            raise TypeError(f"{self.spec.name}: missing argument(s) {', '.join(missing)}")
+        return self._launch.enqueue(self.queue, bound, wait_for)[-1]
+
+    def __repr__(self) -> str:
+        return f"TunedKernel({self.spec.name!r}, {self.source}, params={self.params})"
+
+
+def params_of(spec: KernelSpec, entry: profiles.Entry) -> dict[str, Value]:
+    """Full parameters of a profile entry, build-flag switches included."""
+    full = spec.complete(dict(entry.params))
+    for p in spec.parameters:
+        if p.flag is not None:
+            full[p.name] = p.flag in entry.build_flags
+    return full
+
+
+def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+           folders: list[Path] | None = None) -> Choice:
+    """Pick the configuration for ``problem`` on ``info`` (see the module docstring)."""
+    facts = info.facts()
+
+    def usable(e: profiles.Entry) -> bool:
+        try:
+            return check(spec, params_of(spec, e), problem, facts) is None
+        except AutotuneError:
+            return False
+
+    found: list[tuple[profiles.Entry, Path]] = []
+    for folder in folders or profiles.search_folders(settings.profiles_dir()):
+        path = profiles.path_for(info.slug, folder)
+        try:
+            doc = profiles.read(path)
+        except AutotuneError as exc:
+            warnings.warn(AutotuneWarning(f"ignoring profile: {exc}"), stacklevel=3)
+            continue
+        found.extend((e, path) for e in profiles.entries(doc, spec.name, str(path)))
+    best = profiles.nearest([e for e, _ in found], problem, spec.spec_hash, usable)
+    if best is not None:
+        path = next(p for e, p in found if e is best)
+        source = "exact" if dict(best.problem) == dict(problem) else "nearest"
+        return Choice(params_of(spec, best), source, best, path)
+
+    key = (spec.name, info.slug)
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(AutotuneWarning(
+            f"no tuned {spec.name} for {info.name} at {problem}; using the default configuration "
+            f"(run `autotune run {spec.name}` to tune it)"), stacklevel=3)
+    for candidate in (spec.complete(dict(spec.default)), spec.complete(dict(spec.baseline))):
+        if check(spec, candidate, problem, facts) is None:
+            return Choice(candidate, "default")
+    valid = enumerate_valid(spec, problem, facts, limit=1)
+    if not valid:
+        raise ProblemError(f"no configuration of {spec.name} is valid for {problem} on {info.name}; "
+                           "use sizes the kernel's tiles divide")
+    return Choice(valid[0], "default")
+
+
+def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKernel:
+    """The tuned ``name`` kernel (built-in name or spec path) for ``queue``'s device.
+
+    Problem keys not given take the spec's defaults. Raises AutotuneError only for bad input
+    (unknown kernel, bad size) — never for a missing profile.
+    """
+    spec = specs.load(name)
+    prob = spec.resolve_problem(problem)
+    info = devices.info(queue.device)
+    return TunedKernel(spec, queue, prob, choose(spec, info, prob))

@@ -1,0 +1,201 @@
+"""Per-device YAML profiles: read, merge, locked atomic write, nearest-problem lookup.
+
+A profile file ``<device-slug>.yaml`` holds the device's facts and, per kernel, a list of
+entries (one per problem). Writing takes a file lock, re-reads, merges, keeps a ``.bak`` of
+the previous file and replaces it atomically, so concurrent runs on one device never lose
+each other's results. A corrupt profile is reported with its file and line, never replaced.
+
+Example:
+    >>> e = Entry(problem={"N": 64}, params={"TS": 8}, build_flags=(), time_ms=1.0,
+    ...           throughput={}, trials=3, tuned_at="2026-11-21T00:00:00Z", spec_hash="x")
+    >>> doc, verdict = merge({}, "k", e)
+    >>> verdict, len(doc["kernels"]["k"])
+    ('added', 1)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+from filelock import FileLock
+
+from .errors import ProfileError
+from .resources import data_dir
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tuned result: the best verified configuration for a kernel and problem."""
+
+    problem: Mapping[str, Any]
+    params: Mapping[str, Any]
+    build_flags: tuple[str, ...]
+    time_ms: float
+    throughput: Mapping[str, float]
+    trials: int
+    tuned_at: str
+    spec_hash: str
+    partial: bool = False
+    baseline_ms: float | None = None
+    spread_ms: tuple[float, float] | None = None
+    error: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_yaml(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["problem"], d["params"] = dict(self.problem), dict(self.params)
+        d["build_flags"] = list(self.build_flags)
+        d["throughput"] = {k: float(v) for k, v in self.throughput.items()}
+        d["spread_ms"] = list(self.spread_ms) if self.spread_ms else None
+        if not self.extra:
+            d.pop("extra")
+        return {k: v for k, v in d.items() if v is not None}
+
+    @classmethod
+    def from_yaml(cls, raw: Mapping[str, Any], where: str) -> Entry:
+        missing = [k for k in ("problem", "params", "time_ms", "spec_hash") if k not in raw]
+        if missing:
+            raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")
+        try:
+            return cls(
+                problem=dict(raw["problem"]),
+                params=dict(raw["params"]),
+                build_flags=tuple(raw.get("build_flags") or ()),
+                time_ms=float(raw["time_ms"]),
+                throughput=dict(raw.get("throughput") or {}),
+                trials=int(raw.get("trials", 0)),
+                tuned_at=str(raw.get("tuned_at", "")),
+                spec_hash=str(raw["spec_hash"]),
+                partial=bool(raw.get("partial", False)),
+                baseline_ms=raw.get("baseline_ms"),
+                spread_ms=tuple(raw["spread_ms"]) if raw.get("spread_ms") else None,
+                error=raw.get("error"),
+                extra=dict(raw.get("extra") or {}),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None
+
+
+def path_for(slug: str, folder: Path) -> Path:
+    return folder / f"{slug}.yaml"
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The profile document at ``path`` ({} if absent); ProfileError naming file:line if broken."""
+    if not path.exists():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ProfileError(
+            f"{where}: corrupt profile ({problem}); fix it by hand or move it away "
+            f"(the previous version, if any, is {path.name}.bak); autotune will not overwrite it"
+        ) from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("kernels", {}), dict):
+        raise ProfileError(
+            f"{path}: not a profile (expected a mapping with 'device' and 'kernels'); "
+            "fix it or move it away; autotune will not overwrite it"
+        )
+    for kernel, entries in (doc.get("kernels") or {}).items():
+        if not isinstance(entries, list):
+            raise ProfileError(f"{path}: kernels.{kernel}: expected a list of entries")
+        for i, raw in enumerate(entries):
+            if not isinstance(raw, dict):
+                raise ProfileError(f"{path}: kernels.{kernel}[{i}]: expected a mapping")
+            Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
+    return doc
+
+
+def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile") -> list[Entry]:
+    raw = (doc.get("kernels") or {}).get(kernel) or []
+    return [Entry.from_yaml(r, f"{where}: kernels.{kernel}[{i}]") for i, r in enumerate(raw)]
+
+
+def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
+          device: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """Merge ``entry`` into a profile document (pure).
+
+    Returns the new document and the verdict: ``added``, ``replaced`` (better, or the old
+    one was tuned for a changed template/space), or ``kept`` (the existing one is better).
+    """
+    new = {"device": dict(device or doc.get("device") or {}), "kernels": {}}
+    for name, items in (doc.get("kernels") or {}).items():
+        new["kernels"][name] = [dict(i) for i in items]
+    items = new["kernels"].setdefault(kernel, [])
+    for i, raw in enumerate(items):
+        if dict(raw.get("problem", {})) == dict(entry.problem):
+            old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
+            better = entry.time_ms < old.time_ms
+            if old.spec_hash != entry.spec_hash or better or (old.partial and not entry.partial
+                                                              and entry.time_ms <= old.time_ms):
+                items[i] = entry.to_yaml()
+                return new, "replaced"
+            return new, "kept"
+    items.append(entry.to_yaml())
+    items.sort(key=lambda r: sorted(map(str, r.get("problem", {}).items())))
+    return new, "added"
+
+
+def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> str:
+    """Lock, re-read, merge, back up and atomically replace the profile at ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=60):
+        doc = read(path)
+        new, verdict = merge(doc, kernel, entry, device)
+        if verdict == "kept":
+            return verdict
+        text = yaml.safe_dump(new, sort_keys=False, default_flow_style=None, width=100)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if path.exists():
+                shutil.copy2(path, str(path) + ".bak")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    return verdict
+
+
+def search_folders(user_folder: Path) -> list[Path]:
+    """Where profiles are looked up: the user's folder first, then the shipped ones."""
+    return [user_folder, data_dir("profiles")]
+
+
+def _distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    total = 0.0
+    for k, v in a.items():
+        w = b.get(k)
+        if isinstance(v, int) and isinstance(w, int) and v > 0 and w > 0:
+            total += abs(math.log2(v / w))
+        elif v != w:
+            return math.inf  # options such as layout must match
+    return total
+
+
+def nearest(candidates: Iterable[Entry], problem: Mapping[str, Any], spec_hash: str,
+            usable: Callable[[Entry], bool]) -> Entry | None:
+    """The exact entry, else the nearest (log-distance over sizes) one ``usable`` accepts."""
+    current = [e for e in candidates if e.spec_hash == spec_hash]
+    ranked = sorted(current, key=lambda e: (_distance(dict(problem), dict(e.problem)), e.time_ms))
+    for e in ranked:
+        if math.isinf(_distance(dict(problem), dict(e.problem))):
+            break
+        if usable(e):
+            return e
+    return None

@@ -1,0 +1,29 @@
+"""Environment knobs, read in one place and only when asked (never at import time)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+
+def home() -> Path:
+    """The folder for studies and profiles: ``$AUTOTUNE_HOME`` or the user data folder."""
+    env = os.environ.get("AUTOTUNE_HOME")
+    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("autotune"))
+
+
+def profiles_dir() -> Path:
+    """Where tuned profiles are written: ``<home>/profiles``."""
+    return home() / "profiles"
+
+
+def default_storage() -> str:
+    """Optuna RDB URL of the default study database (SQLite under :func:`home`)."""
+    return f"sqlite:///{home() / 'studies.db'}"
+
+
+def default_device_selector() -> str | None:
+    """``$AUTOTUNE_DEVICE``: the device selector used when ``--device`` is not given."""
+    return os.environ.get("AUTOTUNE_DEVICE") or None

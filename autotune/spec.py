@@ -1,0 +1,488 @@
+"""Kernel specs: search-space YAML → frozen dataclasses, validated at the edge.
+
+A spec names an OpenCL template, a host reference module, the problem (sizes and options),
+the tunable parameters and build flags, constraints, launch geometry and metrics. Every
+message raised here names the file, the key and how to fix it.
+
+Example:
+    >>> spec = load("matmul")
+    >>> spec.name, "TSM" in spec.parameter_names
+    ('matmul', True)
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import ExpressionError, ProblemError, SpecError
+from .expr import Expr
+from .resources import data_dir
+
+Value = int | float | str | bool
+
+#: Names that constraints and launch expressions may use besides parameters and problem keys.
+DEVICE_FACTS = (
+    "max_work_group_size",
+    "local_mem_size",
+    "compute_units",
+    "max_work_item_sizes",
+    "global_mem_size",
+    "is_gpu",
+)
+
+_TOP_KEYS = {
+    "kernel": True,
+    "description": False,
+    "template": True,
+    "reference": True,
+    "problem": True,
+    "parameters": True,
+    "build_flags": False,
+    "constraints": False,
+    "local_memory": False,
+    "scratch": False,
+    "args": False,
+    "outputs": True,
+    "launch": True,
+    "metrics": True,
+    "tolerance": False,
+    "baseline": False,
+    "default": False,
+}
+_STEP_KEYS = {"entry", "global", "local", "args", "when"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ProblemKey:
+    """One problem dimension: an integer size, or a string option with its choices."""
+
+    name: str
+    default: int | str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def is_size(self) -> bool:
+        return isinstance(self.default, int)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A tunable parameter; build flags are boolean parameters with a ``flag``."""
+
+    name: str
+    values: tuple[Value, ...]
+    flag: str | None = None
+
+
+@dataclass(frozen=True)
+class LaunchStep:
+    """One kernel enqueue: entry point, arguments, and NDRange expressions."""
+
+    entry: str
+    args: tuple[str, ...]
+    global_size: tuple[Expr, ...]
+    local_size: tuple[Expr, ...] | None
+    when: Expr | None = None
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A validated search space for one kernel template."""
+
+    name: str
+    description: str
+    path: Path
+    template: Path
+    reference: str
+    problem: tuple[ProblemKey, ...]
+    parameters: tuple[Parameter, ...]
+    constraints: tuple[Expr, ...]
+    local_memory: Expr | None
+    scratch: tuple[tuple[str, Expr], ...]
+    outputs: tuple[str, ...]
+    launch: tuple[LaunchStep, ...]
+    metrics: tuple[tuple[str, Expr], ...]
+    rtol: Expr
+    atol: Expr
+    baseline: tuple[tuple[str, Value], ...]
+    default: tuple[tuple[str, Value], ...]
+    spec_hash: str
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+    def baseline_dict(self) -> dict[str, Value]:
+        """The baseline's parameters that differ from each parameter's first value."""
+        return {k: v for k, v in self.baseline if v != next(p for p in self.parameters if p.name == k).values[0]}
+
+    def default_problem(self) -> dict[str, int | str]:
+        return {k.name: k.default for k in self.problem}
+
+    def resolve_problem(self, overrides: Mapping[str, Any] | None = None) -> dict[str, int | str]:
+        """The default problem with ``overrides`` applied; ProblemError names a bad key or value."""
+        problem = self.default_problem()
+        keys = {k.name: k for k in self.problem}
+        for name, value in (overrides or {}).items():
+            key = keys.get(name)
+            if key is None:
+                raise ProblemError(f"{self.name} has no problem key {name!r}; its keys: {', '.join(keys)}")
+            if key.is_size:
+                try:
+                    size = int(value)
+                except (TypeError, ValueError):
+                    size = 0
+                if size <= 0 or (isinstance(value, float) and value != size):
+                    raise ProblemError(f"{name}={value!r}: sizes must be positive integers")
+                problem[name] = size
+            elif str(value) in key.choices:
+                problem[name] = str(value)
+            else:
+                raise ProblemError(f"{name}={value!r}: choose one of {', '.join(key.choices)}")
+        return problem
+
+    def complete(self, partial: Mapping[str, Value]) -> dict[str, Value]:
+        """A full configuration: ``partial`` plus the first value of every parameter it omits."""
+        return {p.name: partial.get(p.name, p.values[0]) for p in self.parameters}
+
+    def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:
+        """Compiler options for a configuration: ``-D`` macros, then the enabled build flags."""
+        options: list[str] = []
+        for name, value in list(problem.items()) + [
+            (p.name, params[p.name]) for p in self.parameters if p.flag is None
+        ]:
+            options.extend(_macros(name, value))
+        options.extend(p.flag for p in self.parameters if p.flag is not None and params[p.name])
+        return options
+
+    def enabled_flags(self, params: Mapping[str, Value]) -> list[str]:
+        return [p.flag for p in self.parameters if p.flag is not None and params.get(p.name)]
+
+    @cached_property
+    def source(self) -> str:
+        return self.template.read_text()
+
+    def host_module(self) -> ModuleType:
+        """Import the reference module (``inputs``, ``reference``, optional ``check``)."""
+        return _import_reference(self.reference, self.path)
+
+
+def _macros(name: str, value: Any) -> list[str]:
+    if isinstance(value, bool):
+        return [f"-D{name}={int(value)}"]
+    if isinstance(value, str):
+        out = [f"-D{name}={value}"]
+        if _IDENT.match(value):
+            out.append(f"-D{name.upper()}_{value.upper()}=1")
+        return out
+    return [f"-D{name}={value}"]
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def builtin_names() -> list[str]:
+    """Names of the kernels shipped in ``search_spaces/``."""
+    return sorted(p.stem for p in data_dir("search_spaces").glob("*.yaml"))
+
+
+def resolve(name_or_path: str) -> Path:
+    """The YAML file for a built-in kernel name or a path ending in ``.yaml``/``.yml``."""
+    if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise SpecError(f"spec file {path} does not exist; check the path")
+        return path.resolve()
+    path = data_dir("search_spaces") / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = builtin_names()
+        hint = difflib.get_close_matches(name_or_path, known, n=1)
+        suggestion = f"did you mean {hint[0]!r}? " if hint else ""
+        raise SpecError(
+            f"unknown kernel {name_or_path!r}; {suggestion}known kernels: {', '.join(known)} "
+            "(or give the path of your own spec YAML; `autotune list` shows them)"
+        )
+    return path
+
+
+def load(name_or_path: str | Path) -> KernelSpec:
+    """Load and validate a spec by built-in name or path."""
+    path = resolve(str(name_or_path))
+    text = path.read_text()
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{where}: invalid YAML ({problem}); fix the syntax there") from None
+    return parse(raw, path, text)
+
+
+def parse(raw: Any, path: Path, text: str = "") -> KernelSpec:
+    """Validate the YAML document ``raw`` read from ``path``."""
+    p = _Parser(path)
+    return p.spec(raw, text)
+
+
+class _Parser:
+    """Validation with messages that name the file and key."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, key: str, message: str) -> SpecError:
+        return SpecError(f"{self.path}: {key}: {message}")
+
+    def expr(self, key: str, source: Any, known: set[str]) -> Expr:
+        try:
+            e = Expr.parse(source)
+            e.check_names(known, f"{self.path}: {key}")
+        except ExpressionError as exc:
+            text = str(exc)
+            if not text.startswith(str(self.path)):
+                text = f"{self.path}: {key}: {text}"
+            raise SpecError(text) from None
+        return e
+
+    def mapping(self, key: str, raw: Any, allow_empty: bool = False) -> dict[str, Any]:
+        if raw is None and allow_empty:
+            return {}
+        if not isinstance(raw, dict) or (not raw and not allow_empty):
+            raise self.fail(key, f"expected a mapping of name: value, got {raw!r}")
+        return raw
+
+    def check_keys(self, where: str, raw: Mapping[str, Any], allowed: Any) -> None:
+        for key in raw:
+            if key not in allowed:
+                hint = difflib.get_close_matches(str(key), list(allowed), n=1)
+                fix = f"did you mean {hint[0]!r}?" if hint else f"allowed: {', '.join(allowed)}"
+                raise self.fail(where + str(key), f"unknown key; {fix}")
+
+    def spec(self, raw: Any, text: str) -> KernelSpec:
+        if not isinstance(raw, dict):
+            raise SpecError(f"{self.path}: expected a YAML mapping with keys "
+                            f"{', '.join(k for k, req in _TOP_KEYS.items() if req)}")
+        self.check_keys("", raw, _TOP_KEYS)
+        for key, required in _TOP_KEYS.items():
+            if required and key not in raw:
+                raise self.fail(key, "missing required key (see the spec format in README.md)")
+
+        name = str(raw["kernel"])
+        if not _IDENT.match(name):
+            raise self.fail("kernel", f"{name!r} must be an identifier (letters, digits, _)")
+        template = self.template(raw["template"])
+        reference = self.reference(raw["reference"])
+        problem = self.problem(raw["problem"])
+        parameters = self.parameters(raw["parameters"], raw.get("build_flags"))
+
+        pnames = {p.name for p in parameters}
+        qnames = {k.name for k in problem}
+        clash = pnames & qnames
+        if clash:
+            raise self.fail("parameters", f"{', '.join(sorted(clash))} is also a problem key; rename it")
+        known = pnames | qnames | set(DEVICE_FACTS)
+
+        constraints = tuple(
+            self.expr(f"constraints[{i}]", c, known)
+            for i, c in enumerate(self.sequence("constraints", raw.get("constraints") or []))
+        )
+        local_memory = (
+            self.expr("local_memory", raw["local_memory"], known)
+            if raw.get("local_memory") is not None
+            else None
+        )
+        scratch = tuple(
+            (str(k), self.expr(f"scratch.{k}", v, known))
+            for k, v in self.mapping("scratch", raw.get("scratch"), allow_empty=True).items()
+        )
+        outputs = tuple(str(o) for o in self.sequence("outputs", raw["outputs"]))
+        default_args = tuple(str(a) for a in self.sequence("args", raw.get("args") or []))
+        launch = self.launch(raw["launch"], name, default_args, known)
+        metrics = tuple(
+            (str(k), self.expr(f"metrics.{k}", v, qnames | {"seconds"}))
+            for k, v in self.mapping("metrics", raw["metrics"]).items()
+        )
+        tol = self.mapping("tolerance", raw.get("tolerance"), allow_empty=True)
+        self.check_keys("tolerance.", tol, ["rtol", "atol"])
+        rtol = self.expr("tolerance.rtol", tol.get("rtol", 1e-5), qnames)
+        atol = self.expr("tolerance.atol", tol.get("atol", 1e-6), qnames)
+
+        baseline = self.config("baseline", raw.get("baseline"), parameters)
+        default = self.config("default", raw.get("default"), parameters)
+        digest = hashlib.sha256(template.read_bytes() + b"\0" + text.encode()).hexdigest()[:16]
+        return KernelSpec(
+            name=name,
+            description=str(raw.get("description", "")).strip(),
+            path=self.path,
+            template=template,
+            reference=reference,
+            problem=problem,
+            parameters=parameters,
+            constraints=constraints,
+            local_memory=local_memory,
+            scratch=scratch,
+            outputs=outputs,
+            launch=launch,
+            metrics=metrics,
+            rtol=rtol,
+            atol=atol,
+            baseline=baseline,
+            default=default,
+            spec_hash=digest,
+        )
+
+    def sequence(self, key: str, raw: Any) -> list[Any]:
+        if not isinstance(raw, list):
+            raise self.fail(key, f"expected a list, got {raw!r}")
+        return raw
+
+    def template(self, raw: Any) -> Path:
+        for base in (self.path.parent, data_dir("kernel_templates")):
+            candidate = (base / str(raw)).resolve()
+            if candidate.is_file():
+                return candidate
+        raise self.fail(
+            "template",
+            f"template file {raw!r} not found next to the spec or in kernel_templates/; "
+            "give a path relative to the YAML file",
+        )
+
+    def reference(self, raw: Any) -> str:
+        ref = str(raw)
+        if ref.endswith(".py"):
+            path = (self.path.parent / ref).resolve()
+            if not path.is_file():
+                raise self.fail(
+                    "reference", f"reference module {ref!r} not found (looked for {path})"
+                )
+            return str(path)
+        if not _IDENT.match(ref):
+            raise self.fail("reference", "give a .py file next to the spec, or a built-in name")
+        return ref
+
+    def problem(self, raw: Any) -> tuple[ProblemKey, ...]:
+        keys = []
+        for name, value in self.mapping("problem", raw).items():
+            where = f"problem.{name}"
+            if not _IDENT.match(str(name)):
+                raise self.fail(where, "problem keys must be identifiers")
+            if isinstance(value, dict):
+                self.check_keys(where + ".", value, ["default", "choices"])
+                choices = tuple(str(c) for c in self.sequence(where + ".choices", value.get("choices")))
+                default = str(value.get("default", choices[0] if choices else ""))
+                if not choices or default not in choices:
+                    raise self.fail(where, "an option needs choices and a default among them")
+                keys.append(ProblemKey(str(name), default, choices))
+            elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                keys.append(ProblemKey(str(name), value))
+            else:
+                raise self.fail(where, f"expected a positive integer size or "
+                                       f"{{default: ..., choices: [...]}}, got {value!r}")
+        return tuple(keys)
+
+    def parameters(self, raw: Any, flags: Any) -> tuple[Parameter, ...]:
+        params = []
+        for name, values in self.mapping("parameters", raw).items():
+            where = f"parameters.{name}"
+            if not _IDENT.match(str(name)):
+                raise self.fail(where, "parameter names must be identifiers (they become -D macros)")
+            if not isinstance(values, list) or not values:
+                raise self.fail(where, "give a non-empty list of values, e.g. [16, 32, 64]")
+            for v in values:
+                if not isinstance(v, (int, float, str, bool)):
+                    raise self.fail(where, f"value {v!r} must be a number, string or boolean")
+            if len(set(map(repr, values))) != len(values):
+                raise self.fail(where, "values must not repeat")
+            params.append(Parameter(str(name), tuple(values)))
+        for name, flag in self.mapping("build_flags", flags, allow_empty=True).items():
+            where = f"build_flags.{name}"
+            if not _IDENT.match(str(name)):
+                raise self.fail(where, "flag names must be identifiers")
+            if not isinstance(flag, str) or not flag.startswith("-"):
+                raise self.fail(where, f"expected a compiler option such as -cl-mad-enable, got {flag!r}")
+            params.append(Parameter(str(name), (False, True), flag=flag))
+        return tuple(params)
+
+    def launch(self, raw: Any, name: str, default_args: tuple[str, ...], known: set[str]) -> tuple[LaunchStep, ...]:
+        steps_raw = raw if isinstance(raw, list) else [raw]
+        steps = []
+        for i, step in enumerate(steps_raw):
+            where = f"launch[{i}]" if isinstance(raw, list) else "launch"
+            step = self.mapping(where, step)
+            self.check_keys(where + ".", step, sorted(_STEP_KEYS))
+            if "global" not in step:
+                raise self.fail(where, "missing 'global' (a list of 1 to 3 size expressions)")
+            glob = self.dims(where + ".global", step["global"], known)
+            local = None
+            if step.get("local") is not None:
+                local = self.dims(where + ".local", step["local"], known)
+                if len(local) != len(glob):
+                    raise self.fail(where + ".local", "must have as many dimensions as global")
+            args = tuple(str(a) for a in self.sequence(where + ".args", step.get("args", list(default_args))))
+            if not args:
+                raise self.fail(where, "no kernel arguments: set 'args' at the top level or in the step")
+            when = self.expr(where + ".when", step["when"], known) if "when" in step else None
+            steps.append(LaunchStep(str(step.get("entry", name)), args, glob, local, when))
+        return tuple(steps)
+
+    def dims(self, key: str, raw: Any, known: set[str]) -> tuple[Expr, ...]:
+        items = self.sequence(key, raw)
+        if not 1 <= len(items) <= 3:
+            raise self.fail(key, "give 1 to 3 dimensions")
+        return tuple(self.expr(f"{key}[{i}]", d, known) for i, d in enumerate(items))
+
+    def config(self, key: str, raw: Any, params: tuple[Parameter, ...]) -> tuple[tuple[str, Value], ...]:
+        values = self.mapping(key, raw, allow_empty=True)
+        by_name = {p.name: p for p in params}
+        for name, value in values.items():
+            if name not in by_name:
+                raise self.fail(f"{key}.{name}", f"not a parameter; parameters: {', '.join(by_name)}")
+            if value not in by_name[name].values:
+                raise self.fail(f"{key}.{name}", f"{value!r} is not among its values {list(by_name[name].values)}")
+        return tuple((p.name, values.get(p.name, p.values[0])) for p in params)
+
+
+def _import_reference(reference: str, spec_path: Path) -> ModuleType:
+    if reference.endswith(".py"):
+        mod_name = f"autotune_user_ref_{hashlib.sha1(reference.encode()).hexdigest()[:10]}"
+        if mod_name in sys.modules:
+            return sys.modules[mod_name]
+        loader_spec = importlib.util.spec_from_file_location(mod_name, reference)
+        if loader_spec is None or loader_spec.loader is None:
+            raise SpecError(f"{spec_path}: reference: cannot import {reference}")
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[mod_name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as exc:  # user code: report it as a spec problem, not a crash
+            del sys.modules[mod_name]
+            raise SpecError(f"{spec_path}: reference: importing {reference} failed: {exc!r}") from exc
+    else:
+        try:
+            module = importlib.import_module(f"autotune.kernels.{reference}")
+        except ModuleNotFoundError:
+            raise SpecError(
+                f"{spec_path}: reference: no built-in host module {reference!r}; "
+                "give a .py file next to the spec"
+            ) from None
+    for fn in ("inputs", "reference"):
+        if not callable(getattr(module, fn, None)):
+            raise SpecError(
+                f"{spec_path}: reference: {reference} must define {fn}(problem, ...); "
+                "see the spec format in README.md"
+            )
+    return module

@@ -1,0 +1,217 @@
+"""Evaluators: measure configurations in this process, or isolated in a worker process.
+
+The isolated evaluator keeps one persistent worker (spawned, so no OpenCL state is forked)
+that holds the context, buffers and reference. A candidate that runs past its time limit
+gets the worker killed and restarted (``timeout``); one that kills the worker (segfault,
+abort in the compiler or driver) is recorded as ``crashed``. Either way the next candidate
+runs in a fresh worker and the tuning run goes on.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from .bench import Bench, Measurement, Status, TimingOptions, Workload
+from .errors import WorkerError
+from .spec import Value
+
+
+class Evaluator(Protocol):
+    """What the tuner needs: measure one configuration within a time limit."""
+
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything a worker needs to rebuild the bench (all picklable)."""
+
+    spec_path: str
+    device_selector: str
+    problem: dict[str, Any]
+    workload_file: str
+    timing: TimingOptions
+
+
+def save_workload(workload: Workload, folder: Path) -> str:
+    """Write inputs and expected outputs to an ``.npz`` the worker can load quickly."""
+    path = folder / "workload.npz"
+    arrays = {f"in__{k}": np.asarray(v) for k, v in workload.inputs.items()}
+    arrays.update({f"ex__{k}": np.asarray(v) for k, v in workload.expected.items()})
+    np.savez(path, **arrays)
+    return str(path)
+
+
+def load_workload(path: str) -> Workload:
+    with np.load(path) as data:
+        inputs: dict[str, Any] = {}
+        expected: dict[str, np.ndarray] = {}
+        for key in data.files:
+            kind, name = key.split("__", 1)
+            arr = data[key]
+            if kind == "in":
+                inputs[name] = arr[()] if arr.ndim == 0 else arr
+            else:
+                expected[name] = arr
+    return Workload(inputs, expected)
+
+
+def make_bench(setup: Setup, workload: Workload | None = None) -> Bench:
+    """A Bench on the setup's device (used in-process and inside the worker)."""
+    import pyopencl as cl
+
+    from . import device, spec
+
+    info, dev = device.select(setup.device_selector)
+    ctx = cl.Context([dev])
+    return Bench(spec.load(setup.spec_path), setup.problem, ctx,
+                 workload or load_workload(setup.workload_file), info.facts(), setup.timing)
+
+
+class InProcessEvaluator:
+    """Measures in the calling process: no isolation, no time limit (``--no-isolation``)."""
+
+    def __init__(self, setup: Setup, workload: Workload) -> None:
+        self.bench = make_bench(setup, workload)
+
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
+        return self.bench.measure(params)
+
+    def close(self) -> None:
+        pass
+
+
+def _worker_main(conn: Connection, setup: Setup) -> None:
+    # Ctrl-C goes to the whole process group; the parent decides what to do about it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        bench = make_bench(setup)
+        conn.send(("ready", None))
+        while True:
+            params = conn.recv()
+            if params is None:
+                return
+            conn.send(("result", bench.measure(params)))
+    except EOFError:
+        return
+    except BaseException:
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except OSError:
+            pass
+
+
+class IsolatedEvaluator:
+    """Measures in a persistent worker process that is replaced after a hang or crash."""
+
+    def __init__(self, setup: Setup, startup_timeout_s: float = 300.0) -> None:
+        self.setup = setup
+        self.startup_timeout_s = startup_timeout_s
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Connection | None = None
+        self.restarts = 0
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker_main, args=(child, self.setup), daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(self.startup_timeout_s):
+            self._kill()
+            raise WorkerError(f"the measuring worker did not start within {self.startup_timeout_s:.0f} s")
+        try:
+            kind, payload = parent.recv()
+        except (EOFError, OSError):
+            code = proc.exitcode
+            self._kill()
+            raise WorkerError(f"the measuring worker died while starting ({_describe_exit(code)})") from None
+        if kind != "ready":
+            self._kill()
+            raise WorkerError(f"the measuring worker failed to start:\n{payload}")
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+        if self._proc is not None:
+            self._proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
+        if self._conn is None:
+            self._start()
+            if self._conn is None:  # pragma: no cover - _start raises instead
+                raise WorkerError("worker did not start")
+        conn = self._conn
+        t0 = time.perf_counter()
+        conn.send(dict(params))
+        try:
+            ready = conn.poll(limit_s)
+        except KeyboardInterrupt:
+            self._kill()
+            raise
+        if not ready:
+            self._kill()
+            self.restarts += 1
+            return Measurement(Status.TIMEOUT, f"no result within {limit_s:.1f} s; worker killed",
+                               wall_s=time.perf_counter() - t0)
+        try:
+            kind, payload = conn.recv()
+        except (EOFError, OSError):
+            code = self._proc.exitcode if self._proc is not None else None
+            if self._proc is not None:
+                self._proc.join(5)
+                code = self._proc.exitcode
+            self._kill()
+            self.restarts += 1
+            return Measurement(Status.CRASHED, f"worker died: {_describe_exit(code)}",
+                               wall_s=time.perf_counter() - t0)
+        if kind == "error":
+            self._kill()
+            raise WorkerError(f"unexpected error while measuring {dict(params)}:\n{payload}")
+        if payload.status is Status.LAUNCH_ERROR:
+            # a failed launch can leave the context unusable; start the next one clean
+            self._kill()
+            self.restarts += 1
+        return payload
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            if self._proc is not None:
+                self._proc.join(2)
+        self._kill()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "exit status unknown"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def workload_folder() -> tempfile.TemporaryDirectory[str]:
+    """A temporary folder for the workload file, removed when the run ends."""
+    return tempfile.TemporaryDirectory(prefix="autotune-")

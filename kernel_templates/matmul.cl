@@ -1,0 +1,239 @@
+// Single-precision matrix multiply C = A * B, parameterised for autotune.
+//
+// Variants (the TU Hamburg "Dataparallel Programming on GPUs" family and beyond):
+//   ALGO_NAIVE : one output per work-item, operands straight from global memory.
+//   ALGO_TILED : work-group tile MWG x NWG of C, K-tiles of depth KWG staged in local memory,
+//                WPTM x WPTN outputs per work-item (2D register blocking), vector loads of width
+//                VW, optional padding of the local tiles (PAD), strided or contiguous ownership of
+//                outputs (SM, SN), double-buffered local tiles with register prefetch (DB), and a
+//                K loop unrolled by UNROLL. The NVIDIA-SDK BLOCK_SIZE kernel is MWG = NWG = KWG =
+//                MDIMC = NDIMC = BLOCK_SIZE; "two outputs per thread" is WPTN = 2.
+//
+// Storage: LAYOUT_ROW (default) or LAYOUT_COL. Column-major C = A*B is computed as the
+// row-major product C^T = B^T * A^T, which reads the same buffers with M and N swapped.
+// All parameters arrive as -D macros; the defaults below let the file compile alone.
+
+#ifndef M
+#define M 256
+#endif
+#ifndef N
+#define N 256
+#endif
+#ifndef K
+#define K 256
+#endif
+#if !defined(ALGO_NAIVE) && !defined(ALGO_TILED)
+#define ALGO_TILED 1
+#endif
+#ifndef MWG
+#define MWG 64
+#endif
+#ifndef NWG
+#define NWG 64
+#endif
+#ifndef KWG
+#define KWG 16
+#endif
+#ifndef MDIMC
+#define MDIMC 16
+#endif
+#ifndef NDIMC
+#define NDIMC 16
+#endif
+#ifndef VW
+#define VW 4
+#endif
+#ifndef SM
+#define SM 0
+#endif
+#ifndef SN
+#define SN 0
+#endif
+#ifndef PAD
+#define PAD 0
+#endif
+#ifndef DB
+#define DB 0
+#endif
+#ifndef UNROLL
+#define UNROLL 1
+#endif
+
+// Row-major view: R[MR x NR] = X[MR x K] * Y[K x NR].
+#ifdef LAYOUT_COL
+#define MR N
+#define NR M
+#define XPTR B
+#define YPTR A
+#else
+#define MR M
+#define NR N
+#define XPTR A
+#define YPTR B
+#endif
+
+#define WPTM (MWG / MDIMC)
+#define WPTN (NWG / NDIMC)
+#define NT (MDIMC * NDIMC)
+
+#if VW == 1
+typedef float floatv;
+#define VLOAD(i, p) ((p)[i])
+#elif VW == 2
+typedef float2 floatv;
+#define VLOAD(i, p) vload2(i, p)
+#else
+typedef float4 floatv;
+#define VLOAD(i, p) vload4(i, p)
+#endif
+
+#ifdef ALGO_NAIVE
+
+__kernel void matmul(__global const float* restrict A, __global const float* restrict B,
+                     __global float* restrict C) {
+    const int col = get_global_id(0);  // along NR (contiguous in R)
+    const int row = get_global_id(1);  // along MR
+    const __global float* x = XPTR + (size_t)row * K;
+    const __global float* y = YPTR + col;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        acc += x[k] * y[(size_t)k * NR];
+    }
+    C[(size_t)row * NR + col] = acc;
+}
+
+#else
+
+// Which output row/column (within the tile) a work-item owns for register index i.
+#if SM
+#define OWN_M(tm, i) ((tm) + (i) * MDIMC)
+#else
+#define OWN_M(tm, i) ((tm) * WPTM + (i))
+#endif
+#if SN
+#define OWN_N(tn, j) ((tn) + (j) * NDIMC)
+#else
+#define OWN_N(tn, j) ((tn) * WPTN + (j))
+#endif
+
+#define LDX (MWG + PAD)  // local X tile stored transposed: Xs[k][m]
+#define LDY (NWG + PAD)  // local Y tile: Ys[k][n]
+#define XVECS (MWG * KWG / VW / NT)  // vectors of X each work-item loads per K-tile
+#define YVECS (KWG * NWG / VW / NT)
+
+// Global → registers: this work-item's share of the next K-tile.
+inline void fetch(const __global float* restrict X, const __global float* restrict Y,
+                  int bm, int bn, int k0, int tid, floatv* xr, floatv* yr) {
+    #pragma unroll
+    for (int i = 0; i < XVECS; ++i) {
+        const int v = tid + i * NT;
+        const int r = v / (KWG / VW), c = v % (KWG / VW);
+        xr[i] = VLOAD(0, X + (size_t)(bm + r) * K + k0 + c * VW);
+    }
+    #pragma unroll
+    for (int i = 0; i < YVECS; ++i) {
+        const int v = tid + i * NT;
+        const int r = v / (NWG / VW), c = v % (NWG / VW);
+        yr[i] = VLOAD(0, Y + (size_t)(k0 + r) * NR + bn + c * VW);
+    }
+}
+
+// Registers → local tiles (X transposed so the compute loop reads consecutive m).
+inline void stash(__local float* xs, __local float* ys, int tid, const floatv* xr, const floatv* yr) {
+    #pragma unroll
+    for (int i = 0; i < XVECS; ++i) {
+        const int v = tid + i * NT;
+        const int r = v / (KWG / VW), c = (v % (KWG / VW)) * VW;
+#if VW == 1
+        xs[c * LDX + r] = xr[i];
+#else
+        const float* e = (const float*)&xr[i];
+        #pragma unroll
+        for (int w = 0; w < VW; ++w) xs[(c + w) * LDX + r] = e[w];
+#endif
+    }
+    #pragma unroll
+    for (int i = 0; i < YVECS; ++i) {
+        const int v = tid + i * NT;
+        const int r = v / (NWG / VW), c = (v % (NWG / VW)) * VW;
+#if VW == 1
+        ys[r * LDY + c] = yr[i];
+#else
+        const float* e = (const float*)&yr[i];
+        #pragma unroll
+        for (int w = 0; w < VW; ++w) ys[r * LDY + c + w] = e[w];
+#endif
+    }
+}
+
+inline void multiply(__local const float* xs, __local const float* ys, int tm, int tn,
+                     float acc[WPTM][WPTN]) {
+    #pragma unroll UNROLL
+    for (int k = 0; k < KWG; ++k) {
+        float a[WPTM], b[WPTN];
+        #pragma unroll
+        for (int i = 0; i < WPTM; ++i) a[i] = xs[k * LDX + OWN_M(tm, i)];
+        #pragma unroll
+        for (int j = 0; j < WPTN; ++j) b[j] = ys[k * LDY + OWN_N(tn, j)];
+        #pragma unroll
+        for (int i = 0; i < WPTM; ++i) {
+            #pragma unroll
+            for (int j = 0; j < WPTN; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void matmul(__global const float* restrict A, __global const float* restrict B,
+            __global float* restrict C) {
+    const int tn = get_local_id(0), tm = get_local_id(1);
+    const int tid = tm * NDIMC + tn;
+    const int bn = get_group_id(0) * NWG, bm = get_group_id(1) * MWG;
+    const __global float* X = XPTR;
+    const __global float* Y = YPTR;
+
+    __local float xs[(DB + 1) * KWG * LDX];
+    __local float ys[(DB + 1) * KWG * LDY];
+    floatv xr[XVECS], yr[YVECS];
+
+    float acc[WPTM][WPTN];
+    #pragma unroll
+    for (int i = 0; i < WPTM; ++i) {
+        #pragma unroll
+        for (int j = 0; j < WPTN; ++j) acc[i][j] = 0.0f;
+    }
+
+#if DB
+    // Two local buffers: while tile t is multiplied from one, tile t+1 is already in
+    // registers and goes to the other, so each K-tile needs one barrier instead of two.
+    fetch(X, Y, bm, bn, 0, tid, xr, yr);
+    stash(xs, ys, tid, xr, yr);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int cur = 0;
+    for (int k0 = 0; k0 < K; k0 += KWG) {
+        const int more = k0 + KWG < K;
+        if (more) fetch(X, Y, bm, bn, k0 + KWG, tid, xr, yr);
+        multiply(xs + cur * KWG * LDX, ys + cur * KWG * LDY, tm, tn, acc);
+        if (more) stash(xs + (1 - cur) * KWG * LDX, ys + (1 - cur) * KWG * LDY, tid, xr, yr);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        cur = 1 - cur;
+    }
+#else
+    for (int k0 = 0; k0 < K; k0 += KWG) {
+        fetch(X, Y, bm, bn, k0, tid, xr, yr);
+        stash(xs, ys, tid, xr, yr);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        multiply(xs, ys, tm, tn, acc);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#endif
+
+    #pragma unroll
+    for (int i = 0; i < WPTM; ++i) {
+        const size_t row = (size_t)(bm + OWN_M(tm, i)) * NR;
+        #pragma unroll
+        for (int j = 0; j < WPTN; ++j) C[row + bn + OWN_N(tn, j)] = acc[i][j];
+    }
+}
+
+#endif

@@ -17,6 +17,7 @@ import math
 import random
 import signal
 import time
+import warnings
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -139,15 +140,31 @@ def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -
 
 def _sampler(name: str, seed: int | None, n_startup: int) -> optuna.samplers.BaseSampler:
     if name == "tpe":
-        return optuna.samplers.TPESampler(
-            multivariate=True, group=True, n_startup_trials=n_startup, seed=seed,
-            warn_independent_sampling=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(multivariate=True, group=True,
+                                              n_startup_trials=n_startup, seed=seed)
     return optuna.samplers.RandomSampler(seed=seed)
 
 
 def startup_trials(valid: int, budget: int) -> int:
     """Random start-up trials before TPE models: ~√(valid space), within a third of the budget."""
     return max(3, min(int(round(math.sqrt(valid))), 30, max(3, budget // 3)))
+
+
+def balanced_index(configs: list[dict[str, Value]], names: tuple[str, ...], rng: random.Random) -> int:
+    """Index of a random configuration, drawn parameter by parameter.
+
+    Each parameter's value is chosen uniformly among the values that still have a valid
+    completion, so a variant with few valid configurations (e.g. the naive kernel) is drawn
+    as often as one with thousands; uniform sampling over the valid list would not.
+    """
+    idx = list(range(len(configs)))
+    for name in names:
+        values = sorted({repr(configs[i][name]) for i in idx})
+        chosen = values[rng.randrange(len(values))]
+        idx = [i for i in idx if repr(configs[i][name]) == chosen]
+    return idx[rng.randrange(len(idx))]
 
 
 def _record(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
@@ -234,7 +251,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
 
     def pick_unmeasured() -> dict[str, Value] | None:
         while unmeasured:
-            c = unmeasured.pop(0) if options.sampler == "grid" else unmeasured.pop(rng.randrange(len(unmeasured)))
+            if options.sampler == "grid":
+                c = unmeasured.pop(0)
+            else:
+                c = unmeasured.pop(balanced_index(unmeasured, spec.parameter_names, rng))
             if config_key(c) not in seen:
                 return c
         return None

@@ -2,6 +2,8 @@
 //
 // Variants (the TU Hamburg "Dataparallel Programming on GPUs" family and beyond):
 //   ALGO_NAIVE : one output per work-item, operands straight from global memory.
+//   ALGO_BLOCKED : WPTM x WPTN outputs per work-item straight from global memory (no local
+//                memory, no barriers), B rows read as vectors of width VW; suits CPUs.
 //   ALGO_TILED : work-group tile MWG x NWG of C, K-tiles of depth KWG staged in local memory,
 //                WPTM x WPTN outputs per work-item (2D register blocking), vector loads of width
 //                VW, optional padding of the local tiles (PAD), strided or contiguous ownership of
@@ -22,7 +24,7 @@
 #ifndef K
 #define K 256
 #endif
-#if !defined(ALGO_NAIVE) && !defined(ALGO_TILED)
+#if !defined(ALGO_NAIVE) && !defined(ALGO_TILED) && !defined(ALGO_BLOCKED)
 #define ALGO_TILED 1
 #endif
 #ifndef MWG
@@ -79,12 +81,19 @@
 #if VW == 1
 typedef float floatv;
 #define VLOAD(i, p) ((p)[i])
+#define VSTORE(v, i, p) ((p)[i] = (v))
 #elif VW == 2
 typedef float2 floatv;
 #define VLOAD(i, p) vload2(i, p)
-#else
+#define VSTORE(v, i, p) vstore2(v, i, p)
+#elif VW == 4
 typedef float4 floatv;
 #define VLOAD(i, p) vload4(i, p)
+#define VSTORE(v, i, p) vstore4(v, i, p)
+#else
+typedef float8 floatv;
+#define VLOAD(i, p) vload8(i, p)
+#define VSTORE(v, i, p) vstore8(v, i, p)
 #endif
 
 #ifdef ALGO_NAIVE
@@ -100,6 +109,39 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
         acc += x[k] * y[(size_t)k * NR];
     }
     C[(size_t)row * NR + col] = acc;
+}
+
+#elif defined(ALGO_BLOCKED)
+
+__kernel void matmul(__global const float* restrict A, __global const float* restrict B,
+                     __global float* restrict C) {
+    const int n0 = get_global_id(0) * WPTN;
+    const int m0 = get_global_id(1) * WPTM;
+    const __global float* X = XPTR + (size_t)m0 * K;
+    const __global float* Y = YPTR + n0;
+    floatv acc[WPTM][WPTN / VW];
+    #pragma unroll
+    for (int i = 0; i < WPTM; ++i) {
+        #pragma unroll
+        for (int j = 0; j < WPTN / VW; ++j) acc[i][j] = (floatv)(0.0f);
+    }
+    #pragma unroll UNROLL
+    for (int k = 0; k < K; ++k) {
+        floatv b[WPTN / VW];
+        #pragma unroll
+        for (int j = 0; j < WPTN / VW; ++j) b[j] = VLOAD(j, Y + (size_t)k * NR);
+        #pragma unroll
+        for (int i = 0; i < WPTM; ++i) {
+            const floatv a = (floatv)(X[(size_t)i * K + k]);
+            #pragma unroll
+            for (int j = 0; j < WPTN / VW; ++j) acc[i][j] = mad(a, b[j], acc[i][j]);
+        }
+    }
+    #pragma unroll
+    for (int i = 0; i < WPTM; ++i) {
+        #pragma unroll
+        for (int j = 0; j < WPTN / VW; ++j) VSTORE(acc[i][j], j, C + (size_t)(m0 + i) * NR + n0);
+    }
 }
 
 #else

@@ -63,12 +63,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line that points to --help."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="autotune",
         description="Tune OpenCL kernels: verified variants, optuna search, per-device profiles.")
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_Parser)
 
     run = sub.add_parser("run", help="tune a kernel on a device and save the best to its profile",
                          description="Tune KERNEL (a built-in name or your spec YAML) and save the "

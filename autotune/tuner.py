@@ -283,8 +283,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                               options.timing)
                 evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
             stuck = 0
-            if baseline is not None and state.baseline is None:
-                study.enqueue_trial(baseline)
+            baseline_due = baseline is not None and state.baseline is None
             while True:
                 if state.measured >= options.trials:
                     stopped_by = "trials"
@@ -297,7 +296,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                     break
                 ok_done = sum(1 for r in seen.values() if r.status is not Status.INVALID)
                 forced = options.sampler != "tpe" or ok_done < n_startup or stuck >= _STUCK_AFTER
-                if forced:
+                if baseline_due:
+                    study.enqueue_trial(baseline)
+                    baseline_due = False
+                elif forced:
                     choice = pick_unmeasured()
                     if choice is None:
                         stopped_by = "exhausted"

@@ -147,12 +147,18 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
 #else
 
 // Which output row/column (within the tile) a work-item owns for register index i.
-#if SM
+// 0: contiguous; 1: strided by the work-group dimension (conflict-free scalar reads);
+// 2: groups of 4 contiguous outputs strided by 4 x the dimension (conflict-free float4 reads).
+#if SM == 2
+#define OWN_M(tm, i) (((i) / 4) * (MDIMC * 4) + (tm) * 4 + (i) % 4)
+#elif SM == 1
 #define OWN_M(tm, i) ((tm) + (i) * MDIMC)
 #else
 #define OWN_M(tm, i) ((tm) * WPTM + (i))
 #endif
-#if SN
+#if SN == 2
+#define OWN_N(tn, j) (((j) / 4) * (NDIMC * 4) + (tn) * 4 + (j) % 4)
+#elif SN == 1
 #define OWN_N(tn, j) ((tn) + (j) * NDIMC)
 #else
 #define OWN_N(tn, j) ((tn) * WPTN + (j))
@@ -213,10 +219,22 @@ inline void multiply(__local const float* xs, __local const float* ys, int tm, i
     #pragma unroll UNROLL
     for (int k = 0; k < KWG; ++k) {
         float a[WPTM], b[WPTN];
+#if SM == 2  // offsets are multiples of 4 floats (PAD is 0 or 4): one 16-byte load per group
+        #pragma unroll
+        for (int i = 0; i < WPTM; i += 4)
+            vstore4(*(__local const float4*)(xs + k * LDX + OWN_M(tm, i)), 0, a + i);
+#else
         #pragma unroll
         for (int i = 0; i < WPTM; ++i) a[i] = xs[k * LDX + OWN_M(tm, i)];
+#endif
+#if SN == 2
+        #pragma unroll
+        for (int j = 0; j < WPTN; j += 4)
+            vstore4(*(__local const float4*)(ys + k * LDY + OWN_N(tn, j)), 0, b + j);
+#else
         #pragma unroll
         for (int j = 0; j < WPTN; ++j) b[j] = ys[k * LDY + OWN_N(tn, j)];
+#endif
         #pragma unroll
         for (int i = 0; i < WPTM; ++i) {
             #pragma unroll
@@ -234,8 +252,8 @@ void matmul(__global const float* restrict A, __global const float* restrict B,
     const __global float* X = XPTR;
     const __global float* Y = YPTR;
 
-    __local float xs[(DB + 1) * KWG * LDX];
-    __local float ys[(DB + 1) * KWG * LDY];
+    __local float xs[(DB + 1) * KWG * LDX] __attribute__((aligned(16)));
+    __local float ys[(DB + 1) * KWG * LDY] __attribute__((aligned(16)));
     floatv xr[XVECS], yr[YVECS];
 
     float acc[WPTM][WPTN];

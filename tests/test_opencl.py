@@ -1,0 +1,112 @@
+"""Real runs on the CPU OpenCL device (PoCL): tune, save, load, call; CLI paths end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import autotune
+from autotune import device, profiles, settings
+from autotune.tuner import TuneOptions, tune
+from conftest import needs_opencl
+
+pytestmark = needs_opencl
+
+
+def cli(*args, check=False, timeout=240):
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True,
+                          text=True, timeout=timeout, check=check)
+
+
+@pytest.fixture(scope="module")
+def queue():
+    _, dev = device.select(None)
+    return cl.CommandQueue(cl.Context([dev]))
+
+
+def matmul_check(queue, layout, m, n, k, **problem):
+    rng = np.random.default_rng(0)
+    order = "F" if layout == "col" else "C"
+    a = np.asarray(rng.uniform(-1, 1, (m, k)), np.float32, order=order)
+    b = np.asarray(rng.uniform(-1, 1, (k, n)), np.float32, order=order)
+    mf = cl.mem_flags
+    ab = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a.ravel(order=order))
+    bb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b.ravel(order=order))
+    cb = cl.Buffer(queue.context, mf.WRITE_ONLY, m * n * 4)
+    mm = autotune.load_kernel("matmul", queue, M=m, N=n, K=k, layout=layout, **problem)
+    mm(ab, bb, cb).wait()
+    c = np.empty(m * n, np.float32)
+    cl.enqueue_copy(queue, c, cb)
+    np.testing.assert_allclose(c.reshape((m, n), order=order), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    return mm
+
+
+def test_tune_then_load_uses_the_tuned_kernel(queue):
+    report = tune("matmul", TuneOptions(trials=6, seed=0, timeout_s=None), problem={"M": 64, "N": 64, "K": 32})
+    assert report.best is not None and report.best.ok and report.best.error < 1e-5
+    assert report.baseline is not None and report.baseline.ok
+    doc = profiles.read(report.profile_path)
+    assert profiles.entries(doc, "matmul")[0].problem == {"M": 64, "N": 64, "K": 32, "layout": "row"}
+    mm = matmul_check(queue, "row", 64, 64, 32)
+    assert mm.source == "exact" and mm.params == dict(report.best.params)
+    # a size never tuned gets the nearest tuned configuration that is valid for it
+    assert matmul_check(queue, "row", 128, 64, 64).source in ("nearest", "default")
+
+
+def test_load_without_profile_falls_back_to_default_with_one_warning(queue):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mm = matmul_check(queue, "col", 64, 128, 32)
+        matmul_check(queue, "col", 64, 128, 32)
+    assert mm.source == "default"
+    assert sum(issubclass(w.category, autotune.AutotuneWarning) for w in caught) == 1
+
+
+def test_cli_run_prints_summary_and_writes_profile():
+    out = cli("run", "matmul", "--size", "64x64x32,layout=col", "--trials", "4", "--seed", "1")
+    assert out.returncode == 0, out.stderr
+    assert "speed-up" in out.stdout and "GFLOP/s" in out.stdout and "profile" in out.stdout
+    assert "[  4/4]" in out.stdout
+    shown = cli("show", "matmul")
+    assert "M=64,N=64,K=32,layout=col" in shown.stdout
+
+
+def test_cli_list_and_devices():
+    listed = cli("list")
+    assert listed.returncode == 0 and listed.stdout.startswith("") and "matmul" in listed.stdout
+    devs = cli("devices")
+    assert devs.returncode == 0 and "0:0" in devs.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "nosuchkernel"], "unknown kernel 'nosuchkernel'"),
+    (["run", "/tmp/does/not/exist.yaml"], "does not exist"),
+    (["run", "matmul", "--size", "abc"], "--size 'abc'"),
+    (["run", "matmul", "--size", "M=0"], "sizes must be positive"),
+    (["run", "matmul", "--size", "100x100x100"], "no configuration of matmul is valid"),
+    (["run", "matmul", "--device", "no-such-gpu"], "no OpenCL device matches 'no-such-gpu'"),
+    (["run", "matmul", "--trials", "0"], "must be at least 1"),
+    (["run", "matmul", "--trials", "many"], "is not an integer"),
+])
+def test_cli_bad_input_is_one_clear_line(args, message):
+    out = cli(*args)
+    assert out.returncode != 0
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 3
+
+
+def test_cli_malformed_spec_and_missing_template(tmp_path):
+    broken = tmp_path / "bad.yaml"
+    broken.write_text("kernel: x\ntemplate: [unclosed\n")
+    out = cli("run", str(broken))
+    assert out.returncode == 1 and "invalid YAML" in out.stderr and "Traceback" not in out.stderr
+    missing = tmp_path / "missing.yaml"
+    missing.write_text((settings.__file__ and open(autotune.spec.resolve("matmul")).read())
+                       .replace("template: matmul.cl", "template: gone.cl"))
+    out = cli("run", str(missing))
+    assert out.returncode == 1 and "template file 'gone.cl' not found" in out.stderr

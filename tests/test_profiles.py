@@ -1,0 +1,80 @@
+"""Profile merge, atomic save, corruption handling and nearest-problem lookup (no device)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+
+from autotune import profiles
+from autotune.errors import ProfileError
+
+
+def entry(problem, t, spec_hash="h1", params=None, partial=False):
+    return profiles.Entry(problem=problem, params=params or {"TS": 16}, build_flags=(), time_ms=t,
+                          throughput={"GFLOP/s": 1.0 / t}, trials=10, tuned_at="2026-11-21T00:00:00Z",
+                          spec_hash=spec_hash, partial=partial)
+
+
+def test_merge_better_replaces_worse_keeps_others():
+    doc, v = profiles.merge({}, "mm", entry({"N": 64}, 2.0))
+    doc, v2 = profiles.merge(doc, "other", entry({"N": 8}, 1.0))
+    assert (v, v2) == ("added", "added")
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 3.0))
+    assert v == "kept" and doc["kernels"]["mm"][0]["time_ms"] == 2.0
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.5))
+    assert v == "replaced" and doc["kernels"]["mm"][0]["time_ms"] == 1.5
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 9.0, spec_hash="h2"))
+    assert v == "replaced", "an entry for a changed template/space is stale and is replaced"
+    doc, v = profiles.merge(doc, "mm", entry({"N": 128}, 5.0))
+    assert len(doc["kernels"]["mm"]) == 2 and len(doc["kernels"]["other"]) == 1
+
+
+def test_save_roundtrip_backup_and_device_header(tmp_path):
+    path = tmp_path / "dev.yaml"
+    assert profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path) == "added"
+    assert profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "Dev"}, path) == "replaced"
+    doc = profiles.read(path)
+    assert doc["device"]["name"] == "Dev"
+    assert profiles.entries(doc, "mm")[0].time_ms == 1.0
+    assert profiles.entries(profiles.read(tmp_path / "dev.yaml.bak"), "mm")[0].time_ms == 2.0
+
+
+def test_corrupt_profile_is_reported_and_never_overwritten(tmp_path):
+    path = tmp_path / "dev.yaml"
+    path.write_text("device: {name: x}\nkernels:\n  mm: [\n")
+    with pytest.raises(ProfileError, match=r"dev.yaml:\d+: corrupt profile"):
+        profiles.save(entry({"N": 64}, 1.0), "mm", {}, path)
+    assert path.read_text() == "device: {name: x}\nkernels:\n  mm: [\n"
+    path.write_text("kernels:\n  mm:\n    - {problem: {N: 1}}\n")
+    with pytest.raises(ProfileError, match=r"kernels.mm\[0\]: entry lacks params"):
+        profiles.read(path)
+
+
+def _save_many(path, kernel, n):
+    for i in range(n):
+        profiles.save(entry({"N": 2 ** (i + 1)}, 1.0), kernel, {"name": "Dev"}, path)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path):
+    path = tmp_path / "dev.yaml"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_save_many, args=(path, f"k{i}", 15)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    doc = profiles.read(path)
+    assert {k: len(v) for k, v in doc["kernels"].items()} == {"k0": 15, "k1": 15, "k2": 15}
+
+
+def test_nearest_prefers_exact_then_closest_usable():
+    es = [entry({"N": 64, "layout": "row"}, 1.0, params={"TS": 64}),
+          entry({"N": 1024, "layout": "row"}, 1.0, params={"TS": 128}),
+          entry({"N": 512, "layout": "col"}, 1.0),
+          entry({"N": 512, "layout": "row"}, 1.0, spec_hash="old")]
+    pick = lambda prob, usable=lambda e: True: profiles.nearest(es, prob, "h1", usable)
+    assert pick({"N": 64, "layout": "row"}).params == {"TS": 64}
+    assert pick({"N": 700, "layout": "row"}).params == {"TS": 128}
+    assert pick({"N": 700, "layout": "row"}, lambda e: e.params["TS"] != 128).params == {"TS": 64}
+    assert pick({"N": 512, "layout": "diag"}) is None

@@ -1,0 +1,79 @@
+"""Spec loading and validation: every mistake gets a message naming the file, key and fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune import spec as specs
+from autotune.errors import ProblemError, SpecError
+from conftest import SCALE_YAML, write_spec
+
+
+def test_builtin_matmul_loads_with_all_variants():
+    sp = specs.load("matmul")
+    algo = next(p for p in sp.parameters if p.name == "ALGO")
+    assert set(algo.values) == {"naive", "blocked", "tiled"}
+    assert any(p.flag == "-cl-fast-relaxed-math" for p in sp.parameters)
+    assert sp.default_problem()["layout"] == "row"
+
+
+def test_user_spec_loads_and_builds_options(tmp_path):
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML))
+    params = sp.complete({"WPT": 4, "mad": True})
+    opts = sp.build_options(params, {"N": 256})
+    assert "-DN=256" in opts and "-DWPT=4" in opts and opts[-1] == "-cl-mad-enable"
+    assert sp.host_module().inputs({"N": 8}, __import__("numpy").random.default_rng(0))["x"].shape == (8,)
+
+
+def test_unknown_kernel_suggests_a_name():
+    with pytest.raises(SpecError, match="did you mean 'matmul'"):
+        specs.load("matmull")
+
+
+def test_missing_file():
+    with pytest.raises(SpecError, match="does not exist"):
+        specs.load("/nonexistent/x.yaml")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("parameters:", "paramters:"), r"paramters: unknown key; did you mean 'parameters'"),
+    (("WPT: [1, 2, 4, 8, 16]", "WPT: []"), r"parameters.WPT: give a non-empty list"),
+    (('"(N // WPT) % WG == 0"', '"(N // WPT) %% WG"'), r"constraints\[0\].*not a valid expression"),
+    (('"(N // WPT) % WG == 0"', '"N % TILE == 0"'), r"constraints\[0\].*unknown name\(s\) TILE"),
+    (("template: scale.cl", "template: nothere.cl"), r"template: template file 'nothere.cl' not found"),
+    (("reference: scale_ref.py", "reference: nope.py"), r"reference: reference module 'nope.py' not found"),
+    (('global: ["N // WPT"]', 'global: ["N // WPT", 1, 1, 1]'), r"launch.global: give 1 to 3"),
+    (("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 3}"), r"baseline.WPT: 3 is not among"),
+    (("problem: {N: 256}", "problem: {N: -4}"), r"problem.N: expected a positive integer"),
+    (("  GB/s:", "  GB/s: 1\n  bad: \"os.system\"\n  x:"), r"metrics.bad.*not allowed"),
+])
+def test_malformed_spec_messages(tmp_path, edit, message):
+    old, new = edit
+    assert old in SCALE_YAML
+    path = write_spec(tmp_path, SCALE_YAML.replace(old, new, 1))
+    with pytest.raises(SpecError, match=message) as info:
+        specs.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_invalid_yaml_names_the_line(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y"))
+    with pytest.raises(SpecError, match=r"scale.yaml:\d+: invalid YAML"):
+        specs.load(path)
+
+
+def test_reference_module_without_functions(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML, ref="def inputs(problem, rng):\n    return {}\n")
+    with pytest.raises(SpecError, match="must define reference"):
+        specs.load(path).host_module()
+
+
+def test_problem_overrides_are_checked():
+    sp = specs.load("matmul")
+    assert sp.resolve_problem({"M": "64", "layout": "col"})["M"] == 64
+    with pytest.raises(ProblemError, match="no problem key 'Q'"):
+        sp.resolve_problem({"Q": 1})
+    with pytest.raises(ProblemError, match="positive integers"):
+        sp.resolve_problem({"M": "0"})
+    with pytest.raises(ProblemError, match="choose one of row, col"):
+        sp.resolve_problem({"layout": "diagonal"})

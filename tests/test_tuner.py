@@ -1,0 +1,99 @@
+"""The search loop against a fake evaluator: budget accounting, skipping, resume, never a wrong winner."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from autotune import spec as specs
+from autotune import profiles, settings
+from autotune.bench import Measurement, Status
+from autotune.errors import ProblemError
+from autotune.space import config_key, enumerate_valid
+from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, SCALE_YAML, write_spec
+
+
+class FakeEvaluator:
+    """Time = 1 / (WPT * WG); WPT == 8 gives a wrong answer (and would otherwise be fastest)."""
+
+    def __init__(self):
+        self.calls: list[dict] = []
+
+    def evaluate(self, params, limit_s):
+        self.calls.append(dict(params))
+        if params["WPT"] == 8:
+            return Measurement(Status.WRONG_RESULT, "y: 3 of 256 elements off")
+        if params["WPT"] == 16 and params["WG"] == 16:
+            return Measurement(Status.COMPILE_ERROR, "error: too many registers")
+        t = 100.0 / (params["WPT"] * params["WG"]) + (0.01 if params["mad"] else 0.0)
+        return Measurement(Status.OK, "", (t, t * 1.1, t * 0.9), 0.0, 0.0, 0.01)
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def scale(tmp_path):
+    return specs.load(write_spec(tmp_path, SCALE_YAML))
+
+
+def run(spec, ev, **kw):
+    return tune(spec, TuneOptions(**{"timeout_s": None, **kw}), evaluator=ev, info=FAKE)
+
+
+def test_grid_measures_every_valid_config_once_and_wrong_never_wins(scale):
+    ev = FakeEvaluator()
+    report = run(scale, ev, sampler="grid", trials=1000)
+    valid = enumerate_valid(scale, scale.default_problem(), FAKE.facts())
+    assert report.stopped_by == "exhausted"
+    assert sorted(map(config_key, ev.calls)) == sorted(map(config_key, valid))
+    assert report.best.params["WPT"] != 8
+    best = report.best.params
+    assert best["WPT"] * best["WG"] == 256 and not best["mad"]  # WPT=16 only fits WG=16: broken
+    assert report.failures == {"wrong_result": 4, "compile_error": 2}
+    assert report.baseline.params == {"WPT": 1, "WG": 16, "MODE": 0, "mad": False}
+    assert ev.calls[0] == report.baseline.params, "the baseline is measured first"
+    assert report.speedup == pytest.approx((100 / 16) / (100 / 256))
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+def test_budget_counts_only_new_measurements(scale, sampler):
+    ev = FakeEvaluator()
+    report = run(scale, ev, sampler=sampler, trials=7, seed=3)
+    assert report.measured == 7 == len(ev.calls)
+    assert len({config_key(c) for c in ev.calls}) == 7, "nothing is measured twice"
+
+
+def test_resume_adds_trials_without_remeasuring(scale):
+    first, second = FakeEvaluator(), FakeEvaluator()
+    run(scale, first, trials=5, seed=1)
+    report = run(scale, second, trials=5, seed=2)
+    seen_before = {config_key(c) for c in first.calls}
+    assert not seen_before & {config_key(c) for c in second.calls}
+    assert report.study_trials == 10
+
+
+def test_profile_written_with_best_and_flags(scale):
+    report = run(scale, FakeEvaluator(), sampler="grid", trials=1000)
+    doc = profiles.read(report.profile_path)
+    (e,) = profiles.entries(doc, "scale")
+    assert e.params["WPT"] * e.params["WG"] == 256 and e.build_flags == ()
+    assert e.baseline_ms == pytest.approx(100 / 16) and not e.partial
+    assert report.profile_path.parent == settings.profiles_dir()
+    assert doc["device"]["name"] == "Fake GPU 9000"
+
+
+def test_no_valid_configuration_is_a_clear_error(scale):
+    with pytest.raises(ProblemError, match="no configuration of scale is valid"):
+        tune(scale, TuneOptions(), problem={"N": 3}, evaluator=FakeEvaluator(), info=FAKE)
+
+
+def test_all_failing_saves_nothing(scale):
+    class Broken(FakeEvaluator):
+        def evaluate(self, params, limit_s):
+            return Measurement(Status.WRONG_RESULT, "bad")
+    report = run(scale, Broken(), trials=5)
+    assert report.best is None and report.profile_path is None
+    assert not (settings.profiles_dir() / f"{FAKE.slug}.yaml").exists()

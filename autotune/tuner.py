@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import optuna
+from filelock import FileLock
 
 from . import device as devices
 from . import profiles, settings
@@ -222,15 +223,12 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     state = RunState(budget=options.trials)
     say = progress or (lambda *a: None)
 
-    storage = options.storage or settings.default_storage()
-    if storage.startswith("sqlite:///"):
-        Path(storage[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     name = study_name(spec, info, prob)
     n_startup = startup_trials(len(valid), options.trials)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=name, storage=storage, direction="minimize",
-                                sampler=_sampler(options.sampler, options.seed, n_startup),
-                                load_if_exists=True)
+    study = optuna.create_study(study_name=name, storage=open_storage(options.storage),
+                                direction="minimize", load_if_exists=True,
+                                sampler=_sampler(options.sampler, options.seed, n_startup))
     distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                      for p in spec.parameters}
 
@@ -368,6 +366,18 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         signal.signal(signal.SIGINT, signal.default_int_handler)
         raise TuningInterrupted(report)
     return report
+
+
+def open_storage(url: str | None) -> optuna.storages.BaseStorage:
+    """The optuna RDB storage; SQLite files are created under a lock (concurrent first runs)."""
+    url = url or settings.default_storage()
+    if not url.startswith("sqlite:///"):
+        return optuna.storages.RDBStorage(url)
+    path = Path(url[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=120):
+        # a generous busy timeout: several runs may write to one study database at once
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
 
 
 def default_time_limit(baseline: TrialRecord) -> float:

@@ -31,6 +31,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "v4": {"VARIANT": "v4", "WG": 64},
     "default": dict(SPEC.default),
 }
+LOG_BASES = [int(c) for c in next(k for k in SPEC.problem if k.name == "LOG_BASE").choices]
 FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 
 
@@ -78,20 +79,15 @@ def test_v4_is_two_kernels_with_scratch() -> None:
     assert [s.entry for s in one.steps] == ["mul1"] and one.steps[0].global_size == (64,)
 
 
-@pytest.mark.parametrize("log_base", [int(c) for c in dict((k.name, k.choices) for k in SPEC.problem)["LOG_BASE"]])
+@pytest.mark.parametrize("log_base", LOG_BASES)
 def test_worst_case_digits_stay_in_bounds(log_base: int) -> None:
-    base, m = mul1.bounds(log_base)
-    for x, k in cases_host(log_base):
-        z = mul1.digits(x, k, log_base)
-        assert -2 <= z.min() and z.max() <= 2 * base - 1 <= m
-        assert mul1.to_int(z, log_base) == k * mul1.to_int(x, log_base)
-
-
-def cases_host(log_base: int) -> Iterator[tuple[np.ndarray, int]]:
+    """z_i in [-2, 2B-1] ⊂ [-M, M] for runs of ±M times k = ±(B-1): the output is an input again."""
     base, m = mul1.bounds(log_base)
     x = np.array([m, m, -m, -m, m, -m, 0, m, 1, -1, m], np.int32)
     for k in (base - 1, -(base - 1), 1, -1, 0):
-        yield x, k
+        z = mul1.digits(x, k, log_base)
+        assert -2 <= z.min() and z.max() <= 2 * base - 1 <= m
+        assert mul1.to_int(z, log_base) == k * mul1.to_int(x, log_base)
 
 
 def test_small_base_exhaustively() -> None:
@@ -145,7 +141,8 @@ def device() -> Iterator[tuple[Any, Any]]:
 
 
 @needs_opencl
-@pytest.mark.parametrize("n, log_base", [(1, 30), (2, 30), (1000, 30), (4099, 24), (777, 27)])
+# N=1: only the edge paths (no interior block, two extra outputs); 4099: odd tail, smallest base
+@pytest.mark.parametrize("n, log_base", [(1, 30), (1000, 30), (4099, 24)])
 def test_variants_exact_on_random_and_extreme_inputs(device: tuple[Any, Any], n: int, log_base: int) -> None:
     import pyopencl as cl
 
@@ -174,7 +171,7 @@ def test_random_valid_configs(device: tuple[Any, Any]) -> None:
     prob = problem(3001, 28)
     b = Bench(SPEC, prob, ctx, make_workload(SPEC, prob, seed=5), info.facts(), FAST)
     valid = enumerate_valid(SPEC, prob, b.facts)
-    for params in random.Random(7).sample(valid, 8):
+    for params in random.Random(7).sample(valid, 5):
         m = b.measure(params)
         assert m.ok, f"{params}: {m.status.value}: {m.message}"
 
@@ -225,7 +222,7 @@ def test_load_kernel_multiplies(device: tuple[Any, Any]) -> None:
 
 
 def test_workload_of_custom_inputs_matches_reference() -> None:
-    """inputs() keeps every digit within the smallest base's bound for its own LOG_BASE."""
+    """inputs() draws digits within its own LOG_BASE's bound and reaches ±M; k is an int32 scalar."""
     for log_base in (24, 30):
         prob = problem(300, log_base)
         w = make_workload(SPEC, prob, seed=log_base)

@@ -1,0 +1,136 @@
+"""correlate: the FFT reference against the definition, the metrics, and every variant on a device."""
+
+from __future__ import annotations
+
+import random
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import needs_opencl
+
+from autotune import spec as specs
+from autotune.bench import Status, TimingOptions, compare, make_workload
+from autotune.kernels import correlate as host
+from autotune.space import check, enumerate_valid, geometry
+
+SMALL = {"W": 40, "H": 40, "OW": 20, "OH": 20}
+ODD = {"W": 33, "H": 31, "OW": 17, "OH": 9}  # nothing divides anything
+FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
+
+# One of each variant the write-up compares, plus odd shapes, so a fixed set covers the template.
+VARIANTS: list[dict[str, Any]] = [
+    {"WGX": 64, "WGY": 1},                                     # naive, 1D work-groups (baseline)
+    {"WGX": 8, "WGY": 8, "ACC": "vec", "mad": True},           # naive, 2D work-groups
+    {"WGX": 16, "WGY": 4, "OPX": 2, "OPY": 2, "UNROLL": 4},    # 2×2 blocking (the write-up's winner)
+    {"WGX": 4, "WGY": 2, "OPX": 4, "OPY": 1, "UNROLL": 8, "fast_math": True},
+    {"WGX": 8, "WGY": 4, "OPX": 2, "OPY": 2, "LOCAL": 1, "TX": 16, "TY": 4, "ACC": "vec"},
+    {"WGX": 2, "WGY": 8, "OPX": 1, "OPY": 4, "LOCAL": 1, "TX": 8, "TY": 2, "UNROLL": 2},
+]
+
+
+def _problem(sizes: dict[str, int]) -> dict[str, Any]:
+    return specs.load("correlate").resolve_problem(sizes)
+
+
+@pytest.mark.parametrize("sizes", [SMALL, ODD, {"W": 7, "H": 5, "OW": 7, "OH": 5}])
+def test_fft_reference_matches_the_definition(sizes: dict[str, int]) -> None:
+    problem = _problem(sizes)
+    arrays = host.inputs(problem, np.random.default_rng(3))
+    got = host.reference(problem, arrays)["out"].astype(np.float64)
+    want = host.direct(problem, arrays).ravel()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+
+
+def test_terms_and_metrics_count_the_overlaps() -> None:
+    spec = specs.load("correlate")
+    problem = _problem(ODD)
+    w, h, ow, oh = 33, 31, 17, 9
+    terms = sum((w - dx) * (h - dy) for dx in range(ow) for dy in range(oh))
+    assert host.terms(problem) == terms
+    metrics = {name: e(dict(problem, seconds=1.0)) for name, e in spec.metrics}
+    assert list(metrics) == ["GFLOP/s", "GB/s"]
+    assert metrics["GFLOP/s"] == pytest.approx(8 * terms / 1e9)
+    assert metrics["GB/s"] == pytest.approx(32 * terms / 1e9)
+
+
+def test_default_size_with_16x16_groups_is_valid(fake_device: Any) -> None:
+    # 250 is divisible by neither 16 nor 32: the global size rounds up and the kernel guards.
+    spec = specs.load("correlate")
+    problem = spec.default_problem()
+    params = spec.complete({"WGX": 16, "WGY": 16, "OPX": 2, "OPY": 2})
+    assert check(spec, params, problem, fake_device.facts()) is None
+    step = geometry(spec, params, problem).steps[0]
+    assert step.global_size == (128, 128) and step.local_size == (16, 16)
+    for sizes in ({"W": 512, "H": 512, "OW": 256, "OH": 256}, {"W": 640, "H": 640, "OW": 320, "OH": 320}):
+        assert check(spec, params, spec.resolve_problem(sizes), fake_device.facts()) is None
+    assert check(spec, params, spec.resolve_problem({"W": 8, "H": 8, "OW": 9, "OH": 4}),
+                 fake_device.facts()) is not None  # offsets larger than the image
+
+
+@pytest.fixture(scope="module")
+def benches() -> dict[str, Any]:
+    from autotune.worker import Setup, make_bench
+
+    spec = specs.load("correlate")
+    out = {}
+    for label, sizes in (("small", SMALL), ("odd", ODD)):
+        problem = spec.resolve_problem(sizes)
+        setup = Setup(str(spec.path), "", problem, "", FAST)
+        out[label] = make_bench(setup, make_workload(spec, problem, seed=1))
+    return out
+
+
+@needs_opencl
+@pytest.mark.parametrize("label", ["small", "odd"])
+def test_variants_default_and_random_configs_verify(benches: dict[str, Any], label: str) -> None:
+    bench = benches[label]
+    spec = bench.spec
+    configs = [spec.complete(dict(spec.default)), spec.complete(dict(spec.baseline))]
+    configs += [spec.complete(v) for v in VARIANTS[1:]]
+    valid = enumerate_valid(spec, bench.problem, bench.facts)
+    configs += random.Random(label).sample(valid, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PoCL's compiler chatter
+        for params in configs:
+            m = bench.measure(params)
+            assert m.status is Status.OK, (params, m.message)
+
+
+def test_a_dropped_row_is_caught() -> None:
+    # The tolerance must be tight enough to notice a kernel that misses one row of A.
+    spec = specs.load("correlate")
+    problem = _problem(ODD)
+    arrays = host.inputs(problem, np.random.default_rng(1))
+    want = host.reference(problem, arrays)["out"]
+    a = arrays["imgA"].reshape(problem["H"], problem["W"], 4).copy()
+    a[0] = 0.0
+    wrong = host.reference(problem, dict(arrays, imgA=a.ravel()))["out"]
+    assert compare(spec, "out", want, want, problem)[0] is None
+    assert compare(spec, "out", wrong, want, problem)[0] is not None
+
+
+@needs_opencl
+def test_load_kernel_computes_the_correlation() -> None:
+    import pyopencl as cl
+
+    import autotune
+
+    ctx = cl.create_some_context(interactive=False)
+    queue = cl.CommandQueue(ctx)
+    problem = _problem(ODD)
+    arrays = host.inputs(problem, np.random.default_rng(5))
+    mf = cl.mem_flags
+    a = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=arrays["imgA"])
+    b = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=arrays["imgB"])
+    out = cl.Buffer(ctx, mf.WRITE_ONLY, arrays["out"].nbytes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no profile here: the default configuration, with a warning
+        kernel = autotune.load_kernel("correlate", queue, **ODD)
+    assert kernel.arg_names == ("imgA", "imgB", "out")
+    kernel(a, b, out).wait()
+    got = np.empty_like(arrays["out"])
+    cl.enqueue_copy(queue, got, out)
+    want = host.direct(problem, arrays).ravel()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

@@ -1,0 +1,106 @@
+"""Hung, crashing and wrong kernels; interrupted runs; concurrent runs (PoCL, isolated worker)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autotune import profiles, settings
+from autotune import spec as specs
+from autotune.tuner import TuneOptions, tune
+from conftest import SCALE_YAML, needs_opencl, write_spec
+
+pytestmark = needs_opencl
+
+
+def bad_spec(tmp_path, mode):
+    text = SCALE_YAML.replace("MODE: [0]", f"MODE: [0, {mode}]").replace(
+        "WG: [16, 32, 64, 128, 512]", "WG: [16, 64]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1, 4]")
+    text = text.replace("build_flags:\n  mad: -cl-mad-enable\n", "")
+    return specs.load(write_spec(tmp_path, text))
+
+
+@pytest.mark.parametrize("mode, status", [(1, "timeout"), (2, "crashed"), (3, "wrong_result")])
+def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, status):
+    sp = bad_spec(tmp_path, mode)
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, max_time_per_config=5))
+    assert report.stopped_by == "exhausted"
+    n_bad = report.valid_space // 2  # every configuration with the bad MODE value
+    assert report.failures == {status: n_bad}, report.failure_examples
+    assert report.measured == report.valid_space
+    assert report.best is not None and report.best.params["MODE"] == 0
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert entry.params["MODE"] == 0
+
+
+def _cli(spec_path, *extra):
+    return [sys.executable, "-m", "autotune", "run", str(spec_path), "--sampler", "grid",
+            "--trials", "1000", *extra]
+
+
+def test_interrupted_run_saves_partial_and_resumes(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML)
+    proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    while len(lines) < 3:  # wait for three finished trials
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if line.startswith("["):
+            lines.append(line)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 10, "stops within a few seconds"
+    assert proc.returncode == 130
+    assert "interrupted after" in err and "partial" in err and "Traceback" not in err
+    (prof,) = list(settings.profiles_dir().glob("*.yaml"))
+    (entry,) = profiles.entries(profiles.read(prof), "scale")
+    assert entry.partial and entry.trials >= 3
+
+    done = subprocess.run(_cli(path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "every valid configuration measured" in done.stdout
+    valid = int(done.stdout.split("valid space ")[1].split()[0])
+    total = int(done.stdout.split("study total ")[1].split(";")[0])
+    assert total == valid, "the resumed run measured only what was missing"
+    (entry,) = profiles.entries(profiles.read(prof), "scale")
+    assert not entry.partial
+
+
+def test_sigterm_also_stops_cleanly(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML)
+    proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not proc.stdout.readline().startswith("["):
+        pass
+    proc.terminate()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "run the same command again to resume" in err
+
+
+def test_two_concurrent_runs_share_one_profile(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML)
+    runs = [subprocess.Popen(_cli(path, "--size", size, "--trials", "3"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for size in ("N=256", "N=512")]
+    for p in runs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    (prof,) = list(settings.profiles_dir().glob("*.yaml"))
+    problems = sorted(e.problem["N"] for e in profiles.entries(profiles.read(prof), "scale"))
+    assert problems == [256, 512]
+
+
+def test_corrupt_profile_stops_the_save_with_file_and_line(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML)
+    settings.profiles_dir().mkdir(parents=True)
+    from autotune import device
+    prof = settings.profiles_dir() / f"{device.select(None)[0].slug}.yaml"
+    prof.write_text("kernels:\n  scale: [\n")
+    out = subprocess.run(_cli(path, "--trials", "2"), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1
+    assert f"{prof}:" in out.stderr and "corrupt profile" in out.stderr
+    assert prof.read_text() == "kernels:\n  scale: [\n"

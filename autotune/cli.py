@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("kernel", nargs="?", help="only this kernel")
     show.add_argument("-d", "--device", help="device selector (default as for run)")
     sub.add_parser("devices", help="list OpenCL platforms and devices with their selectors")
+    bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
+                           "ceilings (copy bandwidth, FP32 peak, cuBLAS when torch is there)")
+    bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
+    bench.add_argument("-s", "--size", default="", help="problem, as for run")
+    bench.add_argument("-d", "--device", help="device selector (default as for run)")
     return parser
 
 
@@ -259,4 +264,30 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"run": _cmd_run, "list": _cmd_list, "devices": _cmd_devices, "show": _cmd_show}
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from . import benchmark
+    from . import spec as specs
+
+    spec = specs.load(args.kernel)
+    problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
+    r = benchmark.run(args.kernel, problem, args.device)
+    prob = ",".join(f"{k}={v}" for k, v in r.problem.items())
+    print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), {prob}")
+    print(f"  config      {r.choice.source}: {_fmt_params(r.choice.params)}")
+    m = r.measurement
+    if not m.ok:
+        print(f"  FAILED      {m.status.value}: {m.message}")
+        return _EXIT_ERROR
+    lo, hi = m.spread
+    print(f"  time        {m.median_ms:.4f} ms median of {len(m.times_ms)} (min {lo:.4f}, max {hi:.4f})")
+    print("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in r.metrics.items()))
+    if m.error is not None:
+        print(f"  error       {m.error:.3g} relative to the reference")
+    for c in r.ceilings:
+        ratio = r.ratio(c)
+        share = f"  -> {100 * ratio:.1f}% of it" if ratio is not None else ""
+        print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")
+    return 0
+
+
+_COMMANDS = {"bench": _cmd_bench, "run": _cmd_run, "list": _cmd_list, "devices": _cmd_devices, "show": _cmd_show}

@@ -60,7 +60,9 @@ _TOP_KEYS = {
     "tolerance": False,
     "baseline": False,
     "default": False,
+    "ceiling": False,
 }
+CEILINGS = ("copy", "fp32", "sgemm")
 _STEP_KEYS = {"entry", "global", "local", "args", "when"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -120,6 +122,7 @@ class KernelSpec:
     baseline: tuple[tuple[str, Value], ...]
     default: tuple[tuple[str, Value], ...]
     spec_hash: str
+    ceiling: str = "fp32"
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -323,6 +326,10 @@ class _Parser:
 
         baseline = self.config("baseline", raw.get("baseline"), parameters)
         default = self.config("default", raw.get("default"), parameters)
+        first_metric = metrics[0][0] if metrics else ""
+        ceiling = str(raw.get("ceiling", "copy" if "B/s" in first_metric else "fp32"))
+        if ceiling not in CEILINGS:
+            raise self.fail("ceiling", f"{ceiling!r}: choose one of {', '.join(CEILINGS)}")
         digest = hashlib.sha256(template.read_bytes() + b"\0" + text.encode()).hexdigest()[:16]
         return KernelSpec(
             name=name,
@@ -343,6 +350,7 @@ class _Parser:
             baseline=baseline,
             default=default,
             spec_hash=digest,
+            ceiling=ceiling,
         )
 
     def sequence(self, key: str, raw: Any) -> list[Any]:

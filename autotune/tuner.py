@@ -281,7 +281,11 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                               options.timing)
                 evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
             stuck = 0
-            baseline_due = baseline is not None and state.baseline is None
+            # the baseline first (for the speed-up), then the spec's default: the expert's guess
+            # gives the search a good incumbent from the start
+            default = spec.complete(dict(spec.default))
+            due = [c for c in (baseline, default)
+                   if c is not None and config_key(c) not in seen and check(spec, c, prob, facts) is None]
             while True:
                 if state.measured >= options.trials:
                     stopped_by = "trials"
@@ -294,9 +298,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                     break
                 ok_done = sum(1 for r in seen.values() if r.status is not Status.INVALID)
                 forced = options.sampler != "tpe" or ok_done < n_startup or stuck >= _STUCK_AFTER
-                if baseline_due:
-                    study.enqueue_trial(baseline)
-                    baseline_due = False
+                if due:
+                    study.enqueue_trial(due.pop(0))
                 elif forced:
                     choice = pick_unmeasured()
                     if choice is None:

@@ -87,10 +87,14 @@ def benches() -> dict[str, Any]:
 def test_variants_default_and_random_configs_verify(benches: dict[str, Any], label: str) -> None:
     bench = benches[label]
     spec = bench.spec
-    configs = [spec.complete(dict(spec.default)), spec.complete(dict(spec.baseline))]
-    configs += [spec.complete(v) for v in VARIANTS[1:]]
-    valid = enumerate_valid(spec, bench.problem, bench.facts)
-    configs += random.Random(label).sample(valid, 3)
+    if label == "small":
+        configs = [spec.complete(dict(spec.default)), spec.complete(dict(spec.baseline)),
+                   spec.complete(VARIANTS[4])]
+    else:  # the odd size exercises every edge guard: run each variant there
+        configs = [spec.complete(v) for v in VARIANTS[1:]]
+    # plus a random valid one; small work-groups, since PoCL runs a work-group's items in turn
+    valid = [p for p in enumerate_valid(spec, bench.problem, bench.facts) if p["WGX"] * p["WGY"] <= 64]
+    configs += random.Random(label).sample(valid, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # PoCL's compiler chatter
         for params in configs:

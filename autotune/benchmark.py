@@ -1,0 +1,59 @@
+"""``autotune bench``: measure a kernel's tuned configuration and the device ceilings in one run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pyopencl as cl
+
+from . import ceilings
+from . import device as devices
+from . import spec as specs
+from .bench import Bench, Measurement, TimingOptions, make_workload
+from .loader import Choice, choose
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """The tuned kernel's measurement, its metrics, and the ceilings measured beside it."""
+
+    spec: specs.KernelSpec
+    device: devices.DeviceInfo
+    problem: Mapping[str, Any]
+    choice: Choice
+    measurement: Measurement
+    metrics: Mapping[str, float]
+    ceilings: tuple[ceilings.Ceiling, ...]
+
+    def ratio(self, ceiling: ceilings.Ceiling) -> float | None:
+        """Headline metric / ceiling where the units agree (GB/s vs GB/s, GFLOP/s vs GFLOP/s)."""
+        for name, value in self.metrics.items():
+            if name == ceiling.unit:
+                return value / ceiling.value
+        return None
+
+
+def run(kernel: str, problem: Mapping[str, Any] | None = None, selector: str | None = None,
+        copy_bytes: int = 1 << 30) -> BenchResult:
+    """Verify and time the configuration ``load_kernel`` would use; then measure the ceilings."""
+    spec = specs.load(kernel)
+    prob = spec.resolve_problem(problem)
+    info, dev = devices.select(selector)
+    ctx = cl.Context([dev])
+    choice = choose(spec, info, prob)
+    bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(),
+                  TimingOptions(warmup=3, min_repeats=20, max_repeats=200, min_time_s=0.5))
+    m = bench.measure(choice.params)
+    metrics = ({name: float(e(dict(prob, seconds=m.median_ms * 1e-3))) for name, e in spec.metrics}
+               if m.ok else {})
+    found: list[ceilings.Ceiling] = []
+    if spec.ceiling == "copy":
+        found.append(ceilings.copy_bandwidth(ctx, min(copy_bytes, dev.max_mem_alloc_size // 2)))
+    else:
+        found.append(ceilings.fp32_peak(ctx))
+        if spec.ceiling == "sgemm" and {"M", "N", "K"} <= prob.keys():
+            sgemm = ceilings.cublas_sgemm(int(prob["M"]), int(prob["N"]), int(prob["K"]))
+            if sgemm is not None:
+                found.append(sgemm)
+    return BenchResult(spec, info, prob, choice, m, metrics, tuple(found))

@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("kernel", nargs="?", help="only this kernel")
     show.add_argument("-d", "--device", help="device selector (default as for run)")
     sub.add_parser("devices", help="list OpenCL platforms and devices with their selectors")
+    probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
+    probe.add_argument("-d", "--device", help="device selector (default as for run)")
+    probe.add_argument("-n", "--repeats", type=_positive_int, default=1000, help="launches per batch")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
                            "ceilings (copy bandwidth, FP32 peak, cuBLAS when torch is there)")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
@@ -290,4 +293,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"bench": _cmd_bench, "run": _cmd_run, "list": _cmd_list, "devices": _cmd_devices, "show": _cmd_show}
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from . import device, probe
+
+    info, dev = device.select(args.device)
+    print(f"{info.name} ({info.platform}, driver {info.driver})")
+    print("  " + probe.launch_overhead(dev, repeats=args.repeats).describe())
+    return 0
+
+
+_COMMANDS = {"bench": _cmd_bench, "probe": _cmd_probe, "run": _cmd_run, "list": _cmd_list, "devices": _cmd_devices, "show": _cmd_show}

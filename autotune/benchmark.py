@@ -26,12 +26,10 @@ class BenchResult:
     metrics: Mapping[str, float]
     ceilings: tuple[ceilings.Ceiling, ...]
 
-    def ratio(self, ceiling: ceilings.Ceiling) -> float | None:
-        """Headline metric / ceiling where the units agree (GB/s vs GB/s, GFLOP/s vs GFLOP/s)."""
-        for name, value in self.metrics.items():
-            if name == ceiling.unit:
-                return value / ceiling.value
-        return None
+    def ratios(self, ceiling: ceilings.Ceiling) -> dict[str, float]:
+        """metric / ceiling for every metric in the ceiling's unit (``GB/s``, ``GB/s r+w``, ...)."""
+        return {name: value / ceiling.value for name, value in self.metrics.items()
+                if name.split()[0] == ceiling.unit}
 
 
 def run(kernel: str, problem: Mapping[str, Any] | None = None, selector: str | None = None,

@@ -287,8 +287,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if m.error is not None:
         print(f"  error       {m.error:.3g} relative to the reference")
     for c in r.ceilings:
-        ratio = r.ratio(c)
-        share = f"  -> {100 * ratio:.1f}% of it" if ratio is not None else ""
+        share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")
     return 0
 

@@ -96,7 +96,9 @@ def reference(problem: Mapping[str, Any], arrays: Mapping[str, Any]) -> dict[str
     z = digits(x, k, log_base)
     if not (z.min() >= -2 and z.max() <= m):
         raise AssertionError(f"mul1 reference: digits in [{z.min()}, {z.max()}] leave [-2, {m}]")
-    if to_int(z, log_base) != k * to_int(x, log_base):
+    # The big-integer identity costs O(N^1.6); the digit algorithm does not depend on N, so the
+    # identity is asserted up to 2^22 digits (tests cover every variant there) and skipped above.
+    if x.size <= 1 << 22 and to_int(z, log_base) != k * to_int(x, log_base):
         raise AssertionError("mul1 reference: sum z_i·B^i != k·sum x_i·B^i")
     return {"z": z.astype(np.int32)}
 

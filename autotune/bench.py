@@ -122,7 +122,7 @@ def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
     if not np.all(close):
         i = int(np.flatnonzero(~close)[0])
         return (f"{name}: {int(np.count_nonzero(~close))} of {g.size} elements off "
-                f"(first at {i}: got {g.flat[i]:.6g}, want {w.flat[i]:.6g}; "
+                f"(first at {i}: got {g.flat[i]:.9g}, want {w.flat[i]:.9g}; "
                 f"rtol={rtol:.3g}, atol={atol:.3g})"), rel
     return None, rel
 

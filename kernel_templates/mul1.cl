@@ -15,7 +15,8 @@
 //   V2 : each work-item computes one product into local memory (WG+2 products: the group's own
 //        and the two before it), then sums components from its neighbours' products.
 //   V3 : BLOCK_SIZE consecutive output digits per work-item; the two previous products are
-//        carried in registers, so each digit is loaded once (plus 2 per block).
+//        carried in registers, so each digit is loaded once (plus 2 per block); blocks of a
+//        multiple of 4 digits use int4 loads and stores.
 //   V4 : two kernels: mul1_split writes lo/mid/hi into three scratch arrays, mul1_sum adds them.
 // All parameters arrive as -D macros; the defaults below let the file compile alone.
 
@@ -85,6 +86,20 @@ void mul1(__global const int* x, __global int* z, const int k) {
     long p1 = product(x, i0 - 1, k);  // product of digit i-1
     if (i0 + BLOCK_SIZE <= N) {
         // interior block: every digit exists, no bounds checks in the loop
+#if BLOCK_SIZE % 4 == 0
+        // i0 is a multiple of 4: whole int4 loads and stores (16-byte transactions)
+        __global const int4* xv = (__global const int4*)(x + i0);
+        __global int4* zv = (__global int4*)(z + i0);
+        #pragma unroll
+        for (int j = 0; j < BLOCK_SIZE / 4; ++j) {
+            const int4 d = xv[j];
+            const long q0 = (long)d.x * k, q1 = (long)d.y * k, q2 = (long)d.z * k, q3 = (long)d.w * k;
+            zv[j] = (int4)(LO(q0) + MID(p1) + HI(p2), LO(q1) + MID(q0) + HI(p1),
+                           LO(q2) + MID(q1) + HI(q0), LO(q3) + MID(q2) + HI(q1));
+            p2 = q2;
+            p1 = q3;
+        }
+#else
         #pragma unroll
         for (int j = 0; j < BLOCK_SIZE; ++j) {
             const long p = (long)x[i0 + j] * (long)k;
@@ -92,6 +107,7 @@ void mul1(__global const int* x, __global int* z, const int k) {
             p2 = p1;
             p1 = p;
         }
+#endif
     } else {
         for (int j = 0; j < BLOCK_SIZE && i0 + j < NOUT; ++j) {
             const long p = product(x, i0 + j, k);

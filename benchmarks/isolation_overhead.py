@@ -39,11 +39,11 @@ def main() -> None:
         setup = Setup(str(sp.path), info.selector, dict(problem), save_workload(workload, Path(tmp)), timing)
         t0 = time.perf_counter()
         isolated = IsolatedEvaluator(setup)
-        isolated.evaluate(configs[0], None)  # starts the worker
+        isolated.evaluate(sp.complete(dict(sp.baseline)), None)  # starts the worker
         startup = time.perf_counter() - t0
         inproc = InProcessEvaluator(setup, workload)
-        for c in configs:  # warm pass: both see cached compiler output afterwards
-            inproc.evaluate(c, None)
+        # warm pass: both see cached compiler output afterwards; keep configurations that run here
+        configs = [c for c in configs if inproc.evaluate(c, None).ok]
         inproc = InProcessEvaluator(setup, workload)  # fresh in-memory program cache
         walls: dict[str, list[float]] = {"in-process": [], "isolated": []}
         for c in configs:

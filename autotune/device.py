@@ -139,8 +139,8 @@ def select(selector: str | None = None) -> tuple[DeviceInfo, cl.Device]:
     else:
         needle = selector.lower()
         for item in found:
-            d = item[0]
-            if needle in f"{d.platform} {d.vendor} {d.name} {d.device_type}".lower():
+            d, dev = item
+            if needle in f"{d.platform} {dev.platform.vendor} {d.vendor} {d.name} {d.device_type}".lower():
                 return item
     listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
     raise DeviceError(

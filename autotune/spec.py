@@ -16,6 +16,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -224,21 +225,19 @@ def resolve(name_or_path: str) -> Path:
 def load(name_or_path: str | Path) -> KernelSpec:
     """Load and validate a spec by built-in name or path."""
     path = resolve(str(name_or_path))
-    text = path.read_text()
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(f"{where}: invalid YAML ({problem}); fix the syntax there") from None
-    return parse(raw, path, text)
+    return parse(raw, path)
 
 
-def parse(raw: Any, path: Path, text: str = "") -> KernelSpec:
+def parse(raw: Any, path: Path) -> KernelSpec:
     """Validate the YAML document ``raw`` read from ``path``."""
-    p = _Parser(path)
-    return p.spec(raw, text)
+    return _Parser(path).spec(raw)
 
 
 class _Parser:
@@ -275,7 +274,7 @@ class _Parser:
                 fix = f"did you mean {hint[0]!r}?" if hint else f"allowed: {', '.join(allowed)}"
                 raise self.fail(where + str(key), f"unknown key; {fix}")
 
-    def spec(self, raw: Any, text: str) -> KernelSpec:
+    def spec(self, raw: Any) -> KernelSpec:
         if not isinstance(raw, dict):
             raise SpecError(f"{self.path}: expected a YAML mapping with keys "
                             f"{', '.join(k for k, req in _TOP_KEYS.items() if req)}")
@@ -330,7 +329,9 @@ class _Parser:
         ceiling = str(raw.get("ceiling", "copy" if "B/s" in first_metric else "fp32"))
         if ceiling not in CEILINGS:
             raise self.fail("ceiling", f"{ceiling!r}: choose one of {', '.join(CEILINGS)}")
-        digest = hashlib.sha256(template.read_bytes() + b"\0" + text.encode()).hexdigest()[:16]
+        # hash the parsed space, not its text: editing a comment must not orphan tuned entries
+        canonical = json.dumps(raw, sort_keys=True, default=str).encode()
+        digest = hashlib.sha256(template.read_bytes() + b"\0" + canonical).hexdigest()[:16]
         return KernelSpec(
             name=name,
             description=str(raw.get("description", "")).strip(),

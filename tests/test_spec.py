@@ -77,3 +77,23 @@ def test_problem_overrides_are_checked():
         sp.resolve_problem({"M": "0"})
     with pytest.raises(ProblemError, match="choose one of row, col"):
         sp.resolve_problem({"layout": "diagonal"})
+
+
+def test_hash_ignores_comments_but_not_values(tmp_path):
+    base = specs.load(write_spec(tmp_path / "a", SCALE_YAML)).spec_hash
+    commented = specs.load(write_spec(tmp_path / "b", "# a note\n" + SCALE_YAML)).spec_hash
+    changed = specs.load(write_spec(tmp_path / "c", SCALE_YAML.replace("WG: [16,", "WG: [8, 16,"))).spec_hash
+    assert base == commented != changed
+
+
+def test_shipped_profiles_match_the_current_templates_and_spaces():
+    """A shipped entry whose hash is stale would silently never be used: keep them in step."""
+    from autotune import profiles
+    from autotune.resources import data_dir
+
+    for path in data_dir("profiles").glob("*.yaml"):
+        doc = profiles.read(path)
+        for kernel in doc["kernels"]:
+            current = specs.load(kernel).spec_hash
+            stale = [e.problem for e in profiles.entries(doc, kernel) if e.spec_hash != current]
+            assert not stale, f"{path.name}: {kernel} entries {stale} were tuned with another spec"

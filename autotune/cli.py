@@ -139,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return _EXIT_INTERRUPTED
+    except BrokenPipeError:  # `autotune list | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

@@ -62,6 +62,7 @@ _TOP_KEYS = {
     "baseline": False,
     "default": False,
     "ceiling": False,
+    "inplace": False,
 }
 CEILINGS = ("copy", "fp32", "sgemm")
 _STEP_KEYS = {"entry", "global", "local", "args", "when"}
@@ -124,6 +125,7 @@ class KernelSpec:
     default: tuple[tuple[str, Value], ...]
     spec_hash: str
     ceiling: str = "fp32"
+    inplace: tuple[str, ...] = ()
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -312,6 +314,10 @@ class _Parser:
             for k, v in self.mapping("scratch", raw.get("scratch"), allow_empty=True).items()
         )
         outputs = tuple(str(o) for o in self.sequence("outputs", raw["outputs"]))
+        inplace = tuple(str(o) for o in self.sequence("inplace", raw.get("inplace") or []))
+        if set(inplace) - set(outputs):
+            raise self.fail("inplace", f"{', '.join(sorted(set(inplace) - set(outputs)))} "
+                                       "must also be listed in outputs")
         default_args = tuple(str(a) for a in self.sequence("args", raw.get("args") or []))
         launch = self.launch(raw["launch"], name, default_args, known)
         metrics = tuple(
@@ -352,6 +358,7 @@ class _Parser:
             default=default,
             spec_hash=digest,
             ceiling=ceiling,
+            inplace=inplace,
         )
 
     def sequence(self, key: str, raw: Any) -> list[Any]:

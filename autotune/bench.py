@@ -42,6 +42,7 @@ class Measurement:
     message: str = ""
     times_ms: tuple[float, ...] = ()
     error: float | None = None
+    max_error: float | None = None
     build_s: float = 0.0
     wall_s: float = 0.0
 
@@ -96,12 +97,12 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
-            problem: Mapping[str, Any]) -> tuple[str | None, float]:
-    """(why the output is wrong or None, relative error ‖got−want‖/‖want‖)."""
+            problem: Mapping[str, Any]) -> tuple[str | None, float, float]:
+    """(why the output is wrong or None, ‖got−want‖/‖want‖, max over elements of |got−want|/|want|)."""
     host = spec.host_module()
     custom = getattr(host, "check", None)
     if custom is not None:
-        return custom(name, got, want, dict(problem)), 0.0
+        return custom(name, got, want, dict(problem)), 0.0, 0.0
     if got.shape != want.shape:
         got = got.reshape(want.shape)
     if np.issubdtype(want.dtype, np.integer) or want.dtype == np.bool_:
@@ -109,22 +110,24 @@ def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
         if bad.size:
             i = int(bad[0])
             return (f"{name}: {bad.size} of {want.size} elements differ "
-                    f"(first at {i}: got {got.flat[i]}, want {want.flat[i]})"), float(bad.size)
-        return None, 0.0
+                    f"(first at {i}: got {got.flat[i]}, want {want.flat[i]})"), float(bad.size), math.inf
+        return None, 0.0, 0.0
     g, w = got.astype(np.float64), want.astype(np.float64)
     if not np.all(np.isfinite(g)):
         n = int(np.count_nonzero(~np.isfinite(g)))
-        return f"{name}: {n} of {g.size} elements are not finite (unwritten or overflow)", math.inf
+        return f"{name}: {n} of {g.size} elements are not finite (unwritten or overflow)", math.inf, math.inf
     denom = float(np.linalg.norm(w)) or 1.0
     rel = float(np.linalg.norm(g - w)) / denom
+    nonzero = w != 0
+    max_rel = float(np.max(np.abs(g - w)[nonzero] / np.abs(w[nonzero]))) if nonzero.any() else 0.0
     rtol, atol = float(spec.rtol(problem)), float(spec.atol(problem))
     close = np.abs(g - w) <= atol + rtol * np.abs(w)
     if not np.all(close):
         i = int(np.flatnonzero(~close)[0])
         return (f"{name}: {int(np.count_nonzero(~close))} of {g.size} elements off "
                 f"(first at {i}: got {g.flat[i]:.9g}, want {w.flat[i]:.9g}; "
-                f"rtol={rtol:.3g}, atol={atol:.3g})"), rel
-    return None, rel
+                f"rtol={rtol:.3g}, atol={atol:.3g}; max relative error {max_rel:.3g})"), rel, max_rel
+    return None, rel, max_rel
 
 
 class Bench:
@@ -154,13 +157,14 @@ class Bench:
         try:
             launch = Launch(self.ctx, self.spec, params, self.problem, self.cache, self.facts)
             build_s = time.perf_counter() - t0
-            error = self._verify(launch)
-            if isinstance(error, Measurement):
-                return error
+            errors = self._verify(launch)
+            if isinstance(errors, Measurement):
+                return errors
             times = self._time(launch)
         except CandidateError as exc:
             return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0)
-        return Measurement(Status.OK, "", tuple(times), error, build_s, time.perf_counter() - t0)
+        return Measurement(Status.OK, "", tuple(times), errors[0], errors[1], build_s,
+                           time.perf_counter() - t0)
 
     def _finish(self, events: list[cl.Event]) -> None:
         try:
@@ -168,7 +172,7 @@ class Bench:
         except cl.Error as exc:
             raise CandidateError("launch_error", f"while running: {exc}") from None
 
-    def _verify(self, launch: Launch) -> float | Measurement:
+    def _verify(self, launch: Launch) -> tuple[float, float] | Measurement:
         for name in self.spec.outputs:
             buf = self.args[name]
             if name in self.spec.inplace:  # read and written: start from the inputs' values
@@ -176,16 +180,16 @@ class Bench:
             else:  # poisoned, so an element the kernel never writes cannot pass
                 cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, buf.size)
         self._finish(launch.enqueue(self.queue, self.args))
-        worst = 0.0
+        worst, worst_max = 0.0, 0.0
         for name in self.spec.outputs:
             want = self.workload.expected[name]
             got = np.empty_like(self.workload.inputs[name])
             cl.enqueue_copy(self.queue, got, self.args[name])
-            why, err = compare(self.spec, name, got, want, self.problem)
+            why, err, max_err = compare(self.spec, name, got, want, self.problem)
             if why:
-                return Measurement(Status.WRONG_RESULT, why, error=err)
-            worst = max(worst, err)
-        return worst
+                return Measurement(Status.WRONG_RESULT, why, error=err, max_error=max_err)
+            worst, worst_max = max(worst, err), max(worst_max, max_err)
+        return worst, worst_max
 
     def _time(self, launch: Launch) -> list[float]:
         t = self.timing

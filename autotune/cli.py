@@ -195,7 +195,8 @@ def format_report(report: Any) -> str:
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
         if best.error is not None:
-            lines.append(f"  error       {best.error:.3g} (relative, vs reference)")
+            worst = f", largest element {best.max_error:.3g}" if best.max_error is not None else ""
+            lines.append(f"  error       {best.error:.3g} relative to the reference (norm){worst}")
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup
@@ -288,7 +289,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     print(f"  time        {m.median_ms:.4f} ms median of {len(m.times_ms)} (min {lo:.4f}, max {hi:.4f})")
     print("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in r.metrics.items()))
     if m.error is not None:
-        print(f"  error       {m.error:.3g} relative to the reference")
+        print(f"  error       {m.error:.3g} relative to the reference (norm), "
+              f"largest element {m.max_error:.3g}")
     for c in r.ceilings:
         share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")

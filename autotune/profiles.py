@@ -46,6 +46,7 @@ class Entry:
     baseline_ms: float | None = None
     spread_ms: tuple[float, float] | None = None
     error: float | None = None
+    max_error: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_yaml(self) -> dict[str, Any]:
@@ -77,6 +78,7 @@ class Entry:
                 baseline_ms=raw.get("baseline_ms"),
                 spread_ms=tuple(raw["spread_ms"]) if raw.get("spread_ms") else None,
                 error=raw.get("error"),
+                max_error=raw.get("max_error"),
                 extra=dict(raw.get("extra") or {}),
             )
         except (TypeError, ValueError) as exc:

@@ -70,6 +70,7 @@ class TrialRecord:
     spread_ms: tuple[float, float] | None = None
     error: float | None = None
     wall_s: float = 0.0
+    max_error: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -175,7 +176,8 @@ def _record(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
     spread = attrs.get("spread_ms")
     return TrialRecord(trial.number, dict(trial.params), Status(attrs["status"]),
                        float(attrs.get("median_ms", math.inf)), attrs.get("message", ""),
-                       tuple(spread) if spread else None, attrs.get("error"), attrs.get("wall_s", 0.0))
+                       tuple(spread) if spread else None, attrs.get("error"), attrs.get("wall_s", 0.0),
+                       attrs.get("max_error"))
 
 
 @contextmanager
@@ -261,7 +263,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         for key, value in (("status", rec.status.value), ("median_ms", rec.median_ms),
                            ("message", rec.message[:2000]), ("wall_s", rec.wall_s),
                            ("spread_ms", list(rec.spread_ms) if rec.spread_ms else None),
-                           ("error", rec.error), ("repeat", repeat)):
+                           ("error", rec.error), ("max_error", rec.max_error), ("repeat", repeat)):
             if value is not None:
                 trial.set_user_attr(key, value)
         study.tell(trial, rec.median_ms * 1e-3 if rec.ok else math.inf)
@@ -390,7 +392,7 @@ def default_time_limit(baseline: TrialRecord) -> float:
 
 def _from_measurement(number: int, params: Mapping[str, Value], m: Measurement) -> TrialRecord:
     return TrialRecord(number, dict(params), m.status, m.median_ms, m.message,
-                       m.spread if m.ok else None, m.error, m.wall_s)
+                       m.spread if m.ok else None, m.error, m.wall_s, m.max_error)
 
 
 def _save(report: TuneReport, partial: bool) -> TuneReport:
@@ -412,6 +414,7 @@ def _save(report: TuneReport, partial: bool) -> TuneReport:
         baseline_ms=round(report.baseline.median_ms, 6) if report.baseline and report.baseline.ok else None,
         spread_ms=tuple(round(x, 6) for x in best.spread_ms) if best.spread_ms else None,
         error=float(f"{best.error:.3g}") if best.error is not None else None,
+        max_error=float(f"{best.max_error:.3g}") if best.max_error is not None else None,
     )
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
     verdict = profiles.save(entry, spec.name, report.device.profile_header(), path)

@@ -68,6 +68,7 @@ class TimingOptions:
     min_repeats: int = 5
     max_repeats: int = 50
     min_time_s: float = 0.05
+    compile_threads: int = 0  # > 0: candidates announced with prefetch() build in the background
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ class Bench:
         self.spec, self.problem, self.ctx = spec, dict(problem), ctx
         self.facts, self.timing, self.workload = dict(facts), timing, workload
         self.queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.cache = ProgramCache()
+        self.cache = ProgramCache(timing.compile_threads)
         mf = cl.mem_flags
         self.args: dict[str, Any] = {}
         for name, value in workload.inputs.items():
@@ -147,6 +148,11 @@ class Bench:
                 self.args[name] = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value)
             else:
                 self.args[name] = value
+
+    def prefetch(self, params: Mapping[str, Value]) -> None:
+        """Start building ``params`` in the background, if it is valid (compile ahead)."""
+        if check_config(self.spec, params, self.problem, self.facts) is None:
+            self.cache.prefetch(self.ctx, self.spec.source, self.spec.build_options(params, self.problem))
 
     def measure(self, params: Mapping[str, Value]) -> Measurement:
         """Build, verify and time ``params``; failures become a non-OK Measurement."""

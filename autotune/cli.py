@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process (faster start, but a hung or crashing "
                      "kernel stops the run)")
+    run.add_argument("--compile-ahead", type=int, metavar="N",
+                     help="build the next N known candidates in the background while one is "
+                     "timed (default: 2 on GPUs, 0 on CPU devices, whose kernels the builds would slow)")
     run.add_argument("--no-save", action="store_true", help="do not write the profile")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
@@ -153,7 +156,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
                           seed=args.seed, storage=args.storage, device=args.device,
                           max_time_per_config=args.max_time_per_config,
-                          isolate=not args.no_isolation, save=not args.no_save)
+                          isolate=not args.no_isolation, save=not args.no_save,
+                          compile_ahead=args.compile_ahead)
     report = tune(spec, options, problem, progress=None if args.quiet else _progress(spec))
     print(format_report(report))
     return 0 if report.best is not None else _EXIT_ERROR

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Mapping
 
 import numpy as np
@@ -67,27 +68,46 @@ def short(text: str, limit: int = 400) -> str:
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
-class ProgramCache:
-    """Built programs of one context, keyed by (source, options)."""
+def _build(ctx: cl.Context, source: str, options: tuple[str, ...]) -> cl.Program:
+    try:
+        with warnings.catch_warnings():
+            # a non-empty build log is normal for tuned variants; failures are errors
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            return cl.Program(ctx, source).build(options=list(options))
+    except cl.Error as exc:
+        if error_code(exc) in BUILD_ERRORS:
+            raise CandidateError("compile_error", short(str(exc))) from None
+        raise
 
-    def __init__(self) -> None:
-        self._programs: dict[tuple[str, tuple[str, ...]], cl.Program] = {}
+
+class ProgramCache:
+    """Built programs of one context, keyed by (source, options).
+
+    ``prefetch`` starts builds on background threads (compile ahead: the next candidates build
+    on the host while the device times the current one); ``get`` waits for such a build or
+    builds in the calling thread.
+    """
+
+    def __init__(self, threads: int = 0) -> None:
+        self._programs: dict[tuple[str, tuple[str, ...]], Future[cl.Program]] = {}
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="autotune-build") if threads else None
+
+    def prefetch(self, ctx: cl.Context, source: str, options: list[str]) -> None:
+        key = (source, tuple(options))
+        if self._pool is not None and key not in self._programs:
+            self._programs[key] = self._pool.submit(_build, ctx, source, key[1])
 
     def get(self, ctx: cl.Context, source: str, options: list[str]) -> cl.Program:
         key = (source, tuple(options))
-        program = self._programs.get(key)
-        if program is None:
+        future = self._programs.get(key)
+        if future is None:
+            future = Future()
             try:
-                with warnings.catch_warnings():
-                    # a non-empty build log is normal for tuned variants; failures are errors
-                    warnings.simplefilter("ignore", cl.CompilerWarning)
-                    program = cl.Program(ctx, source).build(options=options)
-            except cl.Error as exc:
-                if error_code(exc) in BUILD_ERRORS:
-                    raise CandidateError("compile_error", short(str(exc))) from None
-                raise
-            self._programs[key] = program
-        return program
+                future.set_result(_build(ctx, source, key[1]))
+            except CandidateError as exc:
+                future.set_exception(exc)
+            self._programs[key] = future
+        return future.result()
 
 
 class Launch:

@@ -20,7 +20,7 @@ import time
 import warnings
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -56,6 +56,7 @@ class TuneOptions:
     isolate: bool = True
     timing: TimingOptions = field(default_factory=TimingOptions)
     save: bool = True
+    compile_ahead: int | None = None  # candidates built ahead; None: 2 on GPUs, 0 on CPUs
 
 
 @dataclass(frozen=True)
@@ -249,7 +250,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     if options.sampler == "random":
         rng.shuffle(unmeasured)
 
-    def pick_unmeasured() -> dict[str, Value] | None:
+    def draw() -> dict[str, Value] | None:
         while unmeasured:
             if options.sampler == "grid":
                 c = unmeasured.pop(0)
@@ -258,6 +259,30 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             if config_key(c) not in seen:
                 return c
         return None
+
+    # Compile ahead: where the next candidates are known in advance (grid, random, start-up),
+    # they are drawn early and announced, so the worker builds them while it times this one.
+    # Build threads compete with a CPU device's kernels, hence the GPU-only default.
+    ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
+    upcoming: list[dict[str, Value]] = []
+
+    def pick_unmeasured() -> dict[str, Value] | None:
+        while upcoming:
+            c = upcoming.pop(0)
+            if config_key(c) not in seen:
+                return c
+        return draw()
+
+    def announce(next_forced: bool) -> None:
+        prefetch = getattr(evaluator, "prefetch", None)
+        if ahead <= 0 or prefetch is None:
+            return
+        while next_forced and len(upcoming) < ahead:
+            c = draw()
+            if c is None:
+                break
+            upcoming.append(c)
+        prefetch(due + (upcoming if next_forced else []))
 
     def tell(trial: optuna.trial.Trial, rec: TrialRecord, repeat: bool = False) -> None:
         for key, value in (("status", rec.status.value), ("median_ms", rec.median_ms),
@@ -278,9 +303,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         try:
             if evaluator is None:
                 workload = make_workload(spec, prob, seed=options.seed or 0)
+                timing = replace(options.timing, compile_threads=max(ahead, 0))
                 setup = Setup(str(spec.path), info.selector, dict(prob),
                               save_workload(workload, Path(folder.name)) if options.isolate else "",
-                              options.timing)
+                              timing)
                 evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
             stuck = 0
             # the baseline first (for the speed-up), then the spec's default: the expert's guess
@@ -330,6 +356,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                     continue
                 stuck = 0
                 is_baseline = baseline is not None and key == config_key(baseline)
+                announce(options.sampler != "tpe" or ok_done + 1 < n_startup)
                 m = evaluator.evaluate(params, None if is_baseline and limit is None else limit)
                 rec = _from_measurement(trial.number, params, m)
                 tell(trial, rec)
@@ -396,8 +423,6 @@ def _from_measurement(number: int, params: Mapping[str, Value], m: Measurement) 
 
 
 def _save(report: TuneReport, partial: bool) -> TuneReport:
-    from dataclasses import replace
-
     best = report.best
     assert best is not None and best.ok
     spec = report.spec

@@ -31,6 +31,8 @@ class Evaluator(Protocol):
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement: ...
 
+    def prefetch(self, upcoming: list[dict[str, Value]]) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -89,6 +91,10 @@ class InProcessEvaluator:
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
         return self.bench.measure(params)
 
+    def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
+        for params in upcoming:
+            self.bench.prefetch(params)
+
     def close(self) -> None:
         pass
 
@@ -100,9 +106,13 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
         bench = make_bench(setup)
         conn.send(("ready", None))
         while True:
-            params = conn.recv()
-            if params is None:
+            kind, params = conn.recv()
+            if kind == "stop":
                 return
+            if kind == "prefetch":  # no reply: builds start in the background
+                for upcoming in params:
+                    bench.prefetch(upcoming)
+                continue
             conn.send(("result", bench.measure(params)))
     except EOFError:
         return
@@ -159,7 +169,7 @@ class IsolatedEvaluator:
                 raise WorkerError("worker did not start")
         conn = self._conn
         t0 = time.perf_counter()
-        conn.send(dict(params))
+        conn.send(("measure", dict(params)))
         try:
             ready = conn.poll(limit_s)
         except KeyboardInterrupt:
@@ -190,10 +200,15 @@ class IsolatedEvaluator:
             self.restarts += 1
         return payload
 
+    def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
+        """Announce the next candidates so the worker builds them while it measures."""
+        if self._conn is not None and upcoming:
+            self._conn.send(("prefetch", [dict(p) for p in upcoming]))
+
     def close(self) -> None:
         if self._conn is not None:
             try:
-                self._conn.send(None)
+                self._conn.send(("stop", None))
             except OSError:
                 pass
             if self._proc is not None:

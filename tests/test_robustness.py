@@ -104,3 +104,26 @@ def test_corrupt_profile_stops_the_save_with_file_and_line(tmp_path):
     assert out.returncode == 1
     assert f"{prof}:" in out.stderr and "corrupt profile" in out.stderr
     assert prof.read_text() == "kernels:\n  scale: [\n"
+
+
+def test_compile_ahead_builds_the_next_candidates_and_changes_no_result(tmp_path):
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, compile_ahead=2))
+    assert report.stopped_by == "exhausted" and not report.failures
+    assert report.measured == report.valid_space
+
+
+def test_program_cache_prefetch_is_shared_with_get():
+    import pyopencl as cl
+
+    from autotune import device
+    from autotune.launch import CandidateError, ProgramCache
+
+    ctx = cl.Context([device.select(None)[1]])
+    cache = ProgramCache(threads=2)
+    cache.prefetch(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
+    cache.prefetch(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=oops"])
+    program = cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
+    assert program is cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
+    with pytest.raises(CandidateError):
+        cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=oops"])

@@ -45,6 +45,7 @@ class Measurement:
     max_error: float | None = None
     build_s: float = 0.0
     wall_s: float = 0.0
+    context_lost: bool = False  # a failed enqueue or run: measure the next one in a fresh context
 
     @property
     def ok(self) -> bool:
@@ -168,7 +169,8 @@ class Bench:
                 return errors
             times = self._time(launch)
         except CandidateError as exc:
-            return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0)
+            return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0,
+                               context_lost=exc.context_lost)
         return Measurement(Status.OK, "", tuple(times), errors[0], errors[1], build_s,
                            time.perf_counter() - t0)
 
@@ -176,7 +178,7 @@ class Bench:
         try:
             cl.wait_for_events(events)
         except cl.Error as exc:
-            raise CandidateError("launch_error", f"while running: {exc}") from None
+            raise CandidateError("launch_error", f"while running: {exc}", context_lost=True) from None
 
     def _verify(self, launch: Launch) -> tuple[float, float] | Measurement:
         for name in self.spec.outputs:

@@ -47,9 +47,10 @@ LAUNCH_ERRORS = frozenset({
 class CandidateError(Exception):
     """A candidate failed to build or launch; ``status`` says which. Internal to measuring."""
 
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: str, message: str, context_lost: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.context_lost = context_lost  # the failure may have broken the OpenCL context
 
 
 def error_code(exc: cl.Error) -> int | None:
@@ -159,7 +160,7 @@ class Launch:
                     wait_for=wait_for if not events else None))
             except cl.Error as exc:
                 if error_code(exc) in LAUNCH_ERRORS:
-                    raise CandidateError("launch_error", f"{step.entry}: {exc}") from None
+                    raise CandidateError("launch_error", f"{step.entry}: {exc}", context_lost=True) from None
                 raise
         return events
 

@@ -194,8 +194,9 @@ class IsolatedEvaluator:
         if kind == "error":
             self._kill()
             raise WorkerError(f"unexpected error while measuring {dict(params)}:\n{payload}")
-        if payload.status is Status.LAUNCH_ERROR:
-            # a failed launch can leave the context unusable; start the next one clean
+        if payload.context_lost:
+            # a failed enqueue or run can leave the context unusable; start the next one clean
+            # (a work-group too large for the built kernel is caught before enqueueing: no restart)
             self._kill()
             self.restarts += 1
         return payload

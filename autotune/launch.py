@@ -74,7 +74,9 @@ def _build(ctx: cl.Context, source: str, options: tuple[str, ...]) -> cl.Program
         with warnings.catch_warnings():
             # a non-empty build log is normal for tuned variants; failures are errors
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            return cl.Program(ctx, source).build(options=list(options))
+            # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
+            # compilers (PoCL's clang) print that to the terminal, burying the progress lines
+            return cl.Program(ctx, source).build(options=[*options, "-w"])
     except cl.Error as exc:
         if error_code(exc) in BUILD_ERRORS:
             raise CandidateError("compile_error", short(str(exc))) from None

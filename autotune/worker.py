@@ -164,10 +164,9 @@ class IsolatedEvaluator:
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
         if self._conn is None:
-            self._start()
-            if self._conn is None:  # pragma: no cover - _start raises instead
-                raise WorkerError("worker did not start")
+            self._start()  # raises WorkerError unless the worker is ready
         conn = self._conn
+        assert conn is not None
         t0 = time.perf_counter()
         conn.send(("measure", dict(params)))
         try:

@@ -8,7 +8,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-import pytest
 from conftest import FAKE, needs_opencl
 
 from autotune import spec as specs

@@ -63,7 +63,11 @@ _TOP_KEYS = {
     "default": False,
     "ceiling": False,
     "inplace": False,
+    "hints": False,
 }
+#: Keys that do not change what a configuration computes or whether it is valid: editing them
+#: keeps tuned entries (the spec hash leaves them out).
+_UNHASHED = ("description", "baseline", "default", "hints", "ceiling")
 CEILINGS = ("copy", "fp32", "sgemm")
 _STEP_KEYS = {"entry", "global", "local", "args", "when"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -126,6 +130,7 @@ class KernelSpec:
     spec_hash: str
     ceiling: str = "fp32"
     inplace: tuple[str, ...] = ()
+    hints: tuple[tuple[tuple[str, Value], ...], ...] = ()
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -335,8 +340,12 @@ class _Parser:
         ceiling = str(raw.get("ceiling", "copy" if "B/s" in first_metric else "fp32"))
         if ceiling not in CEILINGS:
             raise self.fail("ceiling", f"{ceiling!r}: choose one of {', '.join(CEILINGS)}")
-        # hash the parsed space, not its text: editing a comment must not orphan tuned entries
-        canonical = json.dumps(raw, sort_keys=True, default=str).encode()
+        hints = tuple(self.config(f"hints[{i}]", h, parameters)
+                      for i, h in enumerate(self.sequence("hints", raw.get("hints") or [])))
+        # hash the parsed space, not its text, and only what gives a configuration its meaning:
+        # editing a comment, the description or the starting points must not orphan tuned entries
+        canonical = json.dumps({k: v for k, v in raw.items() if k not in _UNHASHED},
+                               sort_keys=True, default=str).encode()
         digest = hashlib.sha256(template.read_bytes() + b"\0" + canonical).hexdigest()[:16]
         return KernelSpec(
             name=name,
@@ -359,6 +368,7 @@ class _Parser:
             spec_hash=digest,
             ceiling=ceiling,
             inplace=inplace,
+            hints=hints,
         )
 
     def sequence(self, key: str, raw: Any) -> list[Any]:

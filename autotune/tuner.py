@@ -309,11 +309,15 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                               timing)
                 evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
             stuck = 0
-            # the baseline first (for the speed-up), then the spec's default: the expert's guess
-            # gives the search a good incumbent from the start
-            default = spec.complete(dict(spec.default))
-            due = [c for c in (baseline, default)
-                   if c is not None and config_key(c) not in seen and check(spec, c, prob, facts) is None]
+            # the baseline first (for the speed-up), then the spec's default and hints: expert
+            # starting points (e.g. one for GPUs, one for CPUs) give the search good incumbents
+            starts = [baseline, spec.complete(dict(spec.default))]
+            starts += [spec.complete(dict(h)) for h in spec.hints]
+            due: list[dict[str, Value]] = []
+            for c in starts:
+                if (c is not None and config_key(c) not in seen and check(spec, c, prob, facts) is None
+                        and all(config_key(c) != config_key(d) for d in due)):
+                    due.append(c)
             while True:
                 if state.measured >= options.trials:
                     stopped_by = "trials"

@@ -83,7 +83,9 @@ def test_hash_ignores_comments_but_not_values(tmp_path):
     base = specs.load(write_spec(tmp_path / "a", SCALE_YAML)).spec_hash
     commented = specs.load(write_spec(tmp_path / "b", "# a note\n" + SCALE_YAML)).spec_hash
     changed = specs.load(write_spec(tmp_path / "c", SCALE_YAML.replace("WG: [16,", "WG: [8, 16,"))).spec_hash
-    assert base == commented != changed
+    described = specs.load(write_spec(tmp_path / "d", SCALE_YAML.replace(
+        "description: y = 2x", "description: doubles\nhints: [{WPT: 2}]"))).spec_hash
+    assert base == commented == described != changed
 
 
 def test_shipped_profiles_match_the_current_templates_and_spaces():

@@ -96,3 +96,13 @@ def test_all_failing_saves_nothing(scale):
     report = run(scale, Broken(), trials=5)
     assert report.best is None and report.profile_path is None
     assert not (settings.profiles_dir() / f"{FAKE.slug}.yaml").exists()
+
+
+def test_default_and_hints_are_measured_right_after_the_baseline(tmp_path):
+    text = SCALE_YAML.replace("baseline: {WPT: 1, WG: 16}",
+                              "baseline: {WPT: 1, WG: 16}\ndefault: {WPT: 2, WG: 64}\n"
+                              "hints: [{WPT: 4, WG: 32}, {WPT: 2, WG: 64}]")
+    sp = specs.load(write_spec(tmp_path, text))
+    ev = FakeEvaluator()
+    run(sp, ev, trials=5, seed=0)
+    assert [(c["WPT"], c["WG"]) for c in ev.calls[:3]] == [(1, 16), (2, 64), (4, 32)]

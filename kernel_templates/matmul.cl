@@ -134,7 +134,9 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
         for (int i = 0; i < WPTM; ++i) {
             const floatv a = (floatv)(X[(size_t)i * K + k]);
             #pragma unroll
-            for (int j = 0; j < WPTN / VW; ++j) acc[i][j] = mad(a, b[j], acc[i][j]);
+            // a*b + acc rather than mad(): PoCL lowers mad() to a slow call, 4x behind a
+            // multiply-add the compiler contracts to an FMA
+            for (int j = 0; j < WPTN / VW; ++j) acc[i][j] += a * b[j];
         }
     }
     #pragma unroll

@@ -1,0 +1,44 @@
+"""Carry profile entries over a template edit that does not change their compiled source.
+
+For each entry of KERNEL in PROFILE whose spec hash is OLD_HASH, preprocess the old template
+(a copy given as OLD_TEMPLATE) and the current one with the entry's -D options (`cpp -P`);
+if the two outputs are identical for every entry, the device compiles the same program, so
+the entries are re-keyed to the current spec hash. Otherwise nothing is written.
+
+    python3 benchmarks/rekey_profile.py matmul /tmp/matmul_old.cl profiles/nvidia-corporation-h200.yaml OLD_HASH
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from autotune import profiles, spec
+from autotune.loader import params_of
+
+
+def preprocess(path: Path, options: list[str]) -> str:
+    return subprocess.run(["cpp", "-P", "-undef", "-x", "c", *options, str(path)],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
+    sp = spec.load(kernel)
+    path = Path(profile)
+    doc = profiles.read(path)
+    entries = [e for e in profiles.entries(doc, kernel) if e.spec_hash == old_hash]
+    for e in entries:
+        options = [o for o in sp.build_options(params_of(sp, e), dict(e.problem)) if o.startswith("-D")]
+        if preprocess(Path(old_template), options) != preprocess(sp.template, options):
+            print(f"{dict(e.problem)}: the compiled source differs; nothing re-keyed")
+            return 1
+        print(f"{dict(e.problem)}: identical after preprocessing")
+    text = path.read_text().replace(f"spec_hash: {old_hash}", f"spec_hash: {sp.spec_hash}")
+    path.write_text(text)
+    print(f"re-keyed {len(entries)} entries {old_hash} -> {sp.spec_hash}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:5]))

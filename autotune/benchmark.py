@@ -32,10 +32,10 @@ class BenchResult:
                 if name.split()[0] == ceiling.unit}
 
 
-def run(kernel: str, problem: Mapping[str, Any] | None = None, selector: str | None = None,
-        copy_bytes: int = 1 << 30) -> BenchResult:
+def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None,
+        selector: str | None = None, copy_bytes: int = 1 << 30) -> BenchResult:
     """Verify and time the configuration ``load_kernel`` would use; then measure the ceilings."""
-    spec = specs.load(kernel)
+    spec = kernel if isinstance(kernel, specs.KernelSpec) else specs.load(kernel)
     prob = spec.resolve_problem(problem)
     info, dev = devices.select(selector)
     ctx = cl.Context([dev])

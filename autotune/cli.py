@@ -147,12 +147,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+    """The spec named on the command line and its ``--size`` overrides."""
     from . import spec as specs
-    from .tuner import TuneOptions, tune
 
     spec = specs.load(args.kernel)
     problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
+    return spec, problem
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .tuner import TuneOptions, tune
+
+    spec, problem = _spec_and_problem(args)
     options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
                           seed=args.seed, storage=args.storage, device=args.device,
                           max_time_per_config=args.max_time_per_config,
@@ -277,11 +284,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import benchmark
-    from . import spec as specs
 
-    spec = specs.load(args.kernel)
-    problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
-    r = benchmark.run(args.kernel, problem, args.device)
+    spec, problem = _spec_and_problem(args)
+    r = benchmark.run(spec, problem, args.device)
     prob = ",".join(f"{k}={v}" for k, v in r.problem.items())
     print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), {prob}")
     print(f"  config      {r.choice.source}: {_fmt_params(r.choice.params)}")

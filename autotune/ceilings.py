@@ -71,7 +71,7 @@ def fp32_peak(ctx: cl.Context, runs: int = 5, iters: int = 4096) -> Ceiling:
     cl.enqueue_nd_range_kernel(queue, kernel, (work,), (local,)).wait()
     ms = _median_ms([cl.enqueue_nd_range_kernel(queue, kernel, (work,), (local,)) for _ in range(runs)])
     return Ceiling("fp32 FMA peak", 2 * 8 * iters * work / (ms * 1e-3) / 1e9, "GFLOP/s",
-                   f"{work} work-items x 8 independent mad chains x {iters}, median of {runs}")
+                   f"{work} work-items x 8 independent multiply-add chains x {iters}, median of {runs}")
 
 
 def cublas_sgemm(m: int, n: int, k: int, runs: int = 20) -> Ceiling | None:

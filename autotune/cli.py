@@ -199,8 +199,7 @@ def format_report(report: Any) -> str:
         lines.append("no configuration passed verification")
     else:
         flags = report.spec.enabled_flags(best.params)
-        shown = {k: v for k, v in best.params.items()
-                 if all(p.name != k or p.flag is None for p in report.spec.parameters)}
+        shown = report.spec.without_flags(best.params)
         lines.append(f"  best        {_fmt_params(shown)}" + (f"  flags: {' '.join(flags)}" if flags else ""))
         lo, hi = best.spread_ms or (math.nan, math.nan)
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")

@@ -138,7 +138,13 @@ class KernelSpec:
 
     def baseline_dict(self) -> dict[str, Value]:
         """The baseline's parameters that differ from each parameter's first value."""
-        return {k: v for k, v in self.baseline if v != next(p for p in self.parameters if p.name == k).values[0]}
+        first = {p.name: p.values[0] for p in self.parameters}
+        return {k: v for k, v in self.baseline if v != first[k]}
+
+    def without_flags(self, params: Mapping[str, Value]) -> dict[str, Value]:
+        """``params`` less the build-flag switches (those go to :meth:`enabled_flags`)."""
+        flags = {p.name for p in self.parameters if p.flag is not None}
+        return {k: v for k, v in params.items() if k not in flags}
 
     def default_problem(self) -> dict[str, int | str]:
         return {k.name: k.default for k in self.problem}

@@ -242,6 +242,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             seen.setdefault(config_key(rec.params), rec)
             if rec.ok and (state.best is None or rec.median_ms < state.best.median_ms):
                 state.best = rec
+    # configurations measured (built and run, whatever the outcome) in this study so far
+    measured_total = sum(1 for r in seen.values() if r.status is not Status.INVALID)
     if baseline is not None:
         state.baseline = seen.get(config_key(baseline))
     unmeasured = [c for c in valid if config_key(c) not in seen]
@@ -328,8 +330,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                 if remaining == 0:
                     stopped_by = "exhausted"
                     break
-                ok_done = sum(1 for r in seen.values() if r.status is not Status.INVALID)
-                forced = options.sampler != "tpe" or ok_done < n_startup or stuck >= _STUCK_AFTER
+                forced = options.sampler != "tpe" or measured_total < n_startup or stuck >= _STUCK_AFTER
                 if due:
                     study.enqueue_trial(due.pop(0))
                 elif forced:
@@ -360,7 +361,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                     continue
                 stuck = 0
                 is_baseline = baseline is not None and key == config_key(baseline)
-                announce(options.sampler != "tpe" or ok_done + 1 < n_startup)
+                announce(options.sampler != "tpe" or measured_total + 1 < n_startup)
                 m = evaluator.evaluate(params, None if is_baseline and limit is None else limit)
                 rec = _from_measurement(trial.number, params, m)
                 tell(trial, rec)
@@ -368,6 +369,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                 seen[key] = rec
                 remaining -= key in valid_keys
                 state.measured += 1
+                measured_total += 1
                 if is_baseline:
                     state.baseline = rec
                 if limit is None and is_baseline:
@@ -393,7 +395,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         spec=spec, device=info, problem=prob, best=state.best, baseline=state.baseline,
         measured=state.measured, skipped_invalid=state.skipped_invalid, repeats=state.repeats,
         failures=dict(state.failures), failure_examples=dict(state.failure_examples),
-        study_trials=sum(1 for r in seen.values() if r.status is not Status.INVALID),
+        study_trials=measured_total,
         valid_space=len(valid), full_space=space_size(spec), stopped_by=stopped_by,
         wall_s=time.perf_counter() - t_start, study_name=name)
     if options.save and report.best is not None:
@@ -432,7 +434,7 @@ def _save(report: TuneReport, partial: bool) -> TuneReport:
     spec = report.spec
     entry = profiles.Entry(
         problem=dict(report.problem),
-        params={k: v for k, v in best.params.items() if spec_param(spec, k).flag is None},
+        params=spec.without_flags(best.params),
         build_flags=tuple(spec.enabled_flags(best.params)),
         time_ms=round(best.median_ms, 6),
         throughput={k: round(v, 3) for k, v in report.throughput().items()},
@@ -449,6 +451,3 @@ def _save(report: TuneReport, partial: bool) -> TuneReport:
     verdict = profiles.save(entry, spec.name, report.device.profile_header(), path)
     return replace(report, profile_path=path, profile_verdict=verdict)
 
-
-def spec_param(spec: KernelSpec, name: str) -> specs.Parameter:
-    return next(p for p in spec.parameters if p.name == name)

@@ -12,6 +12,7 @@ from . import device as devices
 from . import spec as specs
 from .bench import Bench, Measurement, TimingOptions, make_workload
 from .loader import Choice, choose
+from .space import check
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,14 @@ class BenchResult:
     measurement: Measurement
     metrics: Mapping[str, float]
     ceilings: tuple[ceilings.Ceiling, ...]
+    baseline: Measurement | None = None  # the spec's baseline variant, timed in the same run
+
+    @property
+    def speedup(self) -> float | None:
+        """Baseline time / tuned time, both from this run; None without a valid baseline."""
+        if self.baseline is None or not self.baseline.ok or not self.measurement.ok:
+            return None
+        return self.baseline.median_ms / self.measurement.median_ms
 
     def ratios(self, ceiling: ceilings.Ceiling) -> dict[str, float]:
         """metric / ceiling for every metric in the ceiling's unit (``GB/s``, ``GB/s r+w``, ...)."""
@@ -34,7 +43,8 @@ class BenchResult:
 
 def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None,
         selector: str | None = None, copy_bytes: int = 1 << 30) -> BenchResult:
-    """Verify and time the configuration ``load_kernel`` would use; then measure the ceilings."""
+    """Verify and time the configuration ``load_kernel`` would use and the spec's baseline
+    variant (the write-up's starting point); then measure the ceilings."""
     spec = kernel if isinstance(kernel, specs.KernelSpec) else specs.load(kernel)
     prob = spec.resolve_problem(problem)
     info, dev = devices.select(selector)
@@ -43,6 +53,8 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(),
                   TimingOptions(warmup=3, min_repeats=20, max_repeats=200, min_time_s=0.5))
     m = bench.measure(choice.params)
+    baseline = spec.complete(dict(spec.baseline))
+    base = bench.measure(baseline) if check(spec, baseline, prob, info.facts()) is None else None
     metrics = ({name: float(e(dict(prob, seconds=m.median_ms * 1e-3))) for name, e in spec.metrics}
                if m.ok else {})
     found: list[ceilings.Ceiling] = []
@@ -54,4 +66,4 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
             sgemm = ceilings.cublas_sgemm(int(prob["M"]), int(prob["N"]), int(prob["K"]))
             if sgemm is not None:
                 found.append(sgemm)
-    return BenchResult(spec, info, prob, choice, m, metrics, tuple(found))
+    return BenchResult(spec, info, prob, choice, m, metrics, tuple(found), base)

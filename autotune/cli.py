@@ -299,6 +299,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if m.error is not None:
         print(f"  error       {m.error:.3g} relative to the reference (norm), "
               f"largest element {m.max_error:.3g}")
+    if r.speedup is not None:
+        print(f"  baseline    {r.baseline.median_ms:.4f} ms: the tuned one is {r.speedup:.2f}x faster")
+    elif r.baseline is not None:
+        print(f"  baseline    {r.baseline.status.value}: {r.baseline.message}")
     for c in r.ceilings:
         share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")

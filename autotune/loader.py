@@ -94,13 +94,9 @@ class TunedKernel:
         return f"TunedKernel({self.spec.name!r}, {self.source}, params={self.params})"
 
 
-def params_of(spec: KernelSpec, entry: profiles.Entry) -> dict[str, Value]:
-    """Full parameters of a profile entry, build-flag switches included."""
-    full = spec.complete(dict(entry.params))
-    for p in spec.parameters:
-        if p.flag is not None:
-            full[p.name] = p.flag in entry.build_flags
-    return full
+def params_of(spec: KernelSpec, entry: profiles.Entry) -> dict[str, Value] | None:
+    """Full parameters of a profile entry, build-flag switches included (None: not in the space)."""
+    return spec.from_stored(entry.params, entry.build_flags)
 
 
 def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
@@ -109,25 +105,22 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     facts = info.facts()
 
     def usable(e: profiles.Entry) -> bool:
+        params = params_of(spec, e)
         try:
-            return check(spec, params_of(spec, e), problem, facts) is None
+            return params is not None and check(spec, params, problem, facts) is None
         except AutotuneError:
             return False
 
-    found: list[tuple[profiles.Entry, Path]] = []
-    for folder in folders or profiles.search_folders(settings.profiles_dir()):
-        path = profiles.path_for(info.slug, folder)
-        try:
-            doc = profiles.read(path)
-        except AutotuneError as exc:
-            warnings.warn(AutotuneWarning(f"ignoring profile: {exc}"), stacklevel=3)
-            continue
-        found.extend((e, path) for e in profiles.entries(doc, spec.name, str(path)))
+    found = profiles.collect(
+        spec.name, info.slug, folders or profiles.search_folders(settings.profiles_dir()),
+        lambda exc: warnings.warn(AutotuneWarning(f"ignoring profile: {exc}"), stacklevel=5))
     best = profiles.nearest([e for e, _ in found], problem, spec.spec_hash, usable)
     if best is not None:
         path = next(p for e, p in found if e is best)
         source = "exact" if dict(best.problem) == dict(problem) else "nearest"
-        return Choice(params_of(spec, best), source, best, path)
+        params = params_of(spec, best)
+        assert params is not None  # usable() checked it
+        return Choice(params, source, best, path)
 
     key = (spec.name, info.slug)
     if key not in _warned:

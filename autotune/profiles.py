@@ -179,7 +179,27 @@ def search_folders(user_folder: Path) -> list[Path]:
     return [user_folder, data_dir("profiles")]
 
 
-def _distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+def collect(kernel: str, slug: str, folders: Iterable[Path],
+            on_error: Callable[[ProfileError], None]) -> list[tuple[Entry, Path]]:
+    """Every entry for ``kernel`` in the device's profile of each folder, with its file.
+
+    An unreadable profile is passed to ``on_error`` and skipped, so one corrupt file does not
+    hide the others.
+    """
+    found: list[tuple[Entry, Path]] = []
+    for folder in folders:
+        path = path_for(slug, folder)
+        try:
+            doc = read(path)
+        except ProfileError as exc:
+            on_error(exc)
+            continue
+        found.extend((e, path) for e in entries(doc, kernel, str(path)))
+    return found
+
+
+def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """Log-distance between two problems' sizes; infinite when a non-size option differs."""
     total = 0.0
     for k, v in a.items():
         w = b.get(k)
@@ -194,9 +214,9 @@ def nearest(candidates: Iterable[Entry], problem: Mapping[str, Any], spec_hash: 
             usable: Callable[[Entry], bool]) -> Entry | None:
     """The exact entry, else the nearest (log-distance over sizes) one ``usable`` accepts."""
     current = [e for e in candidates if e.spec_hash == spec_hash]
-    ranked = sorted(current, key=lambda e: (_distance(dict(problem), dict(e.problem)), e.time_ms))
+    ranked = sorted(current, key=lambda e: (distance(dict(problem), dict(e.problem)), e.time_ms))
     for e in ranked:
-        if math.isinf(_distance(dict(problem), dict(e.problem))):
+        if math.isinf(distance(dict(problem), dict(e.problem))):
             break
         if usable(e):
             return e

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import yaml
 
@@ -174,6 +174,24 @@ class KernelSpec:
     def complete(self, partial: Mapping[str, Value]) -> dict[str, Value]:
         """A full configuration: ``partial`` plus the first value of every parameter it omits."""
         return {p.name: partial.get(p.name, p.values[0]) for p in self.parameters}
+
+    def from_stored(self, params: Mapping[str, Value],
+                    build_flags: Iterable[str]) -> dict[str, Value] | None:
+        """The full configuration a profile entry stored (parameters plus enabled flags).
+
+        None when a stored parameter or value is no longer in this spec's space, e.g. an entry
+        tuned with an older version of the spec.
+        """
+        if not set(params) <= {p.name for p in self.parameters}:
+            return None  # a parameter this spec no longer has: the entry means something else
+        full = self.complete(params)
+        enabled = set(build_flags)
+        for p in self.parameters:
+            if p.flag is not None:
+                full[p.name] = p.flag in enabled
+            elif full[p.name] not in p.values:
+                return None
+        return full
 
     def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:
         """Compiler options for a configuration: ``-D`` macros, then the enabled build flags."""

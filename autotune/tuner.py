@@ -196,6 +196,26 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any],
+                     limit: int = 3) -> list[dict[str, Value]]:
+    """Configurations that won on this device before, nearest problem first.
+
+    Entries of an older spec version count too: re-tuning after a template edit then starts
+    from the old winner. Stored values the space no longer has are dropped; the caller checks
+    the rest against the problem.
+    """
+    found = profiles.collect(spec.name, info.slug, profiles.search_folders(settings.profiles_dir()),
+                             lambda exc: None)  # a broken profile is reported when saving
+    ranked = sorted((profiles.distance(dict(problem), dict(e.problem)), e.spec_hash != spec.spec_hash,
+                     e.time_ms, i) for i, (e, _) in enumerate(found))
+    out: list[dict[str, Value]] = []
+    for dist, _, _, i in ranked:
+        params = spec.from_stored(found[i][0].params, found[i][0].build_flags)
+        if math.isfinite(dist) and params is not None and params not in out:
+            out.append(params)
+    return out[:limit]
+
+
 def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
          problem: Mapping[str, Any] | None = None, progress: Progress | None = None,
          evaluator: Evaluator | None = None, info: DeviceInfo | None = None) -> TuneReport:
@@ -311,9 +331,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                               timing)
                 evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
             stuck = 0
-            # the baseline first (for the speed-up), then the spec's default and hints: expert
-            # starting points (e.g. one for GPUs, one for CPUs) give the search good incumbents
-            starts = [baseline, spec.complete(dict(spec.default))]
+            # the baseline first (for the speed-up), then earlier winners on this device, the
+            # spec's default and hints: good incumbents from the start steer the search
+            starts = [baseline, *previous_winners(spec, info, prob), spec.complete(dict(spec.default))]
             starts += [spec.complete(dict(h)) for h in spec.hints]
             due: list[dict[str, Value]] = []
             for c in starts:

@@ -6,17 +6,24 @@
 // Equivalently B is zero outside the image and the sum runs over all of A's pixels with
 // x < W-dx, y < H-dy; every variant below relies on that zero extension at the edges.
 //
-// Variants (the "Optimization madness" / IBM "Multicore CPUs can match GPUs" family):
-//   naive          : OPX = OPY = 1, one output per work-item; WGY = 1 is the 1D work-group
-//                    version, WGY > 1 the 2D one.
-//   blocked        : OPX x OPY neighbouring outputs per work-item (2x2 won in the write-up).
-//                    Each A pixel is loaded once for all of them and B pixels slide through
-//                    a register window along x, so a step of x loads 1 + OPY float4s for
-//                    OPX*OPY terms instead of 2 per term.
-//   LOCAL = 1      : the work-group stages a TY x TX tile of A and the matching
+// Variants (the "Optimization madness" / IBM "Multicore CPUs can match GPUs" family, and one
+// written for wide GPUs):
+//   VARIANT_DIRECT : OPX x OPY neighbouring outputs per work-item straight from global memory.
+//                    OPX = OPY = 1 is the naive kernel (WGY = 1: the write-up's 1D work-groups);
+//                    2x2 won in the write-up. Each A pixel is loaded once for all outputs and
+//                    B pixels slide through a register window along x, so a step of x loads
+//                    1 + OPY float4s for OPX*OPY terms instead of 2 per term.
+//   VARIANT_LOCAL  : the same, but the work-group stages a TY x TX tile of A and the matching
 //                    (TY + WGY*OPY - 1) x (TX + WGX*OPX - 1) tile of the moving image B in
 //                    local memory (zero-filled outside the image, so no bounds checks inside).
-//   UNROLL         : unroll factor of the inner x loop.
+//   VARIANT_SWEPT  : walks B's pixels u = x + dx instead of A's, so the OPY B pixels of a step
+//                    are the same for every work-item of a row (one broadcast load each) and A
+//                    slides through the register window. A work-item's OPX outputs are strided
+//                    by WGX, which keeps the one new A load per step coalesced across the row.
+//                    The sum over rows y is split into KSL slices inside the work-group (added
+//                    in local memory) and KSG slices across work-groups (added by a second
+//                    kernel, correlate_sum), which gives a wide GPU enough work-items.
+//   UNROLL         : unroll factor of the inner loop.
 //   ACC_VEC        : float4 accumulators (a*b added lane-wise, reduced once at the end)
 //                    instead of ACC_DOT's one dot() per term.
 // Output sizes need not divide the work-group tile: work-items past the edge compute nothing
@@ -47,8 +54,14 @@
 #ifndef OPY
 #define OPY 2
 #endif
-#ifndef LOCAL
-#define LOCAL 0
+#if !defined(VARIANT_DIRECT) && !defined(VARIANT_LOCAL) && !defined(VARIANT_SWEPT)
+#define VARIANT_DIRECT 1
+#endif
+#ifndef KSL
+#define KSL 1
+#endif
+#ifndef KSG
+#define KSG 1
 #endif
 #ifndef TX
 #define TX 32
@@ -70,7 +83,7 @@
 #ifdef ACC_VEC
 typedef float4 acc_t;
 #define ACC_ZERO ((float4)(0.0f))
-#define ACCUM(acc, a, b) ((acc) = mad((a), (b), (acc)))
+#define ACCUM(acc, a, b) ((acc) += (a) * (b))  // contracted to FMAs; mad() is slow on PoCL
 #define REDUCE(acc) ((acc).x + (acc).y + (acc).z + (acc).w)
 #else
 typedef float acc_t;
@@ -90,7 +103,7 @@ inline void store(__global float* restrict out, int dx0, int dy0, acc_t acc[OPY]
     }
 }
 
-#if !LOCAL
+#if defined(VARIANT_DIRECT)
 
 // One row y of A against rows y+dy0+j of B for x in [x_from, x_to): every B pixel is
 // checked against the image (used only for the last OPX-1 columns and OPY-1 rows).
@@ -170,7 +183,7 @@ void correlate(__global const float4* restrict A, __global const float4* restric
     store(out, dx0, dy0, acc);
 }
 
-#else  // LOCAL
+#elif defined(VARIANT_LOCAL)
 
 #define BX (TX + WGX * OPX - 1)  // B tile columns
 #define BY (TY + WGY * OPY - 1)  // B tile rows
@@ -238,6 +251,123 @@ void correlate(__global const float4* restrict A, __global const float4* restric
         }
     }
     if (dx0 < OW && dy0 < OH) store(out, dx0, dy0, acc);
+}
+
+#else  // VARIANT_SWEPT
+
+#define KS (KSG * KSL)
+
+// One step: the OPY B pixels b[j] against the window of A pixels.
+inline void sweep_terms(const float4 win[OPX], const float4 b[OPY], acc_t acc[OPY][OPX]) {
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], win[i], b[j]);
+    }
+}
+
+// Row y of A (a_row) against the OPY rows of B from b_row, of which the first `live` are inside
+// the image. Outputs dx_i = dxb + tx + i*WGX; u = dxb + r + s*WGX walks B's columns, and output
+// i needs A(u - dx_i) = A(r - tx + (s - i)*WGX): the pixel loaded i steps ago, so win[] is a
+// shift register and only win[0] is loaded. A pixels left of the image are zero, which makes
+// the window start empty; only step 0 can reach left of the image, so it is peeled, and
+// callers pass live = OPY as a constant for all but the image's last rows: the steady state
+// has no bounds checks.
+inline void sweep_row(const __global float4* restrict a_row, const __global float4* restrict b_row,
+                      int dxb, int tx, int live, acc_t acc[OPY][OPX]) {
+    for (int r = 0; r < WGX; ++r) {
+        const int u0 = dxb + r;
+        if (u0 >= W) break;
+        const int steps = (W - u0 + WGX - 1) / WGX;
+        float4 win[OPX], b[OPY];
+        #pragma unroll
+        for (int i = 1; i < OPX; ++i) win[i] = (float4)(0.0f);
+        win[0] = r >= tx ? a_row[r - tx] : (float4)(0.0f);
+        #pragma unroll
+        for (int j = 0; j < OPY; ++j) b[j] = j < live ? b_row[j * W + u0] : (float4)(0.0f);
+        sweep_terms(win, b, acc);
+        #pragma unroll UNROLL
+        for (int s = 1; s < steps; ++s) {
+            #pragma unroll
+            for (int i = OPX - 1; i > 0; --i) win[i] = win[i - 1];
+            win[0] = a_row[r - tx + s * WGX];
+            const int u = u0 + s * WGX;
+            #pragma unroll
+            for (int j = 0; j < OPY; ++j) b[j] = j < live ? b_row[j * W + u] : (float4)(0.0f);
+            sweep_terms(win, b, acc);
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WGX, WGY, KSL)))
+void correlate(__global const float4* restrict A, __global const float4* restrict B,
+               __global float* restrict out) {
+    const int tx = get_local_id(0), tz = get_local_id(2);
+    const int dxb = get_group_id(0) * (WGX * OPX);  // outputs dx = dxb + tx + i*WGX
+    const int dy0 = get_global_id(1) * OPY;         // outputs dy = dy0 + j
+    // this work-item's slice of the rows y in [0, H - dy0) that its first output row overlaps
+    const int ny = max(H - dy0, 0);
+    const int rows = (ny + KS - 1) / KS;
+    const int y_begin = get_global_id(2) * rows, y_end = min(ny, y_begin + rows);
+    // below y_full all OPY rows of B are inside the image
+    const int y_full = min(y_end, H - dy0 - (OPY - 1));
+
+    acc_t acc[OPY][OPX];
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX; ++i) acc[j][i] = ACC_ZERO;
+    }
+    int y = y_begin;
+    for (; y < y_full; ++y) sweep_row(A + y * W, B + (y + dy0) * W, dxb, tx, OPY, acc);
+    for (; y < y_end; ++y) sweep_row(A + y * W, B + (y + dy0) * W, dxb, tx, H - y - dy0, acc);
+
+    float sum[OPY][OPX];
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX; ++i) sum[j][i] = REDUCE(acc[j][i]);
+    }
+#if KSL > 1
+    // slices 1.. hand their sums to slice 0 of the same work-group
+    __local float part[KSL - 1][OPY * OPX][WGY][WGX];
+    const int ty = get_local_id(1);
+    if (tz > 0) {
+        #pragma unroll
+        for (int j = 0; j < OPY; ++j) {
+            #pragma unroll
+            for (int i = 0; i < OPX; ++i) part[tz - 1][j * OPX + i][ty][tx] = sum[j][i];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (tz > 0) return;
+    for (int t = 0; t < KSL - 1; ++t) {
+        #pragma unroll
+        for (int j = 0; j < OPY; ++j) {
+            #pragma unroll
+            for (int i = 0; i < OPX; ++i) sum[j][i] += part[t][j * OPX + i][ty][tx];
+        }
+    }
+#endif
+    // KSG > 1: slice group g writes plane g of the partial sums that correlate_sum adds up
+    __global float* plane = out + get_group_id(2) * (OW * OH);
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX; ++i) {
+            const int dx = dxb + tx + i * WGX, dy = dy0 + j;
+            if (dx < OW && dy < OH) plane[dy * OW + dx] = sum[j][i];
+        }
+    }
+}
+
+// Adds the KSG planes of partial sums, in a fixed order (so results repeat bit for bit).
+__kernel void correlate_sum(__global const float* restrict part, __global float* restrict out) {
+    const int i = get_global_id(0);
+    if (i >= OW * OH) return;
+    float s = 0.0f;
+    for (int g = 0; g < KSG; ++g) s += part[g * (OW * OH) + i];
+    out[i] = s;
 }
 
 #endif

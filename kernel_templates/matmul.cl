@@ -171,20 +171,22 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
 #define XVECS (MWG * KWG / VW / NT)  // vectors of X each work-item loads per K-tile
 #define YVECS (KWG * NWG / VW / NT)
 
-// Global → registers: this work-item's share of the next K-tile.
+// Global → registers: this work-item's share of the next K-tile. The offsets are multiples of
+// VW (the constraints make K, KWG, NR and NWG so), so a vector pointer is aligned: one wide
+// load, where vloadN of a float pointer compiles to VW scalar loads on NVIDIA.
 inline void fetch(const __global float* restrict X, const __global float* restrict Y,
                   int bm, int bn, int k0, int tid, floatv* xr, floatv* yr) {
     #pragma unroll
     for (int i = 0; i < XVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (KWG / VW), c = v % (KWG / VW);
-        xr[i] = VLOAD(0, X + (size_t)(bm + r) * K + k0 + c * VW);
+        xr[i] = *(const __global floatv*)(X + (size_t)(bm + r) * K + k0 + c * VW);
     }
     #pragma unroll
     for (int i = 0; i < YVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (NWG / VW), c = v % (NWG / VW);
-        yr[i] = VLOAD(0, Y + (size_t)(k0 + r) * NR + bn + c * VW);
+        yr[i] = *(const __global floatv*)(Y + (size_t)(k0 + r) * NR + bn + c * VW);
     }
 }
 
@@ -206,8 +208,8 @@ inline void stash(__local float* xs, __local float* ys, int tid, const floatv* x
     for (int i = 0; i < YVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (NWG / VW), c = (v % (NWG / VW)) * VW;
-#if VW == 1
-        ys[r * LDY + c] = yr[i];
+#if VW == 1 || PAD % VW == 0  // rows of the Y tile keep the vector alignment
+        *(__local floatv*)(ys + r * LDY + c) = yr[i];
 #else
         const float* e = (const float*)&yr[i];
         #pragma unroll

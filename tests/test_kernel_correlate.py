@@ -25,8 +25,13 @@ VARIANTS: list[dict[str, Any]] = [
     {"WGX": 8, "WGY": 8, "ACC": "vec", "mad": True},           # naive, 2D work-groups
     {"WGX": 16, "WGY": 4, "OPX": 2, "OPY": 2, "UNROLL": 4},    # 2×2 blocking (the write-up's winner)
     {"WGX": 4, "WGY": 2, "OPX": 4, "OPY": 1, "UNROLL": 8, "fast_math": True},
-    {"WGX": 8, "WGY": 4, "OPX": 2, "OPY": 2, "LOCAL": 1, "TX": 16, "TY": 4, "ACC": "vec"},
-    {"WGX": 2, "WGY": 8, "OPX": 1, "OPY": 4, "LOCAL": 1, "TX": 8, "TY": 2, "UNROLL": 2},
+    {"VARIANT": "local", "WGX": 8, "WGY": 4, "OPX": 2, "OPY": 2, "TX": 16, "TY": 4, "ACC": "vec"},
+    {"VARIANT": "local", "WGX": 2, "WGY": 8, "OPX": 1, "OPY": 4, "TX": 8, "TY": 2, "UNROLL": 2},
+    # swept: one slice, slices in the work-group, slices across work-groups, and both
+    {"VARIANT": "swept", "WGX": 8, "WGY": 2, "OPX": 2, "OPY": 4, "UNROLL": 2},
+    {"VARIANT": "swept", "WGX": 4, "WGY": 1, "OPX": 4, "OPY": 2, "KSL": 4, "ACC": "vec"},
+    {"VARIANT": "swept", "WGX": 16, "WGY": 1, "OPX": 1, "OPY": 8, "KSG": 8, "UNROLL": 4},
+    {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 8, "OPY": 1, "KSL": 2, "KSG": 32, "fast_math": True},
 ]
 
 
@@ -62,11 +67,26 @@ def test_default_size_with_16x16_groups_is_valid(fake_device: Any) -> None:
     params = spec.complete({"WGX": 16, "WGY": 16, "OPX": 2, "OPY": 2})
     assert check(spec, params, problem, fake_device.facts()) is None
     step = geometry(spec, params, problem).steps[0]
-    assert step.global_size == (128, 128) and step.local_size == (16, 16)
+    assert step.global_size == (128, 128, 1) and step.local_size == (16, 16, 1)
     for sizes in ({"W": 512, "H": 512, "OW": 256, "OH": 256}, {"W": 640, "H": 640, "OW": 320, "OH": 320}):
         assert check(spec, params, spec.resolve_problem(sizes), fake_device.facts()) is None
     assert check(spec, params, spec.resolve_problem({"W": 8, "H": 8, "OW": 9, "OH": 4}),
                  fake_device.facts()) is not None  # offsets larger than the image
+
+
+def test_swept_slices_across_work_groups_add_up_in_a_second_kernel(fake_device: Any) -> None:
+    spec = specs.load("correlate")
+    problem = spec.default_problem()
+    one = spec.complete({"VARIANT": "swept", "WGX": 32, "OPX": 4, "OPY": 4, "KSL": 8})
+    (step,) = geometry(spec, one, problem).steps
+    assert step.entry == "correlate" and step.global_size == (64, 63, 8) and step.local_size == (32, 1, 8)
+    split = dict(one, KSG=4)
+    first, second = geometry(spec, split, problem).steps
+    assert first.global_size == (64, 63, 32) and first.args == ("imgA", "imgB", "part")
+    assert second.entry == "correlate_sum" and second.args == ("part", "out")
+    assert check(spec, split, problem, fake_device.facts()) is None
+    # the variants that do not slice keep one canonical copy of KSL and KSG
+    assert check(spec, dict(one, VARIANT="direct"), problem, fake_device.facts()) is not None
 
 
 @pytest.fixture(scope="module")

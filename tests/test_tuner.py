@@ -106,3 +106,24 @@ def test_default_and_hints_are_measured_right_after_the_baseline(tmp_path):
     ev = FakeEvaluator()
     run(sp, ev, trials=5, seed=0)
     assert [(c["WPT"], c["WG"]) for c in ev.calls[:3]] == [(1, 16), (2, 64), (4, 32)]
+
+
+def test_a_retune_starts_from_the_previous_winners_even_of_an_older_spec(tmp_path):
+    text = SCALE_YAML.replace("baseline: {WPT: 1, WG: 16}",
+                              "baseline: {WPT: 1, WG: 16}\ndefault: {WPT: 2, WG: 64}")
+    sp = specs.load(write_spec(tmp_path, text))
+    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
+
+    def stored(problem, params, flags=(), spec_hash="older-spec"):
+        entry = profiles.Entry(problem=problem, params=params, build_flags=flags, time_ms=1.0,
+                               throughput={}, trials=9, tuned_at="2026-11-21T00:00:00Z",
+                               spec_hash=spec_hash)
+        profiles.save(entry, "scale", FAKE.profile_header(), path)
+
+    stored({"N": 256}, {"WPT": 4, "WG": 16}, ("-cl-mad-enable",))  # this size, older spec
+    stored({"N": 1024}, {"WPT": 2, "WG": 32})                       # a neighbouring size
+    stored({"N": 512}, {"WPT": 3, "WG": 32})                        # a value the space lost
+    ev = FakeEvaluator()
+    run(sp, ev, trials=6, seed=0)
+    first = [(c["WPT"], c["WG"], c["mad"]) for c in ev.calls[:4]]
+    assert first == [(1, 16, False), (4, 16, True), (2, 32, False), (2, 64, False)]

@@ -257,48 +257,6 @@ void correlate(__global const float4* restrict A, __global const float4* restric
 
 #define KS (KSG * KSL)
 
-// One step: the OPY B pixels b[j] against the window of A pixels.
-inline void sweep_terms(const float4 win[OPX], const float4 b[OPY], acc_t acc[OPY][OPX]) {
-    #pragma unroll
-    for (int j = 0; j < OPY; ++j) {
-        #pragma unroll
-        for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], win[i], b[j]);
-    }
-}
-
-// Row y of A (a_row) against the OPY rows of B from b_row, of which the first `live` are inside
-// the image. Outputs dx_i = dxb + tx + i*WGX; u = dxb + r + s*WGX walks B's columns, and output
-// i needs A(u - dx_i) = A(r - tx + (s - i)*WGX): the pixel loaded i steps ago, so win[] is a
-// shift register and only win[0] is loaded. A pixels left of the image are zero, which makes
-// the window start empty; only step 0 can reach left of the image, so it is peeled, and
-// callers pass live = OPY as a constant for all but the image's last rows: the steady state
-// has no bounds checks.
-inline void sweep_row(const __global float4* restrict a_row, const __global float4* restrict b_row,
-                      int dxb, int tx, int live, acc_t acc[OPY][OPX]) {
-    for (int r = 0; r < WGX; ++r) {
-        const int u0 = dxb + r;
-        if (u0 >= W) break;
-        const int steps = (W - u0 + WGX - 1) / WGX;
-        float4 win[OPX], b[OPY];
-        #pragma unroll
-        for (int i = 1; i < OPX; ++i) win[i] = (float4)(0.0f);
-        win[0] = r >= tx ? a_row[r - tx] : (float4)(0.0f);
-        #pragma unroll
-        for (int j = 0; j < OPY; ++j) b[j] = j < live ? b_row[j * W + u0] : (float4)(0.0f);
-        sweep_terms(win, b, acc);
-        #pragma unroll UNROLL
-        for (int s = 1; s < steps; ++s) {
-            #pragma unroll
-            for (int i = OPX - 1; i > 0; --i) win[i] = win[i - 1];
-            win[0] = a_row[r - tx + s * WGX];
-            const int u = u0 + s * WGX;
-            #pragma unroll
-            for (int j = 0; j < OPY; ++j) b[j] = j < live ? b_row[j * W + u] : (float4)(0.0f);
-            sweep_terms(win, b, acc);
-        }
-    }
-}
-
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, KSL)))
 void correlate(__global const float4* restrict A, __global const float4* restrict B,
                __global float* restrict out) {
@@ -309,8 +267,6 @@ void correlate(__global const float4* restrict A, __global const float4* restric
     const int ny = max(H - dy0, 0);
     const int rows = (ny + KS - 1) / KS;
     const int y_begin = get_global_id(2) * rows, y_end = min(ny, y_begin + rows);
-    // below y_full all OPY rows of B are inside the image
-    const int y_full = min(y_end, H - dy0 - (OPY - 1));
 
     acc_t acc[OPY][OPX];
     #pragma unroll
@@ -318,9 +274,40 @@ void correlate(__global const float4* restrict A, __global const float4* restric
         #pragma unroll
         for (int i = 0; i < OPX; ++i) acc[j][i] = ACC_ZERO;
     }
-    int y = y_begin;
-    for (; y < y_full; ++y) sweep_row(A + y * W, B + (y + dy0) * W, dxb, tx, OPY, acc);
-    for (; y < y_end; ++y) sweep_row(A + y * W, B + (y + dy0) * W, dxb, tx, H - y - dy0, acc);
+
+    for (int y = y_begin; y < y_end; ++y) {
+        bool row_ok[OPY];  // B row y + dy is inside the image (zero extension otherwise)
+        #pragma unroll
+        for (int j = 0; j < OPY; ++j) row_ok[j] = y + dy0 + j < H;
+        const __global float4* a_row = A + y * W;
+        const __global float4* b_row = B + (y + dy0) * W;
+        // u = dxb + r + s*WGX; output i needs A(u - dx_i) = A(r - tx + (s - i)*WGX): the pixel
+        // loaded i steps ago, so win[i] is a shift register and only win[0] is loaded. A pixel
+        // left of the image (u < dx_i) is zero, which also makes the window start empty.
+        for (int r = 0; r < WGX; ++r) {
+            const int u0 = dxb + r;
+            const int steps = (W - u0 + WGX - 1) / WGX;
+            float4 win[OPX];
+            #pragma unroll
+            for (int i = 0; i < OPX; ++i) win[i] = (float4)(0.0f);
+            int ai = r - tx;
+            #pragma unroll UNROLL
+            for (int s = 0; s < steps; ++s, ai += WGX) {
+                #pragma unroll
+                for (int i = OPX - 1; i > 0; --i) win[i] = win[i - 1];
+                win[0] = ai >= 0 ? a_row[ai] : (float4)(0.0f);
+                const int u = u0 + s * WGX;
+                float4 b[OPY];
+                #pragma unroll
+                for (int j = 0; j < OPY; ++j) b[j] = row_ok[j] ? b_row[j * W + u] : (float4)(0.0f);
+                #pragma unroll
+                for (int j = 0; j < OPY; ++j) {
+                    #pragma unroll
+                    for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], win[i], b[j]);
+                }
+            }
+        }
+    }
 
     float sum[OPY][OPX];
     #pragma unroll

@@ -2,7 +2,8 @@
 
 NVIDIA's OpenCL returns PTX as the program binary; this counts the instructions that decide a
 GEMM's speed (shared-memory loads by width, FMAs, global loads by width, local-memory spills)
-and writes the binary next to the report.
+and writes the binary next to the report. On NVIDIA it also prints ptxas's register and spill
+report (the build option -cl-nv-verbose).
 
     python3 benchmarks/inspect_build.py matmul --size 4096 --device nvidia [--out DIR]
 """
@@ -30,6 +31,7 @@ _PATTERNS = {
     "ld.global (scalar)": r"\bld\.global\.(?:nc\.)?(?:f32|b32|u32|s32)\b",
     "st.global": r"\bst\.global\.",
     "bar.sync": r"\bbar\.sync\b",
+    "selp (selects)": r"\bselp\.",
     "local (spills)": r"\b(?:ld|st)\.local\.",
 }
 
@@ -60,6 +62,13 @@ def main() -> None:
     for name, n in counts.items():
         print(f"  {name:<20} {n}")
     print("  virtual registers   " + ", ".join(f"{t}:{n}" for t, n in regs))
+    if "NVIDIA" in dev.platform.name:
+        # ptxas's report: the real register count, spills and stack of the kernel(s)
+        verbose = cl.Program(cl.Context([dev]), sp.source).build(options=[*launch.options, "-cl-nv-verbose"])
+        log = verbose.get_build_info(dev, cl.program_build_info.LOG)
+        for line in log.splitlines():
+            if "ptxas" in line or "registers" in line or "spill" in line:
+                print("  " + line.strip())
     print(f"  binary written to {out}")
 
 

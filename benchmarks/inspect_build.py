@@ -26,7 +26,7 @@ _PATTERNS = {
     "ld.shared.v2": r"\bld\.shared\.v2\.",
     "ld.shared (scalar)": r"\bld\.shared\.(?:f32|b32|u32|s32)\b",
     "st.shared": r"\bst\.shared\.",
-    "fma.rn.f32": r"\bfma\.rn\.f32\b",
+    "fma.rn.f32": r"\bfma\.rn(?:\.ftz)?\.f32\b",  # .ftz under -cl-fast-relaxed-math
     "ld.global.v4": r"\bld\.global\.(?:nc\.)?v4\.",
     "ld.global (scalar)": r"\bld\.global\.(?:nc\.)?(?:f32|b32|u32|s32)\b",
     "st.global": r"\bst\.global\.",

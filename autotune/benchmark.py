@@ -54,7 +54,12 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
                   TimingOptions(warmup=3, min_repeats=20, max_repeats=200, min_time_s=0.5))
     m = bench.measure(choice.params)
     baseline = spec.complete(dict(spec.baseline))
-    base = bench.measure(baseline) if check(spec, baseline, prob, info.facts()) is None else None
+    if baseline == choice.params:
+        base: Measurement | None = m  # the tuned configuration is the baseline: time it once
+    elif check(spec, baseline, prob, info.facts()) is None:
+        base = bench.measure(baseline)
+    else:
+        base = None  # the baseline variant cannot run this problem
     metrics = ({name: float(e(dict(prob, seconds=m.median_ms * 1e-3))) for name, e in spec.metrics}
                if m.ok else {})
     found: list[ceilings.Ceiling] = []

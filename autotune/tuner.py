@@ -3,7 +3,8 @@
 Only configurations that pass the constraint check are built; only verified ones can win.
 ``--trials`` counts new measurements: invalid and already-measured configurations do not
 use it up. The study lives in optuna RDB storage keyed by kernel, device, problem and spec
-hash, so running the same command again resumes it.
+hash, so running the same command again resumes it. The first candidates are the baseline,
+the device's earlier winners (:func:`previous_winners`), the spec's default and its hints.
 
 Example:
     >>> report = tune("matmul", TuneOptions(trials=5), problem={"M": 64, "N": 64, "K": 64})

@@ -300,7 +300,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"  error       {m.error:.3g} relative to the reference (norm), "
               f"largest element {m.max_error:.3g}")
     if r.speedup is not None:
-        print(f"  baseline    {r.baseline.median_ms:.4f} ms: the tuned one is {r.speedup:.2f}x faster")
+        print(f"  baseline    {r.baseline.median_ms:.4f} ms  -> speed-up {r.speedup:.2f}x")
     elif r.baseline is not None:
         print(f"  baseline    {r.baseline.status.value}: {r.baseline.message}")
     for c in r.ceilings:

@@ -158,3 +158,37 @@ def test_load_kernel_computes_the_correlation() -> None:
     cl.enqueue_copy(queue, got, out)
     want = host.direct(problem, arrays).ravel()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+@needs_opencl
+def test_load_kernel_runs_a_tuned_two_kernel_configuration() -> None:
+    # a swept entry with slices across work-groups, as the H200 profile ships: load_kernel must
+    # allocate the partial-sum planes and enqueue both kernels
+    import pyopencl as cl
+
+    import autotune
+    from autotune import device, profiles, settings
+
+    ctx = cl.create_some_context(interactive=False)
+    queue = cl.CommandQueue(ctx)
+    spec = specs.load("correlate")
+    problem = _problem(ODD)
+    params = {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 4, "OPY": 2, "KSL": 2, "KSG": 4}
+    info = device.select_for_queue(queue)
+    entry = profiles.Entry(problem=problem, params=params, build_flags=(), time_ms=1.0,
+                           throughput={}, trials=1, tuned_at="2026-11-21T00:00:00Z",
+                           spec_hash=spec.spec_hash)
+    profiles.save(entry, "correlate", info.profile_header(),
+                  profiles.path_for(info.slug, settings.profiles_dir()))
+    kernel = autotune.load_kernel("correlate", queue, **ODD)
+    assert kernel.source == "exact" and kernel.params["KSG"] == 4
+    arrays = host.inputs(problem, np.random.default_rng(7))
+    mf = cl.mem_flags
+    a = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=arrays["imgA"])
+    b = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=arrays["imgB"])
+    out = cl.Buffer(ctx, mf.WRITE_ONLY, arrays["out"].nbytes)
+    kernel(a, b, out).wait()
+    got = np.empty_like(arrays["out"])
+    cl.enqueue_copy(queue, got, out)
+    np.testing.assert_allclose(got, host.direct(problem, arrays).ravel(), rtol=1e-4, atol=1e-3)
+

@@ -94,18 +94,13 @@ class TunedKernel:
         return f"TunedKernel({self.spec.name!r}, {self.source}, params={self.params})"
 
 
-def params_of(spec: KernelSpec, entry: profiles.Entry) -> dict[str, Value] | None:
-    """Full parameters of a profile entry, build-flag switches included (None: not in the space)."""
-    return spec.from_stored(entry.params, entry.build_flags)
-
-
 def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
            folders: list[Path] | None = None) -> Choice:
     """Pick the configuration for ``problem`` on ``info`` (see the module docstring)."""
     facts = info.facts()
 
     def usable(e: profiles.Entry) -> bool:
-        params = params_of(spec, e)
+        params = spec.from_stored(e.params, e.build_flags)
         try:
             return params is not None and check(spec, params, problem, facts) is None
         except AutotuneError:
@@ -118,7 +113,7 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     if best is not None:
         path = next(p for e, p in found if e is best)
         source = "exact" if dict(best.problem) == dict(problem) else "nearest"
-        params = params_of(spec, best)
+        params = spec.from_stored(best.params, best.build_flags)
         assert params is not None  # usable() checked it
         return Choice(params, source, best, path)
 

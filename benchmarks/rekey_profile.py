@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 from autotune import profiles, spec
-from autotune.loader import params_of
 
 
 def preprocess(path: Path, options: list[str]) -> str:
@@ -29,7 +28,11 @@ def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
     doc = profiles.read(path)
     entries = [e for e in profiles.entries(doc, kernel) if e.spec_hash == old_hash]
     for e in entries:
-        options = [o for o in sp.build_options(params_of(sp, e), dict(e.problem)) if o.startswith("-D")]
+        params = sp.from_stored(e.params, e.build_flags)
+        if params is None:
+            print(f"{dict(e.problem)}: its parameters are not in the current space; nothing re-keyed")
+            return 1
+        options = [o for o in sp.build_options(params, dict(e.problem)) if o.startswith("-D")]
         if preprocess(Path(old_template), options) != preprocess(sp.template, options):
             print(f"{dict(e.problem)}: the compiled source differs; nothing re-keyed")
             return 1

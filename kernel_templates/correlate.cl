@@ -25,7 +25,8 @@
 //                    kernel, correlate_sum), which gives a wide GPU enough work-items.
 //   UNROLL         : unroll factor of the inner loop.
 //   ACC_VEC        : float4 accumulators (a*b added lane-wise, reduced once at the end)
-//                    instead of ACC_DOT's one dot() per term.
+//                    instead of ACC_DOT's one dot() per term; ACC_CHAIN: a scalar accumulator
+//                    fed by four chained multiply-adds per term.
 // Output sizes need not divide the work-group tile: work-items past the edge compute nothing
 // or skip their stores. All parameters arrive as -D macros; the defaults let the file compile
 // alone.
@@ -72,7 +73,7 @@
 #ifndef UNROLL
 #define UNROLL 1
 #endif
-#if !defined(ACC_DOT) && !defined(ACC_VEC)
+#if !defined(ACC_DOT) && !defined(ACC_VEC) && !defined(ACC_CHAIN)
 #define ACC_DOT 1
 #endif
 
@@ -85,6 +86,14 @@ typedef float4 acc_t;
 #define ACC_ZERO ((float4)(0.0f))
 #define ACCUM(acc, a, b) ((acc) += (a) * (b))  // contracted to FMAs; mad() is slow on PoCL
 #define REDUCE(acc) ((acc).x + (acc).y + (acc).z + (acc).w)
+#elif defined(ACC_CHAIN)
+// one expression of four contractible a*b + c: four FMAs into a scalar accumulator, a quarter
+// of ACC_VEC's registers (dot() may compile to a multiply, three FMAs and an add)
+typedef float acc_t;
+#define ACC_ZERO 0.0f
+#define ACCUM(acc, a, b) \
+    ((acc) = (acc) + (a).x * (b).x + (a).y * (b).y + (a).z * (b).z + (a).w * (b).w)
+#define REDUCE(acc) (acc)
 #else
 typedef float acc_t;
 #define ACC_ZERO 0.0f

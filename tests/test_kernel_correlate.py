@@ -32,6 +32,8 @@ VARIANTS: list[dict[str, Any]] = [
     {"VARIANT": "swept", "WGX": 4, "WGY": 1, "OPX": 4, "OPY": 2, "KSL": 4, "ACC": "vec"},
     {"VARIANT": "swept", "WGX": 16, "WGY": 1, "OPX": 1, "OPY": 8, "KSG": 8, "UNROLL": 4},
     {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 8, "OPY": 1, "KSL": 2, "KSG": 32, "fast_math": True},
+    {"VARIANT": "swept", "WGX": 4, "WGY": 1, "OPX": 8, "OPY": 8, "KSL": 2, "KSG": 4, "ACC": "chain"},
+    {"WGX": 8, "WGY": 2, "OPX": 2, "OPY": 4, "ACC": "chain", "UNROLL": 2},
 ]
 
 

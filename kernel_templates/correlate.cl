@@ -112,6 +112,22 @@ inline void store(__global float* restrict out, int dx0, int dy0, acc_t acc[OPY]
     }
 }
 
+// One step of the direct and local variants' sliding window (win[j][i] = B pixel under output
+// (i, j)): add the A pixel's terms, then shift the window left by one column. Private arrays
+// only, so both address spaces share it; the caller loads win[j][OPX - 1] beforehand.
+inline void slide(float4 a, float4 win[OPY][OPX], acc_t acc[OPY][OPX]) {
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], a, win[j][i]);
+    }
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX - 1; ++i) win[j][i] = win[j][i + 1];
+    }
+}
+
 #if defined(VARIANT_DIRECT)
 
 // One row y of A against rows y+dy0+j of B for x in [x_from, x_to): every B pixel is
@@ -151,16 +167,7 @@ inline void row_fast(const __global float4* restrict A, const __global float4* r
         const float4 a = a_row[x];
         #pragma unroll
         for (int j = 0; j < OPY; ++j) win[j][OPX - 1] = b_row[j * W + x + OPX - 1];
-        #pragma unroll
-        for (int j = 0; j < OPY; ++j) {
-            #pragma unroll
-            for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], a, win[j][i]);
-        }
-        #pragma unroll
-        for (int j = 0; j < OPY; ++j) {
-            #pragma unroll
-            for (int i = 0; i < OPX - 1; ++i) win[j][i] = win[j][i + 1];
-        }
+        slide(a, win, acc);
     }
 }
 
@@ -245,16 +252,7 @@ void correlate(__global const float4* restrict A, __global const float4* restric
                     const float4 a = as[r][c];
                     #pragma unroll
                     for (int j = 0; j < OPY; ++j) win[j][OPX - 1] = b_row[j * BX + c + OPX - 1];
-                    #pragma unroll
-                    for (int j = 0; j < OPY; ++j) {
-                        #pragma unroll
-                        for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], a, win[j][i]);
-                    }
-                    #pragma unroll
-                    for (int j = 0; j < OPY; ++j) {
-                        #pragma unroll
-                        for (int i = 0; i < OPX - 1; ++i) win[j][i] = win[j][i + 1];
-                    }
+                    slide(a, win, acc);
                 }
             }
         }

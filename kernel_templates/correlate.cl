@@ -23,7 +23,7 @@
 //                    The sum over rows y is split into KSL slices inside the work-group (added
 //                    in local memory) and KSG slices across work-groups (added by a second
 //                    kernel, correlate_sum), which gives a wide GPU enough work-items.
-//   UNROLL         : unroll factor of the inner loop.
+//   UNROLL         : unroll factor of the inner loop (swept: of its rounds of OPX steps).
 //   ACC_VEC        : float4 accumulators (a*b added lane-wise, reduced once at the end)
 //                    instead of ACC_DOT's one dot() per term; ACC_CHAIN: a scalar accumulator
 //                    fed by four chained multiply-adds per term.
@@ -264,6 +264,23 @@ void correlate(__global const float4* restrict A, __global const float4* restric
 
 #define KS (KSG * KSL)
 
+// Step s of the sweep: load A(a0 + s*WGX) into window slot k (= s % OPX) and the OPY B
+// pixels at u0 + s*WGX, and add their terms; slot (k - i) % OPX holds output i's A pixel.
+inline void sweep(const __global float4* restrict a_row, const __global float4* restrict b_row,
+                  int a0, int u0, int s, int k, const bool row_ok[OPY], float4 win[OPX],
+                  acc_t acc[OPY][OPX]) {
+    const int ai = a0 + s * WGX, u = u0 + s * WGX;
+    win[k] = ai >= 0 ? a_row[ai] : (float4)(0.0f);
+    float4 b[OPY];
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) b[j] = row_ok[j] ? b_row[j * W + u] : (float4)(0.0f);
+    #pragma unroll
+    for (int j = 0; j < OPY; ++j) {
+        #pragma unroll
+        for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], win[(k - i + OPX) % OPX], b[j]);
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(WGX, WGY, KSL)))
 void correlate(__global const float4* restrict A, __global const float4* restrict B,
                __global float* restrict out) {
@@ -289,29 +306,25 @@ void correlate(__global const float4* restrict A, __global const float4* restric
         const __global float4* a_row = A + y * W;
         const __global float4* b_row = B + (y + dy0) * W;
         // u = dxb + r + s*WGX; output i needs A(u - dx_i) = A(r - tx + (s - i)*WGX): the pixel
-        // loaded i steps ago, so win[i] is a shift register and only win[0] is loaded. A pixel
-        // left of the image (u < dx_i) is zero, which also makes the window start empty.
+        // loaded i steps ago. The window is circular: step s writes slot s % OPX, so with the
+        // OPX steps of a round unrolled every slot index is a constant and no register moves.
+        // A pixel left of the image (u < dx_i) is zero, which also makes the window start empty.
         for (int r = 0; r < WGX; ++r) {
             const int u0 = dxb + r;
             const int steps = (W - u0 + WGX - 1) / WGX;
+            const int full = steps - steps % OPX;
             float4 win[OPX];
             #pragma unroll
             for (int i = 0; i < OPX; ++i) win[i] = (float4)(0.0f);
-            int ai = r - tx;
+            int s = 0;
             #pragma unroll UNROLL
-            for (int s = 0; s < steps; ++s, ai += WGX) {
+            for (; s < full; s += OPX) {
                 #pragma unroll
-                for (int i = OPX - 1; i > 0; --i) win[i] = win[i - 1];
-                win[0] = ai >= 0 ? a_row[ai] : (float4)(0.0f);
-                const int u = u0 + s * WGX;
-                float4 b[OPY];
-                #pragma unroll
-                for (int j = 0; j < OPY; ++j) b[j] = row_ok[j] ? b_row[j * W + u] : (float4)(0.0f);
-                #pragma unroll
-                for (int j = 0; j < OPY; ++j) {
-                    #pragma unroll
-                    for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], win[i], b[j]);
-                }
+                for (int k = 0; k < OPX; ++k) sweep(a_row, b_row, r - tx, u0, s + k, k, row_ok, win, acc);
+            }
+            #pragma unroll
+            for (int k = 0; k < OPX - 1; ++k) {
+                if (s + k < steps) sweep(a_row, b_row, r - tx, u0, s + k, k, row_ok, win, acc);
             }
         }
     }

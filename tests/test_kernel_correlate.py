@@ -33,6 +33,7 @@ VARIANTS: list[dict[str, Any]] = [
     {"VARIANT": "swept", "WGX": 16, "WGY": 1, "OPX": 1, "OPY": 8, "KSG": 8, "UNROLL": 4},
     {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 8, "OPY": 1, "KSL": 2, "KSG": 32, "fast_math": True},
     {"VARIANT": "swept", "WGX": 4, "WGY": 1, "OPX": 8, "OPY": 8, "KSL": 2, "KSG": 4, "ACC": "chain"},
+    {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 16, "OPY": 2, "UNROLL": 2, "KSL": 2, "ACC": "chain"},
     {"WGX": 8, "WGY": 2, "OPX": 2, "OPY": 4, "ACC": "chain", "UNROLL": 2},
 ]
 
@@ -122,6 +123,25 @@ def test_variants_default_and_random_configs_verify(benches: dict[str, Any], lab
         for params in configs:
             m = bench.measure(params)
             assert m.status is Status.OK, (params, m.message)
+
+
+@needs_opencl
+def test_swept_rounds_and_their_tails_verify() -> None:
+    # Rows long enough for whole rounds of OPX steps (unrolled or not) plus a tail of 1..OPX-1
+    # steps (up to 15 here), in both column groups; the odd size above has no whole rounds of 16.
+    from autotune.worker import Setup, make_bench
+
+    spec = specs.load("correlate")
+    problem = spec.resolve_problem({"W": 124, "H": 9, "OW": 70, "OH": 5})
+    bench = make_bench(Setup(str(spec.path), "", problem, "", FAST), make_workload(spec, problem, seed=2))
+    for params in ({"OPX": 16, "OPY": 2, "UNROLL": 2, "ACC": "chain", "KSG": 2},
+                   {"OPX": 16, "OPY": 1, "UNROLL": 1, "ACC": "vec", "KSL": 4},
+                   {"OPX": 8, "OPY": 4, "UNROLL": 4, "ACC": "dot", "WGY": 2}):
+        config = spec.complete({"VARIANT": "swept", "WGX": 4, **params})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = bench.measure(config)
+        assert m.status is Status.OK, (config, m.message)
 
 
 def test_a_dropped_row_is_caught() -> None:

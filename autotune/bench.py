@@ -46,6 +46,7 @@ class Measurement:
     build_s: float = 0.0
     wall_s: float = 0.0
     context_lost: bool = False  # a failed enqueue or run: measure the next one in a fresh context
+    pruned: bool = False  # timed once: that launch was already slower than the cut-off
 
     @property
     def ok(self) -> bool:
@@ -155,8 +156,12 @@ class Bench:
         if check_config(self.spec, params, self.problem, self.facts) is None:
             self.cache.prefetch(self.ctx, self.spec.source, self.spec.build_options(params, self.problem))
 
-    def measure(self, params: Mapping[str, Value]) -> Measurement:
-        """Build, verify and time ``params``; failures become a non-OK Measurement."""
+    def measure(self, params: Mapping[str, Value], cutoff_ms: float | None = None) -> Measurement:
+        """Build, verify and time ``params``; failures become a non-OK Measurement.
+
+        A launch (warm-up or timed) slower than ``cutoff_ms`` ends the timing there: that one
+        time is the result, marked ``pruned`` (a candidate that far behind cannot win).
+        """
         t0 = time.perf_counter()
         reason = check_config(self.spec, params, self.problem, self.facts)
         if reason:
@@ -167,12 +172,12 @@ class Bench:
             errors = self._verify(launch)
             if isinstance(errors, Measurement):
                 return errors
-            times = self._time(launch)
+            times, pruned = self._time(launch, cutoff_ms)
         except CandidateError as exc:
             return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0,
                                context_lost=exc.context_lost)
         return Measurement(Status.OK, "", tuple(times), errors[0], errors[1], build_s,
-                           time.perf_counter() - t0)
+                           time.perf_counter() - t0, pruned=pruned)
 
     def _finish(self, events: list[cl.Event]) -> None:
         try:
@@ -199,16 +204,21 @@ class Bench:
             worst, worst_max = max(worst, err), max(worst_max, max_err)
         return worst, worst_max
 
-    def _time(self, launch: Launch) -> list[float]:
+    def _time(self, launch: Launch, cutoff_ms: float | None) -> tuple[list[float], bool]:
+        """Launch times in ms, and whether a launch over ``cutoff_ms`` cut the timing short."""
         t = self.timing
-        for _ in range(t.warmup):
-            self._finish(launch.enqueue(self.queue, self.args))
         times: list[float] = []
         total = 0.0
-        while len(times) < t.max_repeats and (len(times) < t.min_repeats or total < t.min_time_s):
+        n = 0
+        while n < t.warmup or (len(times) < t.max_repeats
+                               and (len(times) < t.min_repeats or total < t.min_time_s)):
             events = launch.enqueue(self.queue, self.args)
             self._finish(events)
             ms = (events[-1].profile.end - events[0].profile.start) * 1e-6
-            times.append(ms)
-            total += ms * 1e-3
-        return times
+            n += 1
+            if cutoff_ms is not None and ms > cutoff_ms:
+                return [ms], True
+            if n > t.warmup:
+                times.append(ms)
+                total += ms * 1e-3
+        return times, False

@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--compile-ahead", type=int, metavar="N",
                      help="build the next N known candidates in the background while one is "
                      "timed (default: 2 on GPUs, 0 on CPU devices, whose kernels the builds would slow)")
+    run.add_argument("--prune", type=float, default=3.0, metavar="FACTOR",
+                     help="time a candidate only once when a launch of it takes over FACTOR times "
+                     "the best so far, which it cannot beat (default 3; 0: time every candidate "
+                     "in full)")
     run.add_argument("--no-save", action="store_true", help="do not write the profile")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
@@ -164,7 +168,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           seed=args.seed, storage=args.storage, device=args.device,
                           max_time_per_config=args.max_time_per_config,
                           isolate=not args.no_isolation, save=not args.no_save,
-                          compile_ahead=args.compile_ahead)
+                          compile_ahead=args.compile_ahead, prune=args.prune)
     report = tune(spec, options, problem, progress=None if args.quiet else _progress(spec))
     print(format_report(report))
     return 0 if report.best is not None else _EXIT_ERROR
@@ -183,7 +187,8 @@ def _progress(spec: Any) -> Any:
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "
-            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}",
+            once = "  (timed once)" if rec.pruned else ""
+            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}{once}",
                   flush=True)
         else:
             print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params)}  ({rec.message[:120]})", flush=True)
@@ -218,6 +223,8 @@ def format_report(report: Any) -> str:
     lines.append(f"  trials      {report.measured} measured this run ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused; "
                  f"study total {report.study_trials}; valid space {report.valid_space} of {report.full_space}")
+    if report.pruned:
+        lines.append(f"    {report.pruned:>4} timed once: a launch took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {report.failure_examples.get(status, '')[:150]}")
     stop = {"trials": "trial budget reached", "timeout": "--timeout reached",

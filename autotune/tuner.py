@@ -58,6 +58,7 @@ class TuneOptions:
     timing: TimingOptions = field(default_factory=TimingOptions)
     save: bool = True
     compile_ahead: int | None = None  # candidates built ahead; None: 2 on GPUs, 0 on CPUs
+    prune: float = 3.0  # time a candidate once when a launch takes over prune x the best; 0: never
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class TrialRecord:
     error: float | None = None
     wall_s: float = 0.0
     max_error: float | None = None
+    pruned: bool = False  # timed once: over the cut-off (TuneOptions.prune) at its first launch
 
     @property
     def ok(self) -> bool:
@@ -101,6 +103,7 @@ class TuneReport:
     study_name: str
     profile_path: Path | None = None
     profile_verdict: str | None = None
+    pruned: int = 0
 
     def throughput(self, record: TrialRecord | None = None) -> dict[str, float]:
         """The spec's metrics for ``record`` (default: the best)."""
@@ -128,6 +131,7 @@ class RunState:
     measured: int = 0
     skipped_invalid: int = 0
     repeats: int = 0
+    pruned: int = 0
     best: TrialRecord | None = None
     baseline: TrialRecord | None = None
     failures: Counter[str] = field(default_factory=Counter)
@@ -179,7 +183,7 @@ def _record(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
     return TrialRecord(trial.number, dict(trial.params), Status(attrs["status"]),
                        float(attrs.get("median_ms", math.inf)), attrs.get("message", ""),
                        tuple(spread) if spread else None, attrs.get("error"), attrs.get("wall_s", 0.0),
-                       attrs.get("max_error"))
+                       attrs.get("max_error"), bool(attrs.get("pruned", False)))
 
 
 @contextmanager
@@ -231,6 +235,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise ProblemError(f"unknown sampler {options.sampler!r}; choose {', '.join(SAMPLERS)}")
     if options.trials < 1:
         raise ProblemError(f"--trials must be at least 1 (got {options.trials})")
+    if 0 < options.prune < 1:  # a cut-off below the best could prune the next winner
+        raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {options.prune:g})")
     if info is None:
         info = devices.select(options.device)[0]
     prob = spec.resolve_problem(problem)
@@ -311,7 +317,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         for key, value in (("status", rec.status.value), ("median_ms", rec.median_ms),
                            ("message", rec.message[:2000]), ("wall_s", rec.wall_s),
                            ("spread_ms", list(rec.spread_ms) if rec.spread_ms else None),
-                           ("error", rec.error), ("max_error", rec.max_error), ("repeat", repeat)):
+                           ("error", rec.error), ("max_error", rec.max_error), ("repeat", repeat),
+                           ("pruned", rec.pruned or None)):
             if value is not None:
                 trial.set_user_attr(key, value)
         study.tell(trial, rec.median_ms * 1e-3 if rec.ok else math.inf)
@@ -383,13 +390,17 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                 stuck = 0
                 is_baseline = baseline is not None and key == config_key(baseline)
                 announce(options.sampler != "tpe" or measured_total + 1 < n_startup)
-                m = evaluator.evaluate(params, None if is_baseline and limit is None else limit)
+                # the baseline is timed in full for the speed-up; others only while they could win
+                cutoff = (options.prune * state.best.median_ms
+                          if options.prune > 0 and state.best is not None and not is_baseline else None)
+                m = evaluator.evaluate(params, None if is_baseline and limit is None else limit, cutoff)
                 rec = _from_measurement(trial.number, params, m)
                 tell(trial, rec)
                 in_flight = None
                 seen[key] = rec
                 remaining -= key in valid_keys
                 state.measured += 1
+                state.pruned += rec.pruned
                 measured_total += 1
                 if is_baseline:
                     state.baseline = rec
@@ -416,7 +427,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         spec=spec, device=info, problem=prob, best=state.best, baseline=state.baseline,
         measured=state.measured, skipped_invalid=state.skipped_invalid, repeats=state.repeats,
         failures=dict(state.failures), failure_examples=dict(state.failure_examples),
-        study_trials=measured_total,
+        study_trials=measured_total, pruned=state.pruned,
         valid_space=len(valid), full_space=space_size(spec), stopped_by=stopped_by,
         wall_s=time.perf_counter() - t_start, study_name=name)
     if options.save and report.best is not None:
@@ -446,7 +457,7 @@ def default_time_limit(baseline: TrialRecord) -> float:
 
 def _from_measurement(number: int, params: Mapping[str, Value], m: Measurement) -> TrialRecord:
     return TrialRecord(number, dict(params), m.status, m.median_ms, m.message,
-                       m.spread if m.ok else None, m.error, m.wall_s, m.max_error)
+                       m.spread if m.ok else None, m.error, m.wall_s, m.max_error, m.pruned)
 
 
 def _save(report: TuneReport, partial: bool) -> TuneReport:

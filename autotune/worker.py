@@ -29,7 +29,8 @@ from .spec import Value
 class Evaluator(Protocol):
     """What the tuner needs: measure one configuration within a time limit."""
 
-    def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement: ...
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
+                 cutoff_ms: float | None = None) -> Measurement: ...
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None: ...
 
@@ -88,8 +89,9 @@ class InProcessEvaluator:
     def __init__(self, setup: Setup, workload: Workload) -> None:
         self.bench = make_bench(setup, workload)
 
-    def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
-        return self.bench.measure(params)
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
+                 cutoff_ms: float | None = None) -> Measurement:
+        return self.bench.measure(params, cutoff_ms)
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
         for params in upcoming:
@@ -106,14 +108,15 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
         bench = make_bench(setup)
         conn.send(("ready", None))
         while True:
-            kind, params = conn.recv()
+            kind, payload = conn.recv()
             if kind == "stop":
                 return
             if kind == "prefetch":  # no reply: builds start in the background
-                for upcoming in params:
+                for upcoming in payload:
                     bench.prefetch(upcoming)
                 continue
-            conn.send(("result", bench.measure(params)))
+            params, cutoff_ms = payload
+            conn.send(("result", bench.measure(params, cutoff_ms)))
     except EOFError:
         return
     except BaseException:
@@ -162,13 +165,14 @@ class IsolatedEvaluator:
             self._conn.close()
         self._proc = self._conn = None
 
-    def evaluate(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
+                 cutoff_ms: float | None = None) -> Measurement:
         if self._conn is None:
             self._start()  # raises WorkerError unless the worker is ready
         conn = self._conn
         assert conn is not None
         t0 = time.perf_counter()
-        conn.send(("measure", dict(params)))
+        conn.send(("measure", (dict(params), cutoff_ms)))
         try:
             ready = conn.poll(limit_s)
         except KeyboardInterrupt:

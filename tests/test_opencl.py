@@ -83,6 +83,25 @@ def test_cli_list_and_devices():
     assert devs.returncode == 0 and "0:0" in devs.stdout
 
 
+def test_a_launch_over_the_cut_off_ends_the_timing():
+    from autotune import spec as specs
+    from autotune.bench import TimingOptions, make_workload
+    from autotune.worker import Setup, make_bench
+
+    spec = specs.load("reverse")
+    problem = spec.resolve_problem({"N": 1 << 16})
+    timing = TimingOptions(warmup=1, min_repeats=5, max_repeats=5, min_time_s=0.0)
+    bench = make_bench(Setup(str(spec.path), "", problem, "", timing), make_workload(spec, problem))
+    params = spec.complete(dict(spec.default))
+    full = bench.measure(params)
+    assert full.ok and not full.pruned and len(full.times_ms) == 5
+    once = bench.measure(params, cutoff_ms=full.median_ms / 1e6)  # every launch is over it
+    assert once.ok and once.pruned and len(once.times_ms) == 1
+    assert once.error is not None, "a pruned candidate was still verified"
+    roomy = bench.measure(params, cutoff_ms=1e6)
+    assert roomy.ok and not roomy.pruned and len(roomy.times_ms) == 5
+
+
 @pytest.mark.parametrize("args, message", [
     (["run", "nosuchkernel"], "unknown kernel 'nosuchkernel'"),
     (["run", "/tmp/does/not/exist.yaml"], "does not exist"),
@@ -92,6 +111,7 @@ def test_cli_list_and_devices():
     (["run", "matmul", "--device", "no-such-gpu"], "no OpenCL device matches 'no-such-gpu'"),
     (["run", "matmul", "--trials", "0"], "must be at least 1"),
     (["run", "matmul", "--trials", "many"], "is not an integer"),
+    (["run", "matmul", "--prune", "0.5"], "--prune must be 0 (off) or at least 1"),
 ])
 def test_cli_bad_input_is_one_clear_line(args, message):
     out = cli(*args)

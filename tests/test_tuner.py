@@ -19,9 +19,11 @@ class FakeEvaluator:
 
     def __init__(self):
         self.calls: list[dict] = []
+        self.cutoffs: list[float | None] = []
 
-    def evaluate(self, params, limit_s):
+    def evaluate(self, params, limit_s, cutoff_ms=None):
         self.calls.append(dict(params))
+        self.cutoffs.append(cutoff_ms)
         if params["WPT"] == 8:
             return Measurement(Status.WRONG_RESULT, "y: 3 of 256 elements off")
         if params["WPT"] == 16 and params["WG"] == 16:
@@ -91,11 +93,46 @@ def test_no_valid_configuration_is_a_clear_error(scale):
 
 def test_all_failing_saves_nothing(scale):
     class Broken(FakeEvaluator):
-        def evaluate(self, params, limit_s):
+        def evaluate(self, params, limit_s, cutoff_ms=None):
             return Measurement(Status.WRONG_RESULT, "bad")
     report = run(scale, Broken(), trials=5)
     assert report.best is None and report.profile_path is None
     assert not (settings.profiles_dir() / f"{FAKE.slug}.yaml").exists()
+
+
+def test_candidates_far_behind_the_best_are_timed_once_and_the_baseline_in_full(scale):
+    class Pruning(FakeEvaluator):
+        """Honours the cut-off as Bench does: one launch over it ends the timing."""
+
+        def evaluate(self, params, limit_s, cutoff_ms=None):
+            m = super().evaluate(params, limit_s, cutoff_ms)
+            if m.ok and cutoff_ms is not None and m.times_ms[0] > cutoff_ms:
+                return Measurement(Status.OK, "", m.times_ms[:1], 0.0, 0.0, 0.01, pruned=True)
+            return m
+
+    ev = Pruning()
+    report = run(scale, ev, sampler="grid", trials=1000, prune=2.0)
+    assert ev.cutoffs[0] is None, "the baseline is timed in full: the speed-up is measured on it"
+    best = float("inf")
+    for params, cutoff in zip(ev.calls, ev.cutoffs):
+        if best < float("inf"):
+            assert cutoff == pytest.approx(2.0 * best), params  # twice the best measured before it
+        m = FakeEvaluator().evaluate(params, None)
+        if m.ok:
+            best = min(best, m.median_ms)
+    assert report.pruned > 0 and not report.best.pruned
+    assert report.best.params["WPT"] * report.best.params["WG"] == 256
+
+
+def test_prune_0_times_every_candidate_in_full(scale):
+    ev = FakeEvaluator()
+    report = run(scale, ev, sampler="grid", trials=1000, prune=0)
+    assert set(ev.cutoffs) == {None} and report.pruned == 0
+
+
+def test_a_cut_off_below_the_best_is_refused(scale):
+    with pytest.raises(ProblemError, match="--prune must be 0"):
+        run(scale, FakeEvaluator(), prune=0.5)
 
 
 def test_default_and_hints_are_measured_right_after_the_baseline(tmp_path):

@@ -265,19 +265,22 @@ void correlate(__global const float4* restrict A, __global const float4* restric
 #define KS (KSG * KSL)
 
 // Step s of the sweep: load A(a0 + s*WGX) into window slot k (= s % OPX) and the OPY B
-// pixels at u0 + s*WGX, and add their terms; slot (k - i) % OPX holds output i's A pixel.
+// pixels at u0 + s*WGX, and add the terms of outputs i < live; slot (k - i) % OPX holds
+// output i's A pixel. k, live and guard are constants once the caller's loop is unrolled.
 inline void sweep(const __global float4* restrict a_row, const __global float4* restrict b_row,
-                  int a0, int u0, int s, int k, const bool row_ok[OPY], float4 win[OPX],
-                  acc_t acc[OPY][OPX]) {
+                  int a0, int u0, int s, int k, int live, bool guard, const bool row_ok[OPY],
+                  float4 win[OPX], acc_t acc[OPY][OPX]) {
     const int ai = a0 + s * WGX, u = u0 + s * WGX;
-    win[k] = ai >= 0 ? a_row[ai] : (float4)(0.0f);
+    win[k] = guard && ai < 0 ? (float4)(0.0f) : a_row[ai];
     float4 b[OPY];
     #pragma unroll
     for (int j = 0; j < OPY; ++j) b[j] = row_ok[j] ? b_row[j * W + u] : (float4)(0.0f);
     #pragma unroll
     for (int j = 0; j < OPY; ++j) {
         #pragma unroll
-        for (int i = 0; i < OPX; ++i) ACCUM(acc[j][i], win[(k - i + OPX) % OPX], b[j]);
+        for (int i = 0; i < OPX; ++i) {
+            if (i < live) ACCUM(acc[j][i], win[(k - i + OPX) % OPX], b[j]);
+        }
     }
 }
 
@@ -302,7 +305,7 @@ void correlate(__global const float4* restrict A, __global const float4* restric
     for (int y = y_begin; y < y_end; ++y) {
         bool row_ok[OPY];  // B row y + dy is inside the image (zero extension otherwise)
         #pragma unroll
-        for (int j = 0; j < OPY; ++j) row_ok[j] = y + dy0 + j < H;
+        for (int j = 0; j < OPY; ++j) row_ok[j] = j == 0 || y + dy0 + j < H;  // y < H - dy0
         const __global float4* a_row = A + y * W;
         const __global float4* b_row = B + (y + dy0) * W;
         // u = dxb + r + s*WGX; output i needs A(u - dx_i) = A(r - tx + (s - i)*WGX): the pixel
@@ -317,14 +320,25 @@ void correlate(__global const float4* restrict A, __global const float4* restric
             #pragma unroll
             for (int i = 0; i < OPX; ++i) win[i] = (float4)(0.0f);
             int s = 0;
+            if (full > 0) {
+                // the first round, peeled: before step i, output i's A pixel is left of the
+                // image (skip those terms), and only step 0 can reach left of it
+                #pragma unroll
+                for (int k = 0; k < OPX; ++k) {
+                    sweep(a_row, b_row, r - tx, u0, k, k, k + 1, k == 0, row_ok, win, acc);
+                }
+                s = OPX;
+            }
             #pragma unroll UNROLL
             for (; s < full; s += OPX) {
                 #pragma unroll
-                for (int k = 0; k < OPX; ++k) sweep(a_row, b_row, r - tx, u0, s + k, k, row_ok, win, acc);
+                for (int k = 0; k < OPX; ++k) {
+                    sweep(a_row, b_row, r - tx, u0, s + k, k, OPX, false, row_ok, win, acc);
+                }
             }
             #pragma unroll
             for (int k = 0; k < OPX - 1; ++k) {
-                if (s + k < steps) sweep(a_row, b_row, r - tx, u0, s + k, k, row_ok, win, acc);
+                if (s + k < steps) sweep(a_row, b_row, r - tx, u0, s + k, k, OPX, true, row_ok, win, acc);
             }
         }
     }

@@ -136,6 +136,7 @@ def test_swept_rounds_and_their_tails_verify() -> None:
     bench = make_bench(Setup(str(spec.path), "", problem, "", FAST), make_workload(spec, problem, seed=2))
     for params in ({"OPX": 16, "OPY": 2, "UNROLL": 2, "ACC": "chain", "KSG": 2},
                    {"OPX": 16, "OPY": 1, "UNROLL": 1, "ACC": "vec", "KSL": 4},
+                   {"OPX": 20, "OPY": 2, "UNROLL": 1, "ACC": "chain", "KSG": 2},
                    {"OPX": 8, "OPY": 4, "UNROLL": 4, "ACC": "dot", "WGY": 2}):
         config = spec.complete({"VARIANT": "swept", "WGX": 4, **params})
         with warnings.catch_warnings():

@@ -235,7 +235,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise ProblemError(f"unknown sampler {options.sampler!r}; choose {', '.join(SAMPLERS)}")
     if options.trials < 1:
         raise ProblemError(f"--trials must be at least 1 (got {options.trials})")
-    if 0 < options.prune < 1:  # a cut-off below the best could prune the next winner
+    if options.prune < 0 or 0 < options.prune < 1:  # below the best: could prune the next winner
         raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {options.prune:g})")
     if info is None:
         info = devices.select(options.device)[0]

@@ -112,6 +112,7 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--trials", "0"], "must be at least 1"),
     (["run", "matmul", "--trials", "many"], "is not an integer"),
     (["run", "matmul", "--prune", "0.5"], "--prune must be 0 (off) or at least 1"),
+    (["run", "matmul", "--prune", "-1"], "--prune must be 0 (off) or at least 1"),
 ])
 def test_cli_bad_input_is_one_clear_line(args, message):
     out = cli(*args)

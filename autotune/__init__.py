@@ -12,8 +12,14 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from .runtimes import register as _register_runtimes  # noqa: E402
+
+# before anything asks the ICD loader for platforms (see autotune.runtimes)
+_register_runtimes()
+
 from .errors import (  # noqa: E402
     AutotuneError,
+    BuildError,
     DeviceError,
     ExpressionError,
     ProblemError,
@@ -28,6 +34,7 @@ from .tuner import TuneOptions, TuneReport, tune  # noqa: E402
 __all__ = [
     "AutotuneError",
     "AutotuneWarning",
+    "BuildError",
     "DeviceError",
     "ExpressionError",
     "ProblemError",

@@ -68,7 +68,8 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     else:
         found.append(ceilings.fp32_peak(ctx))
         if spec.ceiling == "sgemm" and {"M", "N", "K"} <= prob.keys():
-            sgemm = ceilings.cublas_sgemm(int(prob["M"]), int(prob["N"]), int(prob["K"]))
+            shape = (int(prob["M"]), int(prob["N"]), int(prob["K"]))
+            sgemm = ceilings.cublas_sgemm(*shape) if info.is_gpu else ceilings.numpy_sgemm(*shape)
             if sgemm is not None:
                 found.append(sgemm)
     return BenchResult(spec, info, prob, choice, m, metrics, tuple(found), base)

@@ -1,4 +1,4 @@
-"""Device ceilings measured in the same run as a kernel: copy bandwidth, FP32 FMA rate, cuBLAS.
+"""Ceilings measured in the same run as a kernel: copy bandwidth, FP32 FMA rate, cuBLAS, numpy.
 
 Example:
     >>> import pyopencl as cl
@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,3 +99,29 @@ def cublas_sgemm(m: int, n: int, k: int, runs: int = 20) -> Ceiling | None:
     ms = statistics.median(times)
     return Ceiling("cuBLAS SGEMM", 2 * m * n * k / (ms * 1e-3) / 1e9, "GFLOP/s",
                    f"torch {torch.__version__} matmul, TF32 off, {m}x{n}x{k}, median of {runs}")
+
+
+def numpy_sgemm(m: int, n: int, k: int, runs: int = 10) -> Ceiling:
+    """numpy.matmul on float32 of the same shape: what a CPU user has without OpenCL."""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+    out = np.empty((m, n), np.float32)
+    np.matmul(a, b, out=out)  # warm-up: threads started, pages touched
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        np.matmul(a, b, out=out)
+        times.append(time.perf_counter() - t0)
+    seconds = statistics.median(times)
+    return Ceiling("numpy matmul", 2 * m * n * k / seconds / 1e9, "GFLOP/s",
+                   f"numpy {np.__version__} float32 matmul ({_blas_name()}), {m}x{n}x{k}, "
+                   f"median of {runs}")
+
+
+def _blas_name() -> str:
+    try:
+        config = np.show_config(mode="dicts")
+        return str(config["Build Dependencies"]["blas"]["name"])
+    except Exception:  # the layout of numpy's build record is not an API  # noqa: BLE001
+        return "BLAS"

@@ -118,7 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel")
     show.add_argument("-d", "--device", help="device selector (default as for run)")
-    sub.add_parser("devices", help="list OpenCL platforms and devices with their selectors")
+    devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
+                             "each can build kernels")
+    devices.add_argument("--recheck", action="store_true",
+                         help="build the check kernel again instead of using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
     probe.add_argument("-d", "--device", help="device selector (default as for run)")
     probe.add_argument("-n", "--repeats", type=_positive_int, default=1000, help="launches per batch")
@@ -156,6 +159,8 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     from . import spec as specs
 
     spec = specs.load(args.kernel)
+    for warning in specs.lint(spec):
+        print(f"autotune: warning: {warning}", file=sys.stderr)
     problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
     return spec, problem
 
@@ -248,19 +253,27 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
     found = device.list_devices()
     if not found:
-        raise AutotuneError("no OpenCL device found; `pip install pocl-binary-distribution` gives a CPU one")
-    print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} {'local':>7}")
+        raise AutotuneError("no OpenCL device found; pip install 'autotune[cpu]' gives a CPU one")
+    built = device.build_checks(found, recheck=args.recheck)
+    default = device.select(None)[0].selector if any(b.ok for b in built.values()) else None
+    print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} "
+          f"{'local':>9}  builds")
     for d, _ in found:
+        check = built[d.selector]
+        mark = "yes" + (" (default)" if d.selector == default else "") if check.ok else f"NO: {check.message}"
         print(f"{d.selector:<9} {d.device_type:<5} {d.name[:36]:<36} {d.platform[:30]:<30} "
-              f"{d.compute_units:>4} {d.max_work_group_size:>6} {d.local_mem_size // 1024:>5} KiB")
-    print("\nuse --device with a selector (e.g. 0:0) or a name substring (e.g. nvidia, pocl); profile: <slug>.yaml")
+              f"{d.compute_units:>4} {d.max_work_group_size:>6} {d.local_mem_size // 1024:>5} KiB  {mark}")
+    print("\nuse --device with a selector (e.g. 0:0) or a name substring (e.g. nvidia, intel); profile: <slug>.yaml")
     for d, _ in found:
         print(f"  {d.selector}: {d.slug}")
+    if default is None:
+        raise AutotuneError(f"no device can build OpenCL kernels; {device.CPU_FIX}")
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from . import device, profiles, settings
+    from . import spec as specs
 
     info, _ = device.select(args.device)
     shown = 0
@@ -282,6 +295,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 print(f"  {prob:<34} {e.time_ms:>10.4f} {thr:>18} {e.trials:>6}  "
                       f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}")
                 shown += 1
+    if not shown and args.kernel:
+        specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
     if not shown:
         what = f"{args.kernel} on " if args.kernel else ""
         print(f"no tuned entries for {what}{info.name}; run `autotune run KERNEL` first")

@@ -2,7 +2,8 @@
 
 Selectors (``--device``): ``P:D`` indices as `autotune devices` prints them, or a
 case-insensitive substring of "platform vendor device-name" (e.g. ``nvidia``, ``pocl``,
-``h200``). With no selector, ``$AUTOTUNE_DEVICE``, then the first GPU, then the first device.
+``h200``). With no selector, ``$AUTOTUNE_DEVICE``, then the first GPU whose compiler builds a
+trivial kernel (:mod:`health`), then the first such CPU device.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import settings
+from . import health, settings
 from .errors import DeviceError
 
 
@@ -120,28 +121,68 @@ def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
     return found
 
 
-def select(selector: str | None = None) -> tuple[DeviceInfo, cl.Device]:
-    """The device a selector names; see the module docstring for the rules."""
+def build_key(d: DeviceInfo) -> str:
+    """What a build check is cached under: platform, device and driver version."""
+    return f"{d.platform}|{d.vendor}|{d.name}|{d.driver}|{d.opencl}"
+
+
+def build_checks(found: list[tuple[DeviceInfo, cl.Device]],
+                 recheck: bool = False) -> dict[str, health.BuildCheck]:
+    """Whether each device builds a trivial kernel, by selector (cached; see :mod:`health`)."""
+    return health.checks({d.selector: build_key(d) for d, _ in found}, recheck)
+
+
+def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.Device]:
+    """The first GPU that builds, else the first CPU device that builds, else any that builds."""
+    built = build_checks(found)
+    for wanted in ("GPU", "CPU", None):
+        for item in found:
+            if built[item[0].selector].ok and wanted in (None, item[0].device_type):
+                return item
+    raise DeviceError("no OpenCL device can build kernels: " + "; ".join(
+        f"{d.selector} {d.name} ({d.platform}): {built[d.selector].message}" for d, _ in found)
+        + f"; {CPU_FIX}")
+
+
+def _require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]]
+                    ) -> tuple[DeviceInfo, cl.Device]:
+    d = item[0]
+    check = build_checks([item])[d.selector]
+    if check.ok:
+        return item
+    others = [f"{o.selector} ({o.name}, {o.platform})" for o, _ in found
+              if o.selector != d.selector and build_checks([(o, _)])[o.selector].ok]
+    fix = f"use --device {' or '.join(others)}" if others else CPU_FIX
+    raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot build OpenCL kernels: "
+                      f"{check.message}; {fix}")
+
+
+CPU_FIX = ("install a CPU OpenCL runtime that builds on this machine: pip install 'autotune[cpu]' "
+            "(Intel's OpenCL CPU runtime), or a GPU driver")
+
+
+def select(selector: str | None = None, require_build: bool = True) -> tuple[DeviceInfo, cl.Device]:
+    """The device a selector names; see the module docstring for the rules.
+
+    With ``require_build`` (the default) a device whose compiler cannot build a trivial kernel
+    is refused with the compiler's message, and the default skips such devices.
+    """
     selector = selector or settings.default_device_selector()
     found = list_devices()
     if not found:
-        raise DeviceError(
-            "no OpenCL device found; install a driver, or the CPU device with "
-            "`pip install pocl-binary-distribution` (the [pocl] extra)"
-        )
+        raise DeviceError(f"no OpenCL device found; {CPU_FIX}")
     if not selector:
-        gpus = [f for f in found if f[0].is_gpu]
-        return (gpus or found)[0]
+        return _default(found) if require_build else ([f for f in found if f[0].is_gpu] or found)[0]
+    match = None
     if re.fullmatch(r"\d+:\d+", selector):
-        for item in found:
-            if item[0].selector == selector:
-                return item
+        match = next((item for item in found if item[0].selector == selector), None)
     else:
         needle = selector.lower()
-        for item in found:
-            d, dev = item
-            if needle in f"{d.platform} {dev.platform.vendor} {d.vendor} {d.name} {d.device_type}".lower():
-                return item
+        match = next((item for item in found if needle in " ".join(
+            (item[0].platform, item[1].platform.vendor, item[0].vendor, item[0].name,
+             item[0].device_type)).lower()), None)
+    if match is not None:
+        return _require_builds(match, found) if require_build else match
     listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
     raise DeviceError(
         f"no OpenCL device matches {selector!r}; use an index or a name substring: {listing}"

@@ -31,6 +31,10 @@ class ProfileError(AutotuneError):
     """A profile YAML cannot be read or written (corrupt file, bad entry)."""
 
 
+class BuildError(AutotuneError):
+    """Every configuration fails to build the same way: a broken template or device compiler."""
+
+
 class WorkerError(AutotuneError):
     """The measuring worker failed in a way that is not a property of one candidate."""
 

@@ -64,7 +64,8 @@ def error_code(exc: cl.Error) -> int | None:
 def short(text: str, limit: int = 400) -> str:
     """First meaningful lines of a compiler log, on one line."""
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if "error" in ln.lower()]
+    # errors, and the notes that say a -D macro was expanded there (a name clash; see diagnose)
+    errors = [ln for ln in lines if "error" in ln.lower() or "expanded from macro" in ln]
     joined = " | ".join(errors or lines)
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 

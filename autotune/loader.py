@@ -64,7 +64,7 @@ class TunedKernel:
         self.source = choice.source
         self.entry = choice.entry
         try:
-            self._launch = Launch(queue.context, spec, self.params, self.problem)
+            self._launch = Launch(_context(queue), spec, self.params, self.problem)
         except CandidateError as exc:
             raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
         first = self._launch.geometry.steps[0]
@@ -92,6 +92,16 @@ class TunedKernel:
 
     def __repr__(self) -> str:
         return f"TunedKernel({self.spec.name!r}, {self.source}, params={self.params})"
+
+
+def _context(queue: cl.CommandQueue) -> cl.Context:
+    try:
+        return queue.context
+    except cl.LogicError as exc:
+        raise AutotuneError(
+            f"the queue's context is no longer valid ({exc}); keep a reference to the "
+            "cl.Context for as long as its queues are used (some runtimes, Intel's among them, "
+            "end a context its creator released even while a queue holds it)") from None
 
 
 def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],

@@ -27,3 +27,15 @@ def default_storage() -> str:
 def default_device_selector() -> str | None:
     """``$AUTOTUNE_DEVICE``: the device selector used when ``--device`` is not given."""
     return os.environ.get("AUTOTUNE_DEVICE") or None
+
+
+def cache_dir() -> Path:
+    """Derived files that can be rebuilt (ICD folders, build checks): ``$AUTOTUNE_CACHE`` or
+    the user cache folder."""
+    env = os.environ.get("AUTOTUNE_CACHE")
+    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("autotune"))
+
+
+def system_opencl_only() -> bool:
+    """``$AUTOTUNE_SYSTEM_OPENCL``: use only the system's OpenCL, register no bundled runtime."""
+    return os.environ.get("AUTOTUNE_SYSTEM_OPENCL", "").strip().lower() in ("1", "true", "yes")

@@ -195,13 +195,18 @@ class KernelSpec:
 
     def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:
         """Compiler options for a configuration: ``-D`` macros, then the enabled build flags."""
-        options: list[str] = []
-        for name, value in list(problem.items()) + [
-            (p.name, params[p.name]) for p in self.parameters if p.flag is None
-        ]:
-            options.extend(_macros(name, value))
+        options = [f"-D{name}={value}" for name, value in self.macros(problem, params).items()]
         options.extend(p.flag for p in self.parameters if p.flag is not None and params[p.name])
         return options
+
+    def macros(self, problem: Mapping[str, Any],
+               params: Mapping[str, Value] | None = None) -> dict[str, Value]:
+        """Names defined with ``-D`` for the problem (and a configuration), with their values."""
+        out: dict[str, Value] = {}
+        for name, value in list(problem.items()) + [
+                (p.name, (params or {}).get(p.name, p.values[0])) for p in self.parameters if p.flag is None]:
+            out.update(_macros(name, value))
+        return out
 
     def enabled_flags(self, params: Mapping[str, Value]) -> list[str]:
         return [p.flag for p in self.parameters if p.flag is not None and params.get(p.name)]
@@ -215,15 +220,39 @@ class KernelSpec:
         return _import_reference(self.reference, self.path)
 
 
-def _macros(name: str, value: Any) -> list[str]:
+def lint(spec: KernelSpec) -> list[str]:
+    """Warnings about parameters the template cannot see: it never mentions their macros.
+
+    Example: ``ORDER: [contiguous, strided]`` defines ``ORDER``, ``ORDER_CONTIGUOUS`` and
+    ``ORDER_STRIDED``; a template that tests ``ORDER_contiguous`` gets neither branch it meant.
+    """
+    words = set(re.findall(r"[A-Za-z_]\w*", spec.source))
+    upper = {w.upper(): w for w in words}
+    geometry = [e for step in spec.launch for e in (*step.global_size, *(step.local_size or ()),
+                                                     *((step.when,) if step.when else ()))]
+    geometry += [e for _, e in spec.scratch]
+    shaped = {n for e in geometry for n in e.names}  # parameters that shape the launch count too
+    out = []
+    for p in spec.parameters:
+        if p.flag is not None or p.name in shaped:
+            continue
+        names = [p.name, *(k for v in p.values for k in _macros(p.name, v) if k != p.name)]
+        if any(n in words for n in names):
+            continue
+        near = [f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper]
+        hint = f"; it mentions {', '.join(near)}" if near else ""
+        out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} never "
+                   f"mentions {' or '.join(names)}{hint}")
+    return out
+
+
+def _macros(name: str, value: Any) -> dict[str, Value]:
+    """``NAME=value``; booleans as 0/1; an identifier string also as ``NAME_VALUE=1``, upper-cased."""
     if isinstance(value, bool):
-        return [f"-D{name}={int(value)}"]
-    if isinstance(value, str):
-        out = [f"-D{name}={value}"]
-        if _IDENT.match(value):
-            out.append(f"-D{name.upper()}_{value.upper()}=1")
-        return out
-    return [f"-D{name}={value}"]
+        return {name: int(value)}
+    if isinstance(value, str) and _IDENT.match(value):
+        return {name: value, f"{name.upper()}_{value.upper()}": 1}
+    return {name: value}
 
 
 # --------------------------------------------------------------------------- loading

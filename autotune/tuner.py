@@ -34,7 +34,8 @@ from . import profiles, settings
 from . import spec as specs
 from .bench import Measurement, Status, TimingOptions, make_workload
 from .device import DeviceInfo
-from .errors import ProblemError, TuningInterrupted
+from .diagnose import SameBuildError, explain
+from .errors import BuildError, ProblemError, TuningInterrupted
 from .space import check, config_key, enumerate_valid, space_size
 from .spec import KernelSpec, Value
 from .worker import Evaluator, InProcessEvaluator, IsolatedEvaluator, Setup, save_workload, workload_folder
@@ -339,6 +340,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                               timing)
                 evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
             stuck = 0
+            broken = SameBuildError()
             # the baseline first (for the speed-up), then earlier winners on this device, the
             # spec's default and hints: good incumbents from the start steer the search
             starts = [baseline, *previous_winners(spec, info, prob), spec.complete(dict(spec.default))]
@@ -413,6 +415,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                     state.failures[rec.status.value] += 1
                     state.failure_examples.setdefault(rec.status.value, rec.message)
                 say("trial", rec, state)
+                if broken.add(rec.status is Status.COMPILE_ERROR, rec.message) and state.best is None:
+                    stopped_by = "broken"
+                    break
         except KeyboardInterrupt:
             stopped_by = "interrupted"
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # finish saving before another Ctrl-C
@@ -423,6 +428,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             if evaluator is not None and close_evaluator:
                 evaluator.close()
 
+    if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
+        raise BuildError(explain(state.failure_examples["compile_error"], spec.source,
+                                 spec.template.name, spec.macros(prob), f"{info.name} ({info.platform})",
+                                 state.measured))
     report = TuneReport(
         spec=spec, device=info, problem=prob, best=state.best, baseline=state.baseline,
         measured=state.measured, skipped_invalid=state.skipped_invalid, repeats=state.repeats,

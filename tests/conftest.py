@@ -15,25 +15,56 @@ FAKE = DeviceInfo(selector="fake", platform="Fake Platform", name="Fake GPU 9000
                   local_mem_size=49152, global_mem_size=2**32)
 
 
-def _has_opencl() -> bool:
-    try:
-        import pyopencl as cl
+def _buildable() -> tuple[list[str], list[str]]:
+    """(selectors of the devices whose compiler builds a trivial kernel, lines describing all)."""
+    from autotune import device
 
-        return any(p.get_devices() for p in cl.get_platforms())
-    except Exception:  # no ICD loader or no platform: the OpenCL tier is skipped
-        return False
+    found = device.list_devices()
+    checks = device.build_checks(found)
+    lines = [f"{d.selector} {d.name} ({d.platform}, driver {d.driver}): "
+             + ("builds" if checks[d.selector].ok else f"cannot build: {checks[d.selector].message}")
+             for d, _ in found]
+    return [d.selector for d, _ in found if checks[d.selector].ok], lines
 
 
-HAS_OPENCL = _has_opencl()
-needs_opencl = pytest.mark.skipif(not HAS_OPENCL, reason="no OpenCL device (install pocl-binary-distribution)")
+#: Every OpenCL test runs once on each device that builds (Intel's CPU runtime, PoCL, a GPU).
+DEVICES, DEVICE_LINES = _buildable()
+#: Marks a test that needs an OpenCL device; it runs on each of DEVICES (see pytest_generate_tests).
+needs_opencl = pytest.mark.opencl
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    used = ", ".join(DEVICES) or "NONE (every OpenCL test fails)"
+    return [f"OpenCL devices under test: {used}", *(f"  {line}" for line in DEVICE_LINES)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("opencl") is None:
+        return
+    if "ocl_device" not in metafunc.fixturenames:
+        metafunc.fixturenames.append("ocl_device")
+    # session scope: module fixtures that build on the device are made once per device
+    metafunc.parametrize("ocl_device", DEVICES, indirect=True, scope="session",
+                         ids=[f"dev{sel}" for sel in DEVICES])
+
+
+@pytest.fixture(scope="session")
+def ocl_device(request: pytest.FixtureRequest) -> str:
+    """The ``P:D`` selector of the device this test runs on."""
+    return request.param
 
 
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
     """Every test gets its own AUTOTUNE_HOME, so no test sees another's studies or profiles."""
     h = tmp_path / "home"
     monkeypatch.setenv("AUTOTUNE_HOME", str(h))
-    monkeypatch.delenv("AUTOTUNE_DEVICE", raising=False)
+    callspec = getattr(request.node, "callspec", None)
+    selector = callspec.params.get("ocl_device") if callspec is not None else None
+    if selector:  # the default device of this test (and of the CLI it runs) is the one under test
+        monkeypatch.setenv("AUTOTUNE_DEVICE", selector)
+    else:
+        monkeypatch.delenv("AUTOTUNE_DEVICE", raising=False)
     return h
 
 

@@ -93,14 +93,14 @@ def test_swept_slices_across_work_groups_add_up_in_a_second_kernel(fake_device: 
 
 
 @pytest.fixture(scope="module")
-def benches() -> dict[str, Any]:
+def benches(ocl_device: str) -> dict[str, Any]:
     from autotune.worker import Setup, make_bench
 
     spec = specs.load("correlate")
     out = {}
     for label, sizes in (("small", SMALL), ("odd", ODD)):
         problem = spec.resolve_problem(sizes)
-        setup = Setup(str(spec.path), "", problem, "", FAST)
+        setup = Setup(str(spec.path), ocl_device, problem, "", FAST)
         out[label] = make_bench(setup, make_workload(spec, problem, seed=1))
     return out
 

@@ -32,12 +32,12 @@ CONFIGS: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module", params=["row", "col"])
-def bench(request: pytest.FixtureRequest) -> Any:
+def bench(request: pytest.FixtureRequest, ocl_device: str) -> Any:
     from autotune.worker import Setup, make_bench
 
     spec = specs.load("matmul")
     problem = spec.resolve_problem(dict(SIZES, layout=request.param))
-    return make_bench(Setup(str(spec.path), "", problem, "", FAST), make_workload(spec, problem, seed=2))
+    return make_bench(Setup(str(spec.path), ocl_device, problem, "", FAST), make_workload(spec, problem, seed=2))
 
 
 @needs_opencl

@@ -131,12 +131,12 @@ def test_reference_rejects_out_of_range_inputs() -> None:
 
 
 @pytest.fixture(scope="module")
-def device() -> Iterator[tuple[Any, Any]]:
+def device(ocl_device: str) -> Iterator[tuple[Any, Any]]:
     import pyopencl as cl
 
     from autotune import device as devices
 
-    info, dev = devices.select(None)
+    info, dev = devices.select(ocl_device)
     yield info, cl.Context([dev])
 
 

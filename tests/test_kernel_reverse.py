@@ -62,12 +62,12 @@ def test_tail_step_only_when_needed(n: int, entries: list[str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def device() -> Iterator[tuple[Any, Any]]:
+def device(ocl_device: str) -> Iterator[tuple[Any, Any]]:
     import pyopencl as cl
 
     from autotune import device as devices
 
-    info, dev = devices.select(None)
+    info, dev = devices.select(ocl_device)
     yield info, cl.Context([dev])
 
 

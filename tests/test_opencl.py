@@ -24,9 +24,10 @@ def cli(*args, check=False, timeout=240):
 
 
 @pytest.fixture(scope="module")
-def queue():
-    _, dev = device.select(None)
-    return cl.CommandQueue(cl.Context([dev]))
+def queue(ocl_device):
+    _, dev = device.select(ocl_device)
+    ctx = cl.Context([dev])  # kept alive with its queue: Intel's runtime ends a released context
+    yield cl.CommandQueue(ctx)
 
 
 def matmul_check(queue, layout, m, n, k, **problem):

@@ -33,7 +33,8 @@ def test_readme_spec_tunes_and_loads(tmp_path):
     report = tune(str(path), TuneOptions(trials=4, seed=0, timeout_s=None), problem={"N": 65536})
     assert report.best is not None and report.best.ok and not report.failures
     _, dev = device.select(None)
-    queue = cl.CommandQueue(cl.Context([dev]))
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
     x = np.linspace(-1, 1, 65536, dtype=np.float32)
     y = np.ones(65536, np.float32)
     mf = cl.mem_flags

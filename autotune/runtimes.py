@@ -1,0 +1,144 @@
+"""Register the CPU OpenCL runtimes installed from PyPI with the OpenCL ICD loader.
+
+The ``cpu`` extra installs Intel's OpenCL CPU runtime (``intel-opencl-rt``), which builds on
+current CPUs of any vendor, where the PoCL that pyopencl bundles (LLVM 14) cannot target the
+newest ones. That wheel puts ``libintelocl.so`` in ``<prefix>/lib`` and registers nothing the
+loader can read (its ``.icd`` names a placeholder path), so autotune registers it itself:
+
+it writes a vendors folder holding a copy of every ICD file the loader would have read (the
+folder ``$OCL_ICD_VENDORS`` names, else ``/etc/OpenCL/vendors``) plus one for each runtime
+found, and points ``OCL_ICD_VENDORS`` at it. A GPU driver registered on the system is still
+found; a runtime the system already registers is not added twice. The loader reads the
+variable at the first platform query, so :func:`register` runs when ``autotune`` is imported;
+worker processes import it too, and inherit the variable anyway.
+
+``AUTOTUNE_SYSTEM_OPENCL=1`` turns this off: only the system's OpenCL set-up is used.
+
+Example:
+    >>> register()  # doctest: +SKIP
+    [Runtime(name='intel-cpu', library=PosixPath('/venv/lib/libintelocl.so'))]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from . import settings
+
+SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
+_ENV = "OCL_ICD_VENDORS"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """An OpenCL runtime installed as a Python package: its ICD name and library."""
+
+    name: str
+    library: Path
+
+
+#: (ICD name, distribution, library file) of the runtimes the ``cpu`` extra can install.
+KNOWN = (("intel-cpu", "intel-opencl-rt", "libintelocl.so"),)
+
+
+def installed() -> list[Runtime]:
+    """The known runtimes whose library is installed in this Python environment."""
+    found = []
+    for name, dist, library in KNOWN:
+        try:
+            distribution = metadata.distribution(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        for entry in distribution.files or []:
+            path = Path(str(distribution.locate_file(entry))).resolve()
+            if entry.name == library and path.is_file():
+                found.append(Runtime(name, path))
+                break
+    return found
+
+
+def _icd_files(source: str | None) -> dict[str, str]:
+    """ICD file name → content, of what the loader would read with ``OCL_ICD_VENDORS=source``."""
+    if source and not Path(source).is_dir():
+        # a single ICD file, or a library named directly (both meanings ocl-icd gives it)
+        path = Path(source)
+        if path.suffix == ".icd":
+            return {path.name: _read(path)} if path.is_file() else {}
+        return {"user.icd": source + "\n"}
+    folder = Path(source) if source else SYSTEM_VENDORS
+    if not folder.is_dir():
+        return {}
+    return {p.name: _read(p) for p in sorted(folder.glob("*.icd")) if p.is_file()}
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:  # unreadable: the loader would skip it too
+        return ""
+
+
+def _libraries(icds: dict[str, str]) -> set[str]:
+    """File names of the libraries the ICD files load (``libintelocl.so``, ...)."""
+    return {Path(text.strip()).name for text in icds.values() if text.strip()}
+
+
+def vendors_folder(runtimes: list[Runtime], source: str | None) -> Path | None:
+    """A folder with the ICDs of ``source`` plus those of ``runtimes`` that it lacks.
+
+    None when ``source`` already registers every runtime (nothing to change). The folder is
+    named after its content, so concurrent processes write the same one.
+    """
+    icds = _icd_files(source)
+    present = _libraries(icds)
+    missing = [r for r in runtimes if r.library.name not in present]
+    if not missing:
+        return None
+    for r in missing:
+        icds[f"autotune-{r.name}.icd"] = f"{r.library}\n"
+    digest = hashlib.sha256(repr(sorted(icds.items())).encode()).hexdigest()[:16]
+    folder = settings.cache_dir() / "icd" / digest
+    if not folder.is_dir():
+        _write_atomically(folder, icds)
+    return folder
+
+
+def _write_atomically(folder: Path, icds: dict[str, str]) -> None:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
+    for name, text in icds.items():
+        (staging / name).write_text(text)
+    try:
+        staging.rename(folder)
+    except OSError:  # another process wrote the same folder first
+        for p in staging.iterdir():
+            p.unlink()
+        staging.rmdir()
+
+
+def register() -> list[Runtime]:
+    """Make the installed runtimes visible to the ICD loader; returns those added.
+
+    Call before the first platform query. Does nothing with ``AUTOTUNE_SYSTEM_OPENCL=1``,
+    when no runtime is installed, or when the loader already sees them all.
+    """
+    if settings.system_opencl_only():
+        return []
+    runtimes = installed()
+    if not runtimes:
+        return []
+    source = os.environ.get(_ENV) or None
+    try:
+        folder = vendors_folder(runtimes, source)
+    except OSError:  # no writable cache folder: keep the system's set-up as it is
+        return []
+    if folder is None:
+        return []
+    os.environ[_ENV] = str(folder)
+    present = _libraries(_icd_files(source))
+    return [r for r in runtimes if r.library.name not in present]

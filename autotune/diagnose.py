@@ -20,7 +20,7 @@ from typing import Mapping
 #: After this many measured trials fail to build with one message, the run stops.
 WINDOW = 3
 
-_LOCATED = re.compile(r"(?:^|[\s|])[^\s|:]*:(\d+):\d+: (?:fatal )?error: ([^|]+)")
+_LOCATED = re.compile(r"(?:^|[\s|])[^\s|:]*:(\d+):\d+: (?:fatal )?error: ([^|\n]+)")
 _MACRO = re.compile(r"expanded from macro '(\w+)'")
 _NOISE = re.compile(r"0x[0-9a-f]+|/\S+")  # object addresses and temporary file names
 

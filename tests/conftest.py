@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,9 +34,12 @@ DEVICES, DEVICE_LINES = _buildable()
 needs_opencl = pytest.mark.opencl
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    used = ", ".join(DEVICES) or "NONE (every OpenCL test fails)"
-    return [f"OpenCL devices under test: {used}", *(f"  {line}" for line in DEVICE_LINES)]
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Which devices the OpenCL tests ran on (printed with -q too, unlike the header)."""
+    used = ", ".join(DEVICES) or "none: no device builds, so the suite fails"
+    terminalreporter.write_line(f"OpenCL tests ran on: {used}")
+    for line in DEVICE_LINES:
+        terminalreporter.write_line(f"  {line}")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

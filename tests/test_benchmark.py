@@ -23,3 +23,18 @@ def test_bench_times_the_choice_the_baseline_and_the_copy_ceiling() -> None:
     ratios = r.ratios(copy)
     assert set(ratios) == {"GB/s"}
     assert ratios["GB/s"] == pytest.approx(r.metrics["GB/s"] / copy.value)
+
+
+@needs_opencl
+def test_bench_of_matmul_on_a_cpu_compares_with_numpy() -> None:
+    from autotune import device
+
+    if device.select(None)[0].is_gpu:
+        pytest.skip("numpy is the ceiling of CPU devices; a GPU gets cuBLAS")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = benchmark.run("matmul", {"M": 64, "N": 64, "K": 64})
+    assert r.measurement.ok
+    numpy_ceiling = next(c for c in r.ceilings if c.name == "numpy matmul")
+    assert numpy_ceiling.unit == "GFLOP/s" and numpy_ceiling.value > 0 and "64x64x64" in numpy_ceiling.how
+    assert r.ratios(numpy_ceiling)["GFLOP/s"] == pytest.approx(r.metrics["GFLOP/s"] / numpy_ceiling.value)

@@ -114,6 +114,8 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--trials", "many"], "is not an integer"),
     (["run", "matmul", "--prune", "0.5"], "--prune must be 0 (off) or at least 1"),
     (["run", "matmul", "--prune", "-1"], "--prune must be 0 (off) or at least 1"),
+    (["show", "nosuchkernel"], "unknown kernel 'nosuchkernel'"),
+    (["bench", "nosuchkernel"], "unknown kernel 'nosuchkernel'"),
 ])
 def test_cli_bad_input_is_one_clear_line(args, message):
     out = cli(*args)
@@ -132,3 +134,15 @@ def test_cli_malformed_spec_and_missing_template(tmp_path):
                        .replace("template: matmul.cl", "template: gone.cl"))
     out = cli("run", str(missing))
     assert out.returncode == 1 and "template file 'gone.cl' not found" in out.stderr
+
+
+def test_a_queue_whose_context_was_released_is_a_clear_error():
+    class Orphan:  # what Intel's runtime gives for a queue made from a context nobody kept
+        @property
+        def context(self):
+            raise cl.LogicError("clRetainContext failed: INVALID_CONTEXT")
+
+        device = device.select(None)[1]
+
+    with pytest.raises(autotune.AutotuneError, match="keep a reference to the cl.Context"):
+        autotune.load_kernel("matmul", Orphan(), M=64, N=64, K=64)

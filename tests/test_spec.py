@@ -25,6 +25,27 @@ def test_user_spec_loads_and_builds_options(tmp_path):
     assert sp.host_module().inputs({"N": 8}, __import__("numpy").random.default_rng(0))["x"].shape == (8,)
 
 
+def test_string_values_define_upper_cased_macros(tmp_path):
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace("MODE: [0]", "ORDER: [contiguous, strided]")))
+    opts = sp.build_options(sp.complete({"ORDER": "strided"}), {"N": 256})
+    assert "-DORDER=strided" in opts and "-DORDER_STRIDED=1" in opts
+    assert sp.macros({"N": 256}) == {"N": 256, "WPT": 1, "WG": 16, "ORDER": "contiguous", "ORDER_CONTIGUOUS": 1}
+
+
+def test_lint_names_parameters_the_template_never_mentions(tmp_path):
+    yaml_text = SCALE_YAML.replace("MODE: [0]", "MODE: [0]\n  ORDER: [contiguous, strided]\n  UNUSED: [1, 2]")
+    template = "#if ORDER_contiguous\n#endif\n" + __import__("conftest").TEMPLATE_CL
+    sp = specs.load(write_spec(tmp_path, yaml_text, template=template))
+    warnings = specs.lint(sp)
+    assert len(warnings) == 2, warnings
+    assert "parameters.ORDER has no effect: scale.cl never mentions ORDER or ORDER_CONTIGUOUS or " \
+           "ORDER_STRIDED; it mentions ORDER_contiguous (the macro is ORDER_CONTIGUOUS)" in warnings[0]
+    assert "parameters.UNUSED has no effect" in warnings[1]
+    # WG appears only in the launch geometry, MODE and WPT in the template: neither is flagged
+    assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML))) == []
+    assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
+
+
 def test_unknown_kernel_suggests_a_name():
     with pytest.raises(SpecError, match="did you mean 'matmul'"):
         specs.load("matmull")

@@ -1,0 +1,113 @@
+"""A broken template or compiler stops the run within a few trials, saying where and what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune import spec as specs
+from autotune.bench import Measurement, Status
+from autotune.diagnose import Located, SameBuildError, errors, explain, signature
+from autotune.errors import BuildError
+from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, needs_opencl, write_spec
+
+# The same error as three runtimes print it (Intel numbers its programs, NVIDIA and PoCL do not).
+INTEL = ("clBuildProgram failed: BUILD_PROGRAM_FAILURE\nBuild on <pyopencl.Device 'AMD EPYC' at 0x5566>:\n"
+         "Compilation started\n7:3:31: error: expected ';' after expression\n(source saved as /tmp/tmp0kp.cl)")
+NVIDIA = "<kernel>:3:31: error: expected ';' after expression"
+POCL = "<stdin>:3:31: error: expected ';' after expression | Device pthread failed to build the program"
+
+
+def test_located_errors_read_alike_from_each_runtime() -> None:
+    want = (Located(3, "expected ';' after expression"),)
+    assert errors(INTEL) == errors(NVIDIA) == errors(POCL) == want
+    assert signature(INTEL) == signature(NVIDIA)
+    assert errors("error: unknown target CPU 'generic'") == ()
+    noisy = [f"Build on <pyopencl.Device 'x' at 0x{n}>: error: unknown target CPU 'generic' (/tmp/t{n}.cl)"
+             for n in (1, 2)]
+    assert signature(noisy[0]) == signature(noisy[1]), "addresses and temporary files are noise"
+
+
+def test_the_watch_fires_on_the_third_identical_build_error_only() -> None:
+    watch = SameBuildError()
+    assert [watch.add(True, m) for m in (INTEL, NVIDIA, INTEL)] == [False, False, True]
+    other = SameBuildError()
+    assert not any(other.add(True, m) for m in (INTEL, "<kernel>:9:1: error: unknown type", INTEL, INTEL))
+    built = SameBuildError()
+    assert not any(built.add(ok, INTEL) for ok in (False, True, True, True, True))
+
+
+def test_explain_names_the_line_the_clash_or_the_device() -> None:
+    source = "__kernel void k(__global float* y, int N) {\n  y[0] = 1.0f\n}\n"
+    clash = explain("1:1:40: error: expected ')' | <command line>:1:12: note: expanded from macro 'N'",
+                    source, "k.cl", {"N": 4096, "WPT": 2}, "Dev (Plat)", 3)
+    assert "k.cl:1: error: expected ')' in `__kernel void k(__global float* y, int N) {`" in clash
+    assert "`N` is defined by autotune as a macro (-DN=4096)" in clash and "rename it" in clash
+    syntax = explain(NVIDIA.replace(":3:", ":2:"), source, "k.cl", {"N": 4096}, "Dev (Plat)", 3)
+    assert "k.cl:2: error: expected ';' after expression in `y[0] = 1.0f`; fix the template at line 2" in syntax
+    device = explain("error: unknown target CPU 'generic'", source, "k.cl", {}, "pthread-EPYC (PoCL)", 3)
+    assert device.startswith("every configuration fails to build on pthread-EPYC (PoCL) (3 tried")
+    assert "unknown target CPU 'generic'" in device and "--device" in device and "autotune[cpu]" in device
+
+
+class BrokenCompiler:
+    """Every configuration fails to build with one message, as on a compiler that cannot target the CPU."""
+
+    def __init__(self, message: str) -> None:
+        self.message, self.calls = message, 0
+
+    def evaluate(self, params, limit_s, cutoff_ms=None):
+        self.calls += 1
+        return Measurement(Status.COMPILE_ERROR, self.message)
+
+    def close(self):
+        pass
+
+
+def test_tuning_stops_after_three_identical_build_errors_and_keeps_them(tmp_path: Path) -> None:
+    import optuna
+
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML))
+    ev = BrokenCompiler("error: unknown target CPU 'generic'")
+    with pytest.raises(BuildError, match="every configuration fails to build on Fake GPU 9000"):
+        tune(spec, TuneOptions(trials=40, timeout_s=None), evaluator=ev, info=FAKE)
+    assert ev.calls == 3
+    study = optuna.load_study(study_name=optuna.get_all_study_names(
+        f"sqlite:///{tmp_path / 'home' / 'studies.db'}")[0], storage=f"sqlite:///{tmp_path / 'home' / 'studies.db'}")
+    assert [t.user_attrs["status"] for t in study.trials] == ["compile_error"] * 3, "the study keeps them"
+
+
+def test_errors_that_differ_by_configuration_do_not_stop_the_run(tmp_path: Path) -> None:
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML))
+
+    class PerConfig(BrokenCompiler):
+        def evaluate(self, params, limit_s, cutoff_ms=None):
+            self.calls += 1
+            return Measurement(Status.COMPILE_ERROR, f"<kernel>:{params['WPT']}:1: error: too many registers")
+
+    ev = PerConfig("")
+    report = tune(spec, TuneOptions(trials=8, timeout_s=None), evaluator=ev, info=FAKE)
+    assert ev.calls == 8 and report.best is None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, timeout=300)
+
+
+@needs_opencl
+@pytest.mark.parametrize("edit, expect", [
+    (("y[base + i] = 2.0f * x[base + i];", "y[base + i] = 2.0f * x[base + i]"),
+     "error: expected ';' after expression in `y[base + i] = 2.0f * x[base + i]`; fix the template at line 19"),
+    (("__global float* y)", "__global float* y, int N)"), "`N` is defined by autotune as a macro (-DN=256)"),
+])
+def test_a_broken_template_stops_in_at_most_five_trials_with_the_line(tmp_path: Path, edit, expect) -> None:
+    path = write_spec(tmp_path, SCALE_YAML, template=TEMPLATE_CL.replace(*edit))
+    out = _cli("run", str(path), "--trials", "40")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert expect in out.stderr and "scale.cl:" in out.stderr
+    assert 1 <= out.stdout.count("compile_error") <= 5
+    assert len(out.stderr.strip().splitlines()) == 1

@@ -1,0 +1,97 @@
+"""Build checks: cached per device and driver, a crashing probe survived, the default device."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autotune import device, health
+from autotune.errors import DeviceError
+from autotune.health import BuildCheck
+from conftest import FAKE, needs_opencl
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_a_result_is_probed_once_per_device_and_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    probed: list[list[str]] = []
+
+    def probe(selectors: list[str]) -> dict[str, BuildCheck]:
+        probed.append(selectors)
+        return {s: BuildCheck(s == "0:0", "" if s == "0:0" else "error: unknown target CPU 'generic'")
+                for s in selectors}
+
+    monkeypatch.setattr(health, "_probe", probe)
+    first = health.checks({"0:0": "intel|1.0", "1:0": "pocl|3.0"})
+    assert first == {"0:0": BuildCheck(True), "1:0": BuildCheck(False, "error: unknown target CPU 'generic'")}
+    assert health.checks({"0:0": "intel|1.0", "1:0": "pocl|3.0"}) == first
+    assert probed == [["0:0", "1:0"]], "the second call read the cache"
+    health.checks({"0:0": "intel|2.0", "1:0": "pocl|3.0"})
+    assert probed[-1] == ["0:0"], "a new driver version is probed again, the other is not"
+    health.checks({"0:0": "intel|2.0"}, recheck=True)
+    assert probed[-1] == ["0:0"] and len(probed) == 3
+
+
+def test_a_damaged_cache_is_probed_again(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    cache.mkdir(parents=True)
+    health.cache_path().write_text("{not json")
+    monkeypatch.setattr(health, "_probe", lambda sels: {s: BuildCheck(True) for s in sels})
+    assert health.checks({"0:0": "k"}) == {"0:0": BuildCheck(True)}
+
+
+def test_a_probe_that_crashes_is_reported_and_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\necho 'Segmentation fault in the driver' >&2\nkill -SEGV $$\n")
+    fake_python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake_python))
+    (check,) = health.checks({"0:0": "broken|1"}).values()
+    assert not check.ok and "crashed" in check.message and "Segmentation fault" in check.message
+    assert "broken|1" not in health._read_cache()
+
+
+def _found(*types_and_builds: tuple[str, bool]) -> tuple[list, dict[str, BuildCheck]]:
+    found, checks = [], {}
+    for i, (kind, ok) in enumerate(types_and_builds):
+        info = replace(FAKE, selector=f"{i}:0", name=f"{kind} {i}", device_type=kind)
+        found.append((info, None))
+        checks[info.selector] = BuildCheck(ok, "" if ok else "error: unknown target CPU 'generic'")
+    return found, checks
+
+
+@pytest.mark.parametrize("devices, chosen", [
+    ([("CPU", True), ("GPU", True)], "1:0"),            # a GPU that builds first
+    ([("GPU", False), ("CPU", False), ("CPU", True)], "2:0"),  # else the first CPU that builds
+    ([("ACCELERATOR", True), ("CPU", True)], "1:0"),
+])
+def test_the_default_is_the_first_gpu_then_cpu_that_builds(monkeypatch, devices, chosen) -> None:
+    found, checks = _found(*devices)
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    monkeypatch.delenv("AUTOTUNE_DEVICE", raising=False)
+    assert device.select(None)[0].selector == chosen
+
+
+def test_no_device_that_builds_and_a_broken_selected_one_are_clear_errors(monkeypatch) -> None:
+    found, checks = _found(("CPU", False), ("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    with pytest.raises(DeviceError, match=r"cannot build OpenCL kernels: error: unknown target CPU 'generic'; "
+                                          r"use --device 1:0"):
+        device.select("0:0")
+    checks["1:0"] = BuildCheck(False, "error: unknown target CPU 'generic'")
+    with pytest.raises(DeviceError, match=r"no OpenCL device can build kernels: .*pip install 'autotune\[cpu\]'"):
+        device.select(None)
+
+
+@needs_opencl
+def test_the_device_under_test_builds_in_the_child_process(ocl_device: str) -> None:
+    info, _ = device.select(ocl_device, require_build=False)
+    assert health.checks({ocl_device: device.build_key(info)}) == {ocl_device: BuildCheck(True)}
+    assert device.build_key(info) in health._read_cache()

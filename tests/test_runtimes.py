@@ -1,0 +1,118 @@
+"""Registering the pip-installed CPU runtimes with the ICD loader, without losing the system's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune import runtimes
+from autotune.runtimes import Runtime
+
+INTEL = Runtime("intel-cpu", Path("/venv/lib/libintelocl.so"))
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _system(tmp_path: Path, **icds: str) -> Path:
+    folder = tmp_path / "vendors"
+    folder.mkdir()
+    for name, library in icds.items():
+        (folder / f"{name}.icd").write_text(library + "\n")
+    return folder
+
+
+def _contents(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text().strip() for p in folder.iterdir()}
+
+
+def test_the_folder_keeps_every_system_icd_and_adds_the_runtime(tmp_path: Path) -> None:
+    system = _system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1", amdocl64="libamdocl64.so")
+    folder = runtimes.vendors_folder([INTEL], str(system))
+    assert folder is not None
+    assert _contents(folder) == {"nvidia.icd": "/usr/lib/libnvidia-opencl.so.1",
+                                 "amdocl64.icd": "libamdocl64.so",
+                                 "autotune-intel-cpu.icd": "/venv/lib/libintelocl.so"}
+    assert runtimes.vendors_folder([INTEL], str(system)) == folder, "same content, same folder"
+
+
+def test_a_runtime_the_system_registers_is_not_added_twice(tmp_path: Path) -> None:
+    system = _system(tmp_path, intel="/opt/intel/oneapi/lib/libintelocl.so")
+    assert runtimes.vendors_folder([INTEL], str(system)) is None
+
+
+def test_a_single_icd_file_or_library_in_the_variable_is_kept(tmp_path: Path) -> None:
+    system = _system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")
+    one = runtimes.vendors_folder([INTEL], str(system / "nvidia.icd"))
+    assert one is not None and _contents(one)["nvidia.icd"] == "/usr/lib/libnvidia-opencl.so.1"
+    lib = runtimes.vendors_folder([INTEL], "/usr/lib/libnvidia-opencl.so.1")
+    assert lib is not None and "/usr/lib/libnvidia-opencl.so.1" in _contents(lib).values()
+
+
+def test_register_points_the_loader_at_the_folder_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    system = _system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(system))
+    monkeypatch.delenv("AUTOTUNE_SYSTEM_OPENCL", raising=False)
+    monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
+    assert runtimes.register() == [INTEL]
+    folder = Path(os.environ["OCL_ICD_VENDORS"])
+    assert folder != system and set(_contents(folder)) == {"nvidia.icd", "autotune-intel-cpu.icd"}
+    assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == str(folder), \
+        "a worker process (which inherits the variable) registers nothing more"
+
+
+def test_system_opencl_only_leaves_the_loader_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OCL_ICD_VENDORS", "/somewhere")
+    monkeypatch.setenv("AUTOTUNE_SYSTEM_OPENCL", "1")
+    monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
+    assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == "/somewhere"
+
+
+def test_no_writable_cache_keeps_the_system_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(blocker / "cache"))  # a file where a folder must go
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(_system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")))
+    monkeypatch.delenv("AUTOTUNE_SYSTEM_OPENCL", raising=False)
+    monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
+    before = os.environ["OCL_ICD_VENDORS"]
+    assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == before
+
+
+_PLATFORMS = "import autotune, json, pyopencl as cl; print(json.dumps([p.name for p in cl.get_platforms()]))"
+
+
+def _platforms(env: dict[str, str]) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _PLATFORMS], capture_output=True, text=True,
+                         timeout=120, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(not runtimes.installed(), reason="intel-opencl-rt is not installed (the cpu extra)")
+def test_importing_autotune_finds_intels_runtime_and_a_system_driver(tmp_path: Path, cache: Path) -> None:
+    # The "system driver" is PyOpenCL's bundled PoCL, registered by path as a GPU driver would be.
+    import pyopencl
+
+    pocl = next((Path(pyopencl.__file__).parent / ".libs").glob("libpocl*.so*"), None)
+    if pocl is None:
+        pytest.skip("this pyopencl bundles no PoCL to stand in for a system driver")
+    base = {k: v for k, v in os.environ.items() if k not in ("OCL_ICD_VENDORS", "AUTOTUNE_SYSTEM_OPENCL")}
+    base["AUTOTUNE_CACHE"] = str(cache)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    without = _platforms(dict(base, OCL_ICD_VENDORS=str(empty)))
+    with_driver = _platforms(dict(base, OCL_ICD_VENDORS=str(_system(tmp_path, driver=str(pocl)))))
+    assert without.count("Intel(R) OpenCL") == 1 and with_driver.count("Intel(R) OpenCL") == 1
+    pocl_name = "Portable Computing Language"
+    assert with_driver.count(pocl_name) == without.count(pocl_name) + 1, \
+        "the system's ICD was lost when autotune registered its runtime"
+    system_only = _platforms(dict(base, OCL_ICD_VENDORS=str(empty), AUTOTUNE_SYSTEM_OPENCL="1"))
+    assert "Intel(R) OpenCL" not in system_only

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
+from .launch import build_quietly
+
 _FMA_SOURCE = """
 __kernel void fma_peak(__global float* out, float b, float c) {
     float a0 = get_global_id(0), a1 = a0 + 1, a2 = a0 + 2, a3 = a0 + 3;
@@ -64,7 +66,7 @@ def fp32_peak(ctx: cl.Context, runs: int = 5, iters: int = 4096) -> Ceiling:
     queue = _profiled_queue(ctx)
     dev = ctx.devices[0]
     work = dev.max_compute_units * 2048
-    prg = cl.Program(ctx, _FMA_SOURCE).build(options=[f"-DITERS={iters}", "-cl-mad-enable"])
+    prg = build_quietly(ctx, _FMA_SOURCE, [f"-DITERS={iters}", "-cl-mad-enable"])
     out = cl.Buffer(ctx, cl.mem_flags.WRITE_ONLY, work * 4)
     kernel = prg.fma_peak
     kernel.set_args(out, np.float32(0.999), np.float32(0.001))

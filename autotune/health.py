@@ -104,12 +104,12 @@ def build_once(selector: str) -> BuildCheck:
     """Build the probe kernel on the device ``P:D`` (in this process)."""
     import pyopencl as cl
 
-    from .launch import BUILD_ERRORS, error_code, short
+    from .launch import BUILD_ERRORS, build_quietly, error_code, short
 
     p, d = (int(x) for x in selector.split(":"))
     device = cl.get_platforms()[p].get_devices()[d]
     try:
-        cl.Program(cl.Context([device]), PROBE_SOURCE).build(options=["-w"])
+        build_quietly(cl.Context([device]), PROBE_SOURCE)
     except cl.Error as exc:
         if error_code(exc) not in BUILD_ERRORS:
             raise
@@ -118,9 +118,6 @@ def build_once(selector: str) -> BuildCheck:
 
 
 def _main(selectors: list[str]) -> None:
-    import warnings
-
-    warnings.simplefilter("ignore")  # pyopencl's CompilerWarning for a non-empty build log
     for sel in selectors:
         result = build_once(sel)
         print(json.dumps([sel, result.ok, result.message]), flush=True)

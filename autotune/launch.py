@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyopencl as cl
@@ -70,14 +70,19 @@ def short(text: str, limit: int = 400) -> str:
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
+def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
+    """Build ``source``; raises pyopencl's error on failure, prints nothing on success."""
+    with warnings.catch_warnings():
+        # a non-empty build log is normal for tuned variants; failures are errors
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
+        # compilers (PoCL's clang) print that to the terminal, burying the progress lines
+        return cl.Program(ctx, source).build(options=[*options, "-w"])
+
+
 def _build(ctx: cl.Context, source: str, options: tuple[str, ...]) -> cl.Program:
     try:
-        with warnings.catch_warnings():
-            # a non-empty build log is normal for tuned variants; failures are errors
-            warnings.simplefilter("ignore", cl.CompilerWarning)
-            # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
-            # compilers (PoCL's clang) print that to the terminal, burying the progress lines
-            return cl.Program(ctx, source).build(options=[*options, "-w"])
+        return build_quietly(ctx, source, options)
     except cl.Error as exc:
         if error_code(exc) in BUILD_ERRORS:
             raise CandidateError("compile_error", short(str(exc))) from None

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
+from .launch import build_quietly
+
 EMPTY_KERNEL = "__kernel void empty(void) {}"
 
 
@@ -65,7 +67,7 @@ def launch_overhead(ctx_or_device: cl.Context | cl.Device, repeats: int = 1000,
         device = ctx_or_device
         ctx = cl.Context([device])
     queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    kernel = cl.Kernel(cl.Program(ctx, EMPTY_KERNEL).build(), "empty")
+    kernel = cl.Kernel(build_quietly(ctx, EMPTY_KERNEL), "empty")
     one = (1,)
 
     # Warm up: the first launches pay for lazy work (code generation, thread start-up).

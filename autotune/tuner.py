@@ -262,6 +262,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                 sampler=_sampler(options.sampler, options.seed, n_startup))
     distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                      for p in spec.parameters}
+    _discard_waiting(study)
 
     seen: dict[str, TrialRecord] = {}
     for t in study.get_trials(deepcopy=False):
@@ -445,6 +446,19 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         signal.signal(signal.SIGINT, signal.default_int_handler)
         raise TuningInterrupted(report)
     return report
+
+
+def _discard_waiting(study: optuna.Study) -> None:
+    """Fail the trials a stopped run enqueued but never asked for.
+
+    An interrupt between ``enqueue_trial`` and ``ask`` leaves a WAITING trial; the next run's
+    ``ask`` would return it instead of the configuration just enqueued, and one configuration
+    would never be measured.
+    """
+    for _ in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        trial = study.ask()
+        trial.set_user_attr("status", Status.INTERRUPTED.value)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 def open_storage(url: str | None) -> optuna.storages.BaseStorage:

@@ -164,3 +164,21 @@ def test_a_retune_starts_from_the_previous_winners_even_of_an_older_spec(tmp_pat
     run(sp, ev, trials=6, seed=0)
     first = [(c["WPT"], c["WG"], c["mad"]) for c in ev.calls[:4]]
     assert first == [(1, 16, False), (4, 16, True), (2, 32, False), (2, 64, False)]
+
+
+def test_a_trial_enqueued_by_an_interrupted_run_does_not_hide_a_configuration(scale):
+    # An interrupt between enqueue_trial and ask leaves a WAITING trial in the study; the resumed
+    # run must still measure every valid configuration exactly once.
+    import optuna
+
+    from autotune.tuner import open_storage, study_name
+
+    problem = scale.resolve_problem({})
+    study = optuna.create_study(study_name=study_name(scale, FAKE, problem), storage=open_storage(None))
+    study.enqueue_trial({"WPT": 2, "WG": 32, "MODE": 0, "mad": True})
+    ev = FakeEvaluator()
+    report = run(scale, ev, sampler="grid", trials=1000)
+    valid = enumerate_valid(scale, problem, FAKE.facts())
+    assert report.stopped_by == "exhausted"
+    assert sorted(map(config_key, ev.calls)) == sorted(map(config_key, valid))
+    assert report.study_trials == len(valid)

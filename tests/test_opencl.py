@@ -59,7 +59,8 @@ def test_tune_then_load_uses_the_tuned_kernel(queue):
     assert matmul_check(queue, "row", 128, 64, 64).source in ("nearest", "default")
 
 
-def test_load_without_profile_falls_back_to_default_with_one_warning(queue):
+def test_load_without_profile_falls_back_to_default_with_one_warning(queue, monkeypatch):
+    monkeypatch.setattr(autotune.loader, "_warned", set())  # once per process: other tests warned
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mm = matmul_check(queue, "col", 64, 128, 32)

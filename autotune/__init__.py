@@ -12,12 +12,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .runtimes import register as _register_runtimes  # noqa: E402
+from .runtimes import register as _register_runtimes
 
 # before anything asks the ICD loader for platforms (see autotune.runtimes)
 _register_runtimes()
 
-from .errors import (  # noqa: E402
+from .errors import (
     AutotuneError,
     BuildError,
     DeviceError,
@@ -28,8 +28,8 @@ from .errors import (  # noqa: E402
     TuningInterrupted,
     WorkerError,
 )
-from .loader import AutotuneWarning, TunedKernel, load_kernel  # noqa: E402
-from .tuner import TuneOptions, TuneReport, tune  # noqa: E402
+from .loader import AutotuneWarning, TunedKernel, load_kernel
+from .tuner import TuneOptions, TuneReport, tune
 
 __all__ = [
     "AutotuneError",

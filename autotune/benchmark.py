@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import pyopencl as cl
 
 from . import ceilings
 from . import device as devices
 from . import spec as specs
-from .bench import Bench, Measurement, TimingOptions, make_workload
+from .ceilings import Ceiling
 from .loader import Choice, choose
+from .measure import Bench, TimingOptions, make_workload
+from .result import Measurement
 from .space import check
 
 
@@ -25,7 +28,7 @@ class BenchResult:
     choice: Choice
     measurement: Measurement
     metrics: Mapping[str, float]
-    ceilings: tuple[ceilings.Ceiling, ...]
+    ceilings: tuple[Ceiling, ...]
     baseline: Measurement | None = None  # the spec's baseline variant, timed in the same run
 
     @property
@@ -35,7 +38,7 @@ class BenchResult:
             return None
         return self.baseline.median_ms / self.measurement.median_ms
 
-    def ratios(self, ceiling: ceilings.Ceiling) -> dict[str, float]:
+    def ratios(self, ceiling: Ceiling) -> dict[str, float]:
         """metric / ceiling for every metric in the ceiling's unit (``GB/s``, ``GB/s r+w``, ...)."""
         return {name: value / ceiling.value for name, value in self.metrics.items()
                 if name.split()[0] == ceiling.unit}
@@ -53,16 +56,15 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(),
                   TimingOptions(warmup=3, min_repeats=20, max_repeats=200, min_time_s=0.5))
     m = bench.measure(choice.params)
-    baseline = spec.complete(dict(spec.baseline))
-    if baseline == choice.params:
+    baseline = spec.baseline_config
+    if baseline == dict(choice.params):
         base: Measurement | None = m  # the tuned configuration is the baseline: time it once
     elif check(spec, baseline, prob, info.facts()) is None:
         base = bench.measure(baseline)
     else:
         base = None  # the baseline variant cannot run this problem
-    metrics = ({name: float(e(dict(prob, seconds=m.median_ms * 1e-3))) for name, e in spec.metrics}
-               if m.ok else {})
-    found: list[ceilings.Ceiling] = []
+    metrics = spec.throughput(prob, m.median_ms) if m.ok else {}
+    found: list[Ceiling] = []
     if spec.ceiling == "copy":
         found.append(ceilings.copy_bandwidth(ctx, min(copy_bytes, dev.max_mem_alloc_size // 2)))
     else:

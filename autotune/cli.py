@@ -6,10 +6,12 @@ import argparse
 import math
 import re
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .errors import AutotuneError, ProblemError, TuningInterrupted
+from .proposer import Sampler
 
 _EXIT_ERROR, _EXIT_INTERRUPTED = 1, 130
 
@@ -43,27 +45,18 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _number(kind: type) -> Any:
+    """An argparse type that says what is wrong with a non-number (ranges: TuneOptions)."""
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-class _Parser(argparse.ArgumentParser):
+class _ArgumentParser(argparse.ArgumentParser):
     """Usage errors as one line that points to --help."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
@@ -71,12 +64,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = _ArgumentParser(
         prog="autotune",
         description="Tune OpenCL kernels: verified variants, optuna search, per-device profiles.")
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                parser_class=_Parser)
+                                parser_class=_ArgumentParser)
 
     run = sub.add_parser("run", help="tune a kernel on a device and save the best to its profile",
                          description="Tune KERNEL (a built-in name or your spec YAML) and save the "
@@ -88,26 +81,26 @@ def build_parser() -> argparse.ArgumentParser:
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
     run.add_argument("-d", "--device", help="device selector (see `autotune devices`); "
                      "default: $AUTOTUNE_DEVICE, else the first GPU, else the first device")
-    run.add_argument("-n", "--trials", type=_positive_int, default=40,
+    run.add_argument("-n", "--trials", type=_number(int), default=40,
                      help="new configurations to measure (invalid and repeated ones do not count; "
                      "default 40)")
-    run.add_argument("-t", "--timeout", type=_positive_float, default=150.0,
+    run.add_argument("-t", "--timeout", type=_number(float), default=150.0,
                      help="stop starting new trials after this many seconds (default 150)")
-    run.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe",
+    run.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                      help="tpe (default; multivariate, grouped), random, or grid (every valid "
                      "configuration in order)")
     run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
     run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME)")
-    run.add_argument("--max-time-per-config", type=_positive_float, metavar="SECONDS",
+    run.add_argument("--max-time-per-config", type=_number(float), metavar="SECONDS",
                      help="kill and record as timeout a candidate that takes longer to build, "
                      "verify and time (default: max(30 s, 10x the baseline's))")
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process (faster start, but a hung or crashing "
                      "kernel stops the run)")
-    run.add_argument("--compile-ahead", type=int, metavar="N",
+    run.add_argument("--compile-ahead", type=_number(int), metavar="N",
                      help="build the next N known candidates in the background while one is "
                      "timed (default: 2 on GPUs, 0 on CPU devices, whose kernels the builds would slow)")
-    run.add_argument("--prune", type=float, default=3.0, metavar="FACTOR",
+    run.add_argument("--prune", type=_number(float), default=3.0, metavar="FACTOR",
                      help="time a candidate only once when a launch of it takes over FACTOR times "
                      "the best so far, which it cannot beat (default 3; 0: time every candidate "
                      "in full)")
@@ -124,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="build the check kernel again instead of using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
     probe.add_argument("-d", "--device", help="device selector (default as for run)")
-    probe.add_argument("-n", "--repeats", type=_positive_int, default=1000, help="launches per batch")
+    probe.add_argument("-n", "--repeats", type=_number(int), default=1000, help="launches per batch (at least 1)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
                            "ceilings (copy bandwidth, FP32 peak, cuBLAS when torch is there)")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
@@ -169,7 +162,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .tuner import TuneOptions, tune
 
     spec, problem = _spec_and_problem(args)
-    options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=args.sampler,
+    options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=Sampler(args.sampler),
                           seed=args.seed, storage=args.storage, device=args.device,
                           max_time_per_config=args.max_time_per_config,
                           isolate=not args.no_isolation, save=not args.no_save,
@@ -200,6 +193,12 @@ def _progress(spec: Any) -> Any:
     return show
 
 
+def _describe_error(m: Any) -> str:
+    used = (f", worst element at {100 * m.tolerance_used:.0f}% of its tolerance"
+            if m.tolerance_used is not None else "")
+    return f"{m.error:.3g} relative to the reference (norm){used}"
+
+
 def format_report(report: Any) -> str:
     """The end-of-run summary."""
     lines = [f"\n{report.spec.name} on {report.device.name} ({report.device.platform}), "
@@ -211,16 +210,15 @@ def format_report(report: Any) -> str:
         flags = report.spec.enabled_flags(best.params)
         shown = report.spec.without_flags(best.params)
         lines.append(f"  best        {_fmt_params(shown)}" + (f"  flags: {' '.join(flags)}" if flags else ""))
-        lo, hi = best.spread_ms or (math.nan, math.nan)
+        lo, hi = best.spread
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
         if best.error is not None:
-            worst = f", largest element {best.max_error:.3g}" if best.max_error is not None else ""
-            lines.append(f"  error       {best.error:.3g} relative to the reference (norm){worst}")
+            lines.append(f"  error       {_describe_error(best)}")
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup
-            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms ({_fmt_params(report.spec.baseline_dict())})"
+            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms ({_fmt_params(report.spec.baseline_overrides())})"
                          + (f"  -> speed-up {sp:.2f}x" if sp else ""))
         else:
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
@@ -310,7 +308,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     r = benchmark.run(spec, problem, args.device)
     prob = ",".join(f"{k}={v}" for k, v in r.problem.items())
     print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), {prob}")
-    print(f"  config      {r.choice.source}: {_fmt_params(r.choice.params)}")
+    print(f"  config      {r.choice.origin}: {_fmt_params(r.choice.params)}")
     m = r.measurement
     if not m.ok:
         print(f"  FAILED      {m.status.value}: {m.message}")
@@ -319,8 +317,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     print(f"  time        {m.median_ms:.4f} ms median of {len(m.times_ms)} (min {lo:.4f}, max {hi:.4f})")
     print("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in r.metrics.items()))
     if m.error is not None:
-        print(f"  error       {m.error:.3g} relative to the reference (norm), "
-              f"largest element {m.max_error:.3g}")
+        print(f"  error       {_describe_error(m)}")
     if r.speedup is not None:
         print(f"  baseline    {r.baseline.median_ms:.4f} ms  -> speed-up {r.speedup:.2f}x")
     elif r.baseline is not None:
@@ -334,6 +331,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from . import device, probe
 
+    if args.repeats < 1:
+        raise ProblemError(f"--repeats must be at least 1 (got {args.repeats})")
     info, dev = device.select(args.device)
     print(f"{info.name} ({info.platform}, driver {info.driver})")
     print("  " + probe.launch_overhead(dev, repeats=args.repeats).describe())

@@ -14,8 +14,8 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 #: After this many measured trials fail to build with one message, the run stops.
 WINDOW = 3

@@ -17,8 +17,9 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .errors import ExpressionError
 
@@ -83,7 +84,7 @@ class Expr:
     _fn: _Fn = field(repr=False, compare=False)
 
     @classmethod
-    def parse(cls, source: str | int | float | bool) -> Expr:
+    def parse(cls, source: str | float | bool) -> Expr:
         """Parse ``source``; numbers are accepted as constant expressions."""
         if isinstance(source, bool) or isinstance(source, (int, float)):
             value = source
@@ -97,6 +98,11 @@ class Expr:
         names: set[str] = set()
         fn = _compile(tree.body, source, names)
         return cls(source, frozenset(names), fn)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # the compiled closure does not pickle; the source re-parses to the same expression
+        # (a spec travels to the measuring worker this way)
+        return (_reparse, (self.source, self.names))
 
     def __call__(self, env: Env) -> Any:
         try:
@@ -116,6 +122,15 @@ class Expr:
                 f"{where}: {self.source!r} uses unknown name(s) {', '.join(unknown)}; "
                 f"known names are: {', '.join(sorted(known))}"
             )
+
+
+def _reparse(source: str, names: frozenset[str]) -> Expr:
+    if not names:  # a constant: parse() keeps numbers as their value, not as text
+        try:
+            return Expr.parse(ast.literal_eval(source))
+        except (ValueError, SyntaxError):
+            pass
+    return Expr.parse(source)
 
 
 def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:

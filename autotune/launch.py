@@ -5,16 +5,18 @@ Example:
     >>> from autotune import spec as S
     >>> ctx = cl.create_some_context(interactive=False)
     >>> sp = S.load("matmul")
-    >>> run = Launch(ctx, sp, sp.complete(dict(sp.default)), {"M": 64, "N": 64, "K": 64, "layout": "row"})
-    >>> [s.entry for s in run.geometry.steps]
-    ['matmul']
+    >>> run = Launch(ctx, sp, sp.default_config, {"M": 64, "N": 64, "K": 64, "layout": "row"},
+    ...              {"max_work_group_size": 256})  # doctest: +SKIP
+    >>> run.arg_names  # doctest: +SKIP
+    ('A', 'B', 'C')
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -120,45 +122,61 @@ class ProgramCache:
 
 
 class Launch:
-    """A built configuration: kernels, resolved geometry and scratch buffers."""
+    """One configuration bound to a context: kernels built, geometry resolved, scratch allocated.
+
+    The one place a configuration becomes something to enqueue, for the tuner and the loader
+    alike: it needs the device's facts, since launch expressions may use them.
+    """
 
     def __init__(self, ctx: cl.Context, spec: KernelSpec, params: Mapping[str, Value],
-                 problem: Mapping[str, Any], cache: ProgramCache | None = None,
-                 facts: Mapping[str, Any] | None = None) -> None:
+                 problem: Mapping[str, Any], facts: Mapping[str, Any],
+                 cache: ProgramCache | None = None) -> None:
         self.spec = spec
         self.params = dict(params)
         self.problem = dict(problem)
-        self.geometry: Geometry = geometry(spec, params, problem, facts or {})
+        self.geometry: Geometry = geometry(spec, params, problem, facts)
         self.options = spec.build_options(params, problem)
         program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
-        device = ctx.devices[0]
-        self.kernels: list[cl.Kernel] = []
-        for step in self.geometry.steps:
-            try:
-                kernel = cl.Kernel(program, step.entry)
-            except cl.Error as exc:
-                if error_code(exc) in BUILD_ERRORS:
-                    raise CandidateError(
-                        "compile_error", f"no kernel {step.entry!r} in {spec.template.name} "
-                        "for this configuration") from None
-                raise
-            if step.local_size is not None:
-                limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
-                size = int(np.prod(step.local_size))
-                if size > limit:
-                    raise CandidateError(
-                        "launch_error",
-                        f"{step.entry}: work-group {size} > {limit} allowed for this kernel "
-                        "(registers or local memory)")
-            self.kernels.append(kernel)
+        self.kernels = [self._kernel(program, step, ctx.devices[0]) for step in self.geometry.steps]
         self.scratch = {
             name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes, 4))
             for name, nbytes in self.geometry.scratch
         }
 
+    def _kernel(self, program: cl.Program, step: Any, device: cl.Device) -> cl.Kernel:
+        try:
+            kernel = cl.Kernel(program, step.entry)
+        except cl.Error as exc:
+            if error_code(exc) in BUILD_ERRORS:
+                raise CandidateError(
+                    "compile_error", f"no kernel {step.entry!r} in {self.spec.template.name} "
+                    "for this configuration") from None
+            raise
+        if step.local_size is not None:
+            limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+            size = int(np.prod(step.local_size))
+            if size > limit:
+                raise CandidateError(
+                    "launch_error",
+                    f"{step.entry}: work-group {size} > {limit} allowed for this kernel "
+                    "(registers or local memory)")
+        return kernel
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        """The arguments a caller supplies, in order of first use: every kernel argument but
+        scratch buffers and integer problem keys (those are bound here)."""
+        names: list[str] = []
+        for step in self.geometry.steps:
+            names.extend(a for a in step.args if a not in names and not self._bound_here(a))
+        return tuple(names)
+
+    def _bound_here(self, name: str) -> bool:
+        return name in self.scratch or isinstance(self.problem.get(name), int)
+
     def enqueue(self, queue: cl.CommandQueue, named: Mapping[str, Any],
                 wait_for: list[cl.Event] | None = None) -> list[cl.Event]:
-        """Enqueue every step; ``named`` maps argument names to buffers or scalars."""
+        """Enqueue every step; ``named`` maps the :attr:`arg_names` to buffers or scalars."""
         events: list[cl.Event] = []
         for kernel, step in zip(self.kernels, self.geometry.steps):
             kernel.set_args(*(self._arg(name, named) for name in step.args))
@@ -177,7 +195,7 @@ class Launch:
             return self.scratch[name]
         if name in named:
             return named[name]
-        if name in self.problem and isinstance(self.problem[name], int):
+        if isinstance(self.problem.get(name), int):
             return np.int32(self.problem[name])
         raise SpecError(
             f"{self.spec.path}: args: {name!r} is neither an input of the reference module, "

@@ -15,9 +15,10 @@ Example:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pyopencl as cl
 
@@ -38,10 +39,10 @@ class AutotuneWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Choice:
-    """Which configuration the loader picked and why."""
+    """Which configuration the loader picked and how: ``origin`` is exact, nearest or default."""
 
     params: Mapping[str, Value]
-    source: str  # "exact", "nearest" or "default"
+    origin: str
     entry: profiles.Entry | None = None
     profile: Path | None = None
 
@@ -51,32 +52,26 @@ class TunedKernel:
 
     Attributes:
         params: the configuration in use (parameters and build-flag switches).
-        source: ``exact``, ``nearest`` or ``default`` (how it was chosen).
+        origin: ``exact``, ``nearest`` or ``default`` (how it was chosen).
         global_size, local_size: the NDRange of the (first) launch step.
         arg_names: the arguments ``__call__`` takes, in order.
     """
 
     def __init__(self, spec: KernelSpec, queue: cl.CommandQueue, problem: Mapping[str, Any],
-                 choice: Choice) -> None:
+                 choice: Choice, facts: Mapping[str, Any]) -> None:
         self.spec, self.queue, self.problem = spec, queue, dict(problem)
         self.choice = choice
         self.params = dict(choice.params)
-        self.source = choice.source
+        self.origin = choice.origin
         self.entry = choice.entry
         try:
-            self._launch = Launch(_context(queue), spec, self.params, self.problem)
+            self._launch = Launch(_context(queue), spec, self.params, self.problem, facts)
         except CandidateError as exc:
             raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
         first = self._launch.geometry.steps[0]
         self.global_size, self.local_size = first.global_size, first.local_size
         self.build_options = self._launch.options
-        names: list[str] = []
-        for step in self._launch.geometry.steps:
-            for a in step.args:
-                if a not in names and a not in self._launch.scratch and not (
-                        a in self.problem and isinstance(self.problem[a], int)):
-                    names.append(a)
-        self.arg_names = tuple(names)
+        self.arg_names = self._launch.arg_names
 
     def __call__(self, *args: Any, wait_for: list[cl.Event] | None = None, **named: Any) -> cl.Event:
         """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the last event."""
@@ -91,7 +86,7 @@ class TunedKernel:
         return self._launch.enqueue(self.queue, bound, wait_for)[-1]
 
     def __repr__(self) -> str:
-        return f"TunedKernel({self.spec.name!r}, {self.source}, params={self.params})"
+        return f"TunedKernel({self.spec.name!r}, {self.origin}, params={self.params})"
 
 
 def _context(queue: cl.CommandQueue) -> cl.Context:
@@ -122,10 +117,10 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     best = profiles.nearest([e for e, _ in found], problem, spec.spec_hash, usable)
     if best is not None:
         path = next(p for e, p in found if e is best)
-        source = "exact" if dict(best.problem) == dict(problem) else "nearest"
+        origin = "exact" if dict(best.problem) == dict(problem) else "nearest"
         params = spec.from_stored(best.params, best.build_flags)
         assert params is not None  # usable() checked it
-        return Choice(params, source, best, path)
+        return Choice(params, origin, best, path)
 
     key = (spec.name, info.slug)
     if key not in _warned:
@@ -133,7 +128,7 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
         warnings.warn(AutotuneWarning(
             f"no tuned {spec.name} for {info.name} at {problem}; using the default configuration "
             f"(run `autotune run {spec.name}` to tune it)"), stacklevel=3)
-    for candidate in (spec.complete(dict(spec.default)), spec.complete(dict(spec.baseline))):
+    for candidate in (spec.default_config, spec.baseline_config):
         if check(spec, candidate, problem, facts) is None:
             return Choice(candidate, "default")
     valid = enumerate_valid(spec, problem, facts, limit=1)
@@ -152,4 +147,4 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     spec = specs.load(name)
     prob = spec.resolve_problem(problem)
     info = devices.info(queue.device)
-    return TunedKernel(spec, queue, prob, choose(spec, info, prob))
+    return TunedKernel(spec, queue, prob, choose(spec, info, prob), info.facts())

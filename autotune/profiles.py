@@ -19,9 +19,10 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import yaml
 from filelock import FileLock
@@ -46,7 +47,7 @@ class Entry:
     baseline_ms: float | None = None
     spread_ms: tuple[float, float] | None = None
     error: float | None = None
-    max_error: float | None = None
+    tolerance_used: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_yaml(self) -> dict[str, Any]:
@@ -78,7 +79,8 @@ class Entry:
                 baseline_ms=raw.get("baseline_ms"),
                 spread_ms=tuple(raw["spread_ms"]) if raw.get("spread_ms") else None,
                 error=raw.get("error"),
-                max_error=raw.get("max_error"),
+                # max_error (a relative error, huge near zero) was replaced by this: not carried
+                tolerance_used=raw.get("tolerance_used"),
                 extra=dict(raw.get("extra") or {}),
             )
         except (TypeError, ValueError) as exc:
@@ -210,14 +212,19 @@ def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
     return total
 
 
+def ranked(candidates: Iterable[Entry], problem: Mapping[str, Any],
+           spec_hash: str) -> list[Entry]:
+    """Entries that can stand in for ``problem``, best first: nearest problem (log-distance
+    over sizes; options must match), then entries of the current spec before stale ones, then
+    the faster. The loader takes the first current one that is valid; a re-tune starts from
+    the first few of either kind."""
+    keyed = [(distance(dict(problem), dict(e.problem)), e.spec_hash != spec_hash, e.time_ms, i, e)
+             for i, e in enumerate(candidates)]
+    return [e for d, *_, e in sorted(keyed, key=lambda k: k[:4]) if math.isfinite(d)]
+
+
 def nearest(candidates: Iterable[Entry], problem: Mapping[str, Any], spec_hash: str,
             usable: Callable[[Entry], bool]) -> Entry | None:
-    """The exact entry, else the nearest (log-distance over sizes) one ``usable`` accepts."""
-    current = [e for e in candidates if e.spec_hash == spec_hash]
-    ranked = sorted(current, key=lambda e: (distance(dict(problem), dict(e.problem)), e.time_ms))
-    for e in ranked:
-        if math.isinf(distance(dict(problem), dict(e.problem))):
-            break
-        if usable(e):
-            return e
-    return None
+    """The exact entry, else the nearest one of the current spec that ``usable`` accepts."""
+    return next((e for e in ranked(candidates, problem, spec_hash)
+                 if e.spec_hash == spec_hash and usable(e)), None)

@@ -6,7 +6,7 @@ message raised here names the file, the key and how to fix it.
 
 Example:
     >>> spec = load("matmul")
-    >>> spec.name, "TSM" in spec.parameter_names
+    >>> spec.name, "MWG" in spec.parameter_names
     ('matmul', True)
 """
 
@@ -19,11 +19,12 @@ import importlib.util
 import json
 import re
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -136,10 +137,30 @@ class KernelSpec:
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
 
-    def baseline_dict(self) -> dict[str, Value]:
-        """The baseline's parameters that differ from each parameter's first value."""
+    @property
+    def baseline_config(self) -> dict[str, Value]:
+        """The baseline variant, a full configuration (the speed-up is measured against it)."""
+        return dict(self.baseline)
+
+    @property
+    def default_config(self) -> dict[str, Value]:
+        """What the loader uses when nothing is tuned, a full configuration."""
+        return dict(self.default)
+
+    @property
+    def hint_configs(self) -> list[dict[str, Value]]:
+        """The expert starting points, full configurations."""
+        return [dict(h) for h in self.hints]
+
+    def baseline_overrides(self) -> dict[str, Value]:
+        """The baseline's parameters that are not their first value (how it is shown)."""
         first = {p.name: p.values[0] for p in self.parameters}
         return {k: v for k, v in self.baseline if v != first[k]}
+
+    def throughput(self, problem: Mapping[str, Any], median_ms: float) -> dict[str, float]:
+        """The spec's metrics for a run of ``median_ms`` on ``problem`` (headline first)."""
+        env = dict(problem, seconds=median_ms * 1e-3)
+        return {name: float(e(env)) for name, e in self.metrics}
 
     def without_flags(self, params: Mapping[str, Value]) -> dict[str, Value]:
         """``params`` less the build-flag switches (those go to :meth:`enabled_flags`)."""
@@ -297,10 +318,10 @@ def load(name_or_path: str | Path) -> KernelSpec:
 
 def parse(raw: Any, path: Path) -> KernelSpec:
     """Validate the YAML document ``raw`` read from ``path``."""
-    return _Parser(path).spec(raw)
+    return _Validator(path).spec(raw)
 
 
-class _Parser:
+class _Validator:
     """Validation with messages that name the file and key."""
 
     def __init__(self, path: Path) -> None:

@@ -1,10 +1,12 @@
-"""The tuning loop: ask optuna → check → build → verify → time → tell, then save the best.
+"""The tuning loop: ask → check → measure → tell, then save the best verified configuration.
 
 Only configurations that pass the constraint check are built; only verified ones can win.
-``--trials`` counts new measurements: invalid and already-measured configurations do not
-use it up. The study lives in optuna RDB storage keyed by kernel, device, problem and spec
-hash, so running the same command again resumes it. The first candidates are the baseline,
-the device's earlier winners (:func:`previous_winners`), the spec's default and its hints.
+``--trials`` counts new measurements: invalid and already-measured configurations do not use
+it up. The parts: options checked in :class:`TuneOptions`, candidates from
+:class:`~autotune.proposer.Proposer` (and optuna's TPE), the study in
+:class:`~autotune.study.StudyLog`, measuring behind :class:`~autotune.worker.Evaluator`, the
+counters in :class:`RunState`. The first candidates are the baseline, the device's earlier
+winners (:func:`previous_winners`), the spec's default and its hints.
 
 Example:
     >>> report = tune("matmul", TuneOptions(trials=5), problem={"M": 64, "N": 64, "K": 64})
@@ -15,44 +17,44 @@ Example:
 from __future__ import annotations
 
 import math
-import random
 import signal
 import time
-import warnings
 from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import optuna
-from filelock import FileLock
 
 from . import device as devices
 from . import profiles, settings
 from . import spec as specs
-from .bench import Measurement, Status, TimingOptions, make_workload
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
 from .errors import BuildError, ProblemError, TuningInterrupted
+from .measure import TimingOptions, make_workload
+from .proposer import Proposer, Sampler, startup_trials
+from .result import Measurement, Status
 from .space import check, config_key, enumerate_valid, space_size
 from .spec import KernelSpec, Value
-from .worker import Evaluator, InProcessEvaluator, IsolatedEvaluator, Setup, save_workload, workload_folder
+from .study import StudyLog, quiet_optuna
+from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
-SAMPLERS = ("tpe", "random", "grid")
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
 
 
 @dataclass(frozen=True)
 class TuneOptions:
-    """Options of one tuning run (the CLI's flags)."""
+    """Options of one tuning run (the CLI's flags), checked here and nowhere else."""
 
     trials: int = 40
     timeout_s: float | None = 150.0
-    sampler: str = "tpe"
+    sampler: Sampler = Sampler.TPE
     seed: int | None = None
-    storage: str | None = None
+    storage: str | None = None  # optuna URL; ":memory:" keeps the study in memory
     device: str | None = None
     max_time_per_config: float | None = None
     isolate: bool = True
@@ -61,25 +63,21 @@ class TuneOptions:
     compile_ahead: int | None = None  # candidates built ahead; None: 2 on GPUs, 0 on CPUs
     prune: float = 3.0  # time a candidate once when a launch takes over prune x the best; 0: never
 
-
-@dataclass(frozen=True)
-class TrialRecord:
-    """One evaluated configuration as the tuner saw it."""
-
-    number: int
-    params: Mapping[str, Value]
-    status: Status
-    median_ms: float
-    message: str = ""
-    spread_ms: tuple[float, float] | None = None
-    error: float | None = None
-    wall_s: float = 0.0
-    max_error: float | None = None
-    pruned: bool = False  # timed once: over the cut-off (TuneOptions.prune) at its first launch
-
-    @property
-    def ok(self) -> bool:
-        return self.status is Status.OK
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "sampler", Sampler(self.sampler))
+        except ValueError:
+            raise ProblemError(f"unknown sampler {self.sampler!r}; choose "
+                               f"{', '.join(s.value for s in Sampler)}") from None
+        if self.trials < 1:
+            raise ProblemError(f"--trials must be at least 1 (got {self.trials})")
+        if self.prune < 0 or 0 < self.prune < 1:  # below the best: could prune the next winner
+            raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {self.prune:g})")
+        for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config)):
+            if value is not None and not 0 < value < math.inf:
+                raise ProblemError(f"{name} must be a positive number of seconds (got {value})")
+        if self.compile_ahead is not None and self.compile_ahead < 0:
+            raise ProblemError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
 
 
 @dataclass(frozen=True)
@@ -89,8 +87,8 @@ class TuneReport:
     spec: KernelSpec
     device: DeviceInfo
     problem: Mapping[str, Any]
-    best: TrialRecord | None
-    baseline: TrialRecord | None
+    best: Measurement | None
+    baseline: Measurement | None
     measured: int
     skipped_invalid: int
     repeats: int
@@ -106,13 +104,9 @@ class TuneReport:
     profile_verdict: str | None = None
     pruned: int = 0
 
-    def throughput(self, record: TrialRecord | None = None) -> dict[str, float]:
-        """The spec's metrics for ``record`` (default: the best)."""
-        record = record or self.best
-        if record is None or not record.ok:
-            return {}
-        env = dict(self.problem, seconds=record.median_ms * 1e-3)
-        return {name: float(e(env)) for name, e in self.spec.metrics}
+    def throughput(self) -> dict[str, float]:
+        """The spec's metrics for the best configuration ({} without one)."""
+        return self.spec.throughput(self.problem, self.best.median_ms) if self.best else {}
 
     @property
     def speedup(self) -> float | None:
@@ -121,22 +115,35 @@ class TuneReport:
         return None
 
 
-Progress = Callable[[str, TrialRecord | None, "RunState"], None]
+Progress = Callable[[str, Measurement | None, "RunState"], None]
 
 
 @dataclass
 class RunState:
-    """Mutable counters of a run in progress (seen by the progress callback)."""
+    """Counters of a run in progress (seen by the progress callback)."""
 
     budget: int
     measured: int = 0
     skipped_invalid: int = 0
     repeats: int = 0
     pruned: int = 0
-    best: TrialRecord | None = None
-    baseline: TrialRecord | None = None
+    best: Measurement | None = None
+    baseline: Measurement | None = None
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
+
+    def add(self, m: Measurement, is_baseline: bool) -> None:
+        """Count a new measurement."""
+        self.measured += 1
+        self.pruned += m.pruned
+        if is_baseline:
+            self.baseline = m
+        if m.ok:
+            if self.best is None or m.median_ms < self.best.median_ms:
+                self.best = m
+        else:
+            self.failures[m.status.value] += 1
+            self.failure_examples.setdefault(m.status.value, m.message)
 
 
 def problem_label(problem: Mapping[str, Any]) -> str:
@@ -145,61 +152,6 @@ def problem_label(problem: Mapping[str, Any]) -> str:
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:
     return f"{spec.name}|{info.slug}|{problem_label(problem)}|{spec.spec_hash}"
-
-
-def _sampler(name: str, seed: int | None, n_startup: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(multivariate=True, group=True,
-                                              n_startup_trials=n_startup, seed=seed)
-    return optuna.samplers.RandomSampler(seed=seed)
-
-
-def startup_trials(valid: int, budget: int) -> int:
-    """Random start-up trials before TPE models: ~√(valid space), within a third of the budget."""
-    return max(3, min(int(round(math.sqrt(valid))), 30, max(3, budget // 3)))
-
-
-def balanced_index(configs: list[dict[str, Value]], names: tuple[str, ...], rng: random.Random) -> int:
-    """Index of a random configuration, drawn parameter by parameter.
-
-    Each parameter's value is chosen uniformly among the values that still have a valid
-    completion, so a variant with few valid configurations (e.g. the naive kernel) is drawn
-    as often as one with thousands; uniform sampling over the valid list would not.
-    """
-    idx = list(range(len(configs)))
-    for name in names:
-        values = sorted({repr(configs[i][name]) for i in idx})
-        chosen = values[rng.randrange(len(values))]
-        idx = [i for i in idx if repr(configs[i][name]) == chosen]
-    return idx[rng.randrange(len(idx))]
-
-
-def _record(trial: optuna.trial.FrozenTrial) -> TrialRecord | None:
-    attrs = trial.user_attrs
-    if "status" not in attrs:
-        return None
-    spread = attrs.get("spread_ms")
-    return TrialRecord(trial.number, dict(trial.params), Status(attrs["status"]),
-                       float(attrs.get("median_ms", math.inf)), attrs.get("message", ""),
-                       tuple(spread) if spread else None, attrs.get("error"), attrs.get("wall_s", 0.0),
-                       attrs.get("max_error"), bool(attrs.get("pruned", False)))
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any],
@@ -212,14 +164,140 @@ def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, A
     """
     found = profiles.collect(spec.name, info.slug, profiles.search_folders(settings.profiles_dir()),
                              lambda exc: None)  # a broken profile is reported when saving
-    ranked = sorted((profiles.distance(dict(problem), dict(e.problem)), e.spec_hash != spec.spec_hash,
-                     e.time_ms, i) for i, (e, _) in enumerate(found))
     out: list[dict[str, Value]] = []
-    for dist, _, _, i in ranked:
-        params = spec.from_stored(found[i][0].params, found[i][0].build_flags)
-        if math.isfinite(dist) and params is not None and params not in out:
+    for entry in profiles.ranked([e for e, _ in found], problem, spec.spec_hash):
+        params = spec.from_stored(entry.params, entry.build_flags)
+        if params is not None and params not in out:
             out.append(params)
     return out[:limit]
+
+
+@contextmanager
+def _stop_signals() -> Iterator[Callable[[], None]]:
+    """SIGTERM stops the run as Ctrl-C does; yields ``hold`` to ignore a second Ctrl-C while
+    saving. The caller's handlers are restored on the way out."""
+    try:
+        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield lambda: None
+        return
+    try:
+        yield lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+class _Run:
+    """One tuning run's parts, wired together; :meth:`loop` is the search."""
+
+    def __init__(self, spec: KernelSpec, info: DeviceInfo, problem: dict[str, Any],
+                 options: TuneOptions, valid: list[dict[str, Value]], say: Progress) -> None:
+        self.spec, self.info, self.problem, self.options, self.say = spec, info, problem, options, say
+        self.facts = info.facts()
+        self.n_startup = startup_trials(len(valid), options.trials)
+        self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
+                                 options.sampler.optuna(options.seed, self.n_startup))
+        baseline = spec.baseline_config
+        self.baseline = baseline if check(spec, baseline, problem, self.facts) is None else None
+        self.state = RunState(budget=options.trials, best=self.log.best,
+                              baseline=self.log.get(baseline) if self.baseline else None)
+        self.valid_keys = {config_key(c) for c in valid}
+        self.proposer = Proposer(options.sampler, [c for c in valid if self.log.get(c) is None],
+                                 spec.parameter_names, options.seed)
+        self.remaining = len(self.proposer.pool)
+        self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
+                              for p in spec.parameters}
+        self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
+        self.limit = options.max_time_per_config
+        self.in_flight: optuna.Trial | None = None
+
+    def starts(self) -> list[dict[str, Value]]:
+        """The baseline (for the speed-up), earlier winners on this device, the default and
+        the hints: good incumbents from the start steer the search."""
+        due: list[dict[str, Value]] = []
+        for c in [self.baseline, *previous_winners(self.spec, self.info, self.problem),
+                  self.spec.default_config, *self.spec.hint_configs]:
+            if (c is not None and self.log.get(c) is None and c not in due
+                    and check(self.spec, c, self.problem, self.facts) is None):
+                due.append(c)
+        return due
+
+    def _seen(self, c: Mapping[str, Value]) -> bool:
+        return self.log.get(c) is not None
+
+    def _forced(self, stuck: int) -> bool:
+        """Whether the next candidate comes from the valid list rather than from TPE."""
+        return (self.options.sampler is not Sampler.TPE or self.log.measured_total < self.n_startup
+                or stuck >= _STUCK_AFTER)
+
+    def _stop(self, t_start: float) -> str | None:
+        if self.state.measured >= self.options.trials:
+            return "trials"
+        if self.options.timeout_s is not None and time.perf_counter() - t_start > self.options.timeout_s:
+            return "timeout"
+        return "exhausted" if self.remaining == 0 else None
+
+    def loop(self, evaluator: Evaluator, t_start: float) -> str:
+        """Measure candidates until the budget, the time or the valid space runs out."""
+        due, stuck, broken = self.starts(), 0, SameBuildError()
+        while (stop := self._stop(t_start)) is None:
+            fixed = due.pop(0) if due else None
+            if fixed is None and self._forced(stuck):
+                fixed, stuck = self.proposer.next(self._seen), 0
+                if fixed is None:
+                    return "exhausted"
+            self.in_flight = trial = self.log.ask(fixed, self.distributions)
+            params = {n: trial.params[n] for n in self.spec.parameter_names}
+            earlier = self.log.get(params)
+            reason = None if earlier else check(self.spec, params, self.problem, self.facts)
+            if earlier or reason:  # measured before, or invalid: costs no budget
+                self.log.tell(trial, earlier or Measurement(Status.INVALID, reason or "", params=params),
+                              repeat=earlier is not None)
+                self.in_flight, stuck = None, stuck + 1
+                self.state.repeats += earlier is not None
+                self.state.skipped_invalid += earlier is None
+                continue
+            m = self.measure(evaluator, trial, params, due)
+            stuck = 0
+            self.say("trial", m, self.state)
+            if broken.add(m.status is Status.COMPILE_ERROR, m.message) and self.state.best is None:
+                return "broken"
+        return stop
+
+    def measure(self, evaluator: Evaluator, trial: optuna.Trial, params: dict[str, Value],
+                due: list[dict[str, Value]]) -> Measurement:
+        """Measure one new configuration, record it, count it."""
+        is_baseline = params == self.baseline
+        if self.ahead > 0:
+            startup = self.options.sampler is not Sampler.TPE or self.log.measured_total + 1 < self.n_startup
+            evaluator.prefetch(due + (self.proposer.ahead(self.ahead, self._seen) if startup else []))
+        best = self.state.best
+        # the baseline is timed in full for the speed-up; others only while they could win
+        cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None
+        limit = None if is_baseline and self.limit is None else self.limit
+        m = self.log.tell(trial, replace(evaluator.evaluate(params, limit, cutoff), params=params))
+        self.in_flight = None
+        self.remaining -= config_key(params) in self.valid_keys
+        self.state.add(m, is_baseline)
+        if is_baseline and self.limit is None:
+            self.limit = default_time_limit(m)
+        return m
+
+    def report(self, stopped_by: str, wall_s: float, full_space: int) -> TuneReport:
+        s = self.state
+        return TuneReport(
+            spec=self.spec, device=self.info, problem=self.problem, best=s.best, baseline=s.baseline,
+            measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
+            failures=dict(s.failures), failure_examples=dict(s.failure_examples),
+            study_trials=self.log.measured_total, pruned=s.pruned, valid_space=len(self.valid_keys),
+            full_space=full_space, stopped_by=stopped_by, wall_s=wall_s,
+            study_name=self.log.study.study_name)
 
 
 def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
@@ -228,266 +306,65 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     """Tune ``kernel`` (a built-in name, a spec path or a loaded spec) and save its profile.
 
     ``evaluator`` and ``info`` replace the real device (tests use a fake one).
-    Raises TuningInterrupted (carrying the report) on SIGINT/SIGTERM after saving the best.
+    Raises TuningInterrupted (carrying the report) on SIGINT/SIGTERM after saving the best,
+    and BuildError when every configuration fails to build the same way.
     """
     t_start = time.perf_counter()
     spec = kernel if isinstance(kernel, KernelSpec) else specs.load(kernel)
-    if options.sampler not in SAMPLERS:
-        raise ProblemError(f"unknown sampler {options.sampler!r}; choose {', '.join(SAMPLERS)}")
-    if options.trials < 1:
-        raise ProblemError(f"--trials must be at least 1 (got {options.trials})")
-    if options.prune < 0 or 0 < options.prune < 1:  # below the best: could prune the next winner
-        raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {options.prune:g})")
-    if info is None:
-        info = devices.select(options.device)[0]
+    info = info or devices.select(options.device)[0]
     prob = spec.resolve_problem(problem)
-    facts = info.facts()
-    valid = enumerate_valid(spec, prob, facts)
+    valid = enumerate_valid(spec, prob, info.facts())
     if not valid:
         raise ProblemError(
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name}; "
             "use sizes the tile sizes divide (e.g. multiples of 64)")
-    baseline = spec.complete(dict(spec.baseline))
-    if check(spec, baseline, prob, facts) is not None:
-        baseline = None  # the naive variant cannot run this problem; report without speed-up
-    rng = random.Random(options.seed)
-    state = RunState(budget=options.trials)
     say = progress or (lambda *a: None)
-
-    name = study_name(spec, info, prob)
-    n_startup = startup_trials(len(valid), options.trials)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=name, storage=open_storage(options.storage),
-                                direction="minimize", load_if_exists=True,
-                                sampler=_sampler(options.sampler, options.seed, n_startup))
-    distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
-                     for p in spec.parameters}
-    _discard_waiting(study)
-
-    seen: dict[str, TrialRecord] = {}
-    for t in study.get_trials(deepcopy=False):
-        rec = _record(t)
-        if rec is not None and rec.status is not Status.INTERRUPTED:
-            seen.setdefault(config_key(rec.params), rec)
-            if rec.ok and (state.best is None or rec.median_ms < state.best.median_ms):
-                state.best = rec
-    # configurations measured (built and run, whatever the outcome) in this study so far
-    measured_total = sum(1 for r in seen.values() if r.status is not Status.INVALID)
-    if baseline is not None:
-        state.baseline = seen.get(config_key(baseline))
-    unmeasured = [c for c in valid if config_key(c) not in seen]
-    valid_keys = {config_key(c) for c in valid}
-    remaining = len(unmeasured)
-    if options.sampler == "random":
-        rng.shuffle(unmeasured)
-
-    def draw() -> dict[str, Value] | None:
-        while unmeasured:
-            if options.sampler == "grid":
-                c = unmeasured.pop(0)
-            else:
-                c = unmeasured.pop(balanced_index(unmeasured, spec.parameter_names, rng))
-            if config_key(c) not in seen:
-                return c
-        return None
-
-    # Compile ahead: where the next candidates are known in advance (grid, random, start-up),
-    # they are drawn early and announced, so the worker builds them while it times this one.
-    # Build threads compete with a CPU device's kernels, hence the GPU-only default.
-    ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
-    upcoming: list[dict[str, Value]] = []
-
-    def pick_unmeasured() -> dict[str, Value] | None:
-        while upcoming:
-            c = upcoming.pop(0)
-            if config_key(c) not in seen:
-                return c
-        return draw()
-
-    def announce(next_forced: bool) -> None:
-        prefetch = getattr(evaluator, "prefetch", None)
-        if ahead <= 0 or prefetch is None:
-            return
-        while next_forced and len(upcoming) < ahead:
-            c = draw()
-            if c is None:
-                break
-            upcoming.append(c)
-        prefetch(due + (upcoming if next_forced else []))
-
-    def tell(trial: optuna.trial.Trial, rec: TrialRecord, repeat: bool = False) -> None:
-        for key, value in (("status", rec.status.value), ("median_ms", rec.median_ms),
-                           ("message", rec.message[:2000]), ("wall_s", rec.wall_s),
-                           ("spread_ms", list(rec.spread_ms) if rec.spread_ms else None),
-                           ("error", rec.error), ("max_error", rec.max_error), ("repeat", repeat),
-                           ("pruned", rec.pruned or None)):
-            if value is not None:
-                trial.set_user_attr(key, value)
-        study.tell(trial, rec.median_ms * 1e-3 if rec.ok else math.inf)
-
-    close_evaluator = evaluator is None
-    folder = workload_folder()
-    stopped_by = "trials"
-    limit = options.max_time_per_config
-    in_flight: optuna.trial.Trial | None = None
-    say("start", None, state)
-    with folder, _sigterm_as_interrupt():
+    with quiet_optuna(), _stop_signals() as hold, workload_folder() as folder:
+        run = _Run(spec, info, prob, options, valid, say)
+        say("start", None, run.state)
+        own = evaluator is None
         try:
-            if evaluator is None:
-                workload = make_workload(spec, prob, seed=options.seed or 0)
-                timing = replace(options.timing, compile_threads=max(ahead, 0))
-                setup = Setup(str(spec.path), info.selector, dict(prob),
-                              save_workload(workload, Path(folder.name)) if options.isolate else "",
-                              timing)
-                evaluator = IsolatedEvaluator(setup) if options.isolate else InProcessEvaluator(setup, workload)
-            stuck = 0
-            broken = SameBuildError()
-            # the baseline first (for the speed-up), then earlier winners on this device, the
-            # spec's default and hints: good incumbents from the start steer the search
-            starts = [baseline, *previous_winners(spec, info, prob), spec.complete(dict(spec.default))]
-            starts += [spec.complete(dict(h)) for h in spec.hints]
-            due: list[dict[str, Value]] = []
-            for c in starts:
-                if (c is not None and config_key(c) not in seen and check(spec, c, prob, facts) is None
-                        and all(config_key(c) != config_key(d) for d in due)):
-                    due.append(c)
-            while True:
-                if state.measured >= options.trials:
-                    stopped_by = "trials"
-                    break
-                if options.timeout_s is not None and time.perf_counter() - t_start > options.timeout_s:
-                    stopped_by = "timeout"
-                    break
-                if remaining == 0:
-                    stopped_by = "exhausted"
-                    break
-                forced = options.sampler != "tpe" or measured_total < n_startup or stuck >= _STUCK_AFTER
-                if due:
-                    study.enqueue_trial(due.pop(0))
-                elif forced:
-                    choice = pick_unmeasured()
-                    if choice is None:
-                        stopped_by = "exhausted"
-                        break
-                    study.enqueue_trial(choice)
-                    stuck = 0
-                trial = study.ask(distributions)
-                in_flight = trial
-                params = {n: trial.params[n] for n in spec.parameter_names}
-                key = config_key(params)
-                if key in seen:
-                    tell(trial, seen[key], repeat=True)
-                    in_flight = None
-                    state.repeats += 1
-                    stuck += 1
-                    continue
-                reason = check(spec, params, prob, facts)
-                if reason:
-                    rec = TrialRecord(trial.number, params, Status.INVALID, math.inf, reason)
-                    tell(trial, rec)
-                    in_flight = None
-                    seen[key] = rec
-                    state.skipped_invalid += 1
-                    stuck += 1
-                    continue
-                stuck = 0
-                is_baseline = baseline is not None and key == config_key(baseline)
-                announce(options.sampler != "tpe" or measured_total + 1 < n_startup)
-                # the baseline is timed in full for the speed-up; others only while they could win
-                cutoff = (options.prune * state.best.median_ms
-                          if options.prune > 0 and state.best is not None and not is_baseline else None)
-                m = evaluator.evaluate(params, None if is_baseline and limit is None else limit, cutoff)
-                rec = _from_measurement(trial.number, params, m)
-                tell(trial, rec)
-                in_flight = None
-                seen[key] = rec
-                remaining -= key in valid_keys
-                state.measured += 1
-                state.pruned += rec.pruned
-                measured_total += 1
-                if is_baseline:
-                    state.baseline = rec
-                if limit is None and is_baseline:
-                    limit = default_time_limit(rec)
-                if rec.ok:
-                    if state.best is None or rec.median_ms < state.best.median_ms:
-                        state.best = rec
-                else:
-                    state.failures[rec.status.value] += 1
-                    state.failure_examples.setdefault(rec.status.value, rec.message)
-                say("trial", rec, state)
-                if broken.add(rec.status is Status.COMPILE_ERROR, rec.message) and state.best is None:
-                    stopped_by = "broken"
-                    break
+            evaluator = evaluator or _evaluator(run, Path(folder))
+            stopped_by = run.loop(evaluator, t_start)
         except KeyboardInterrupt:
             stopped_by = "interrupted"
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # finish saving before another Ctrl-C
-            if in_flight is not None:
-                in_flight.set_user_attr("status", Status.INTERRUPTED.value)
-                study.tell(in_flight, state=optuna.trial.TrialState.FAIL)
+            hold()  # finish saving before another Ctrl-C
+            if run.in_flight is not None:
+                run.log.tell_interrupted(run.in_flight)
         finally:
-            if evaluator is not None and close_evaluator:
+            if own and evaluator is not None:
                 evaluator.close()
-
-    if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
-        raise BuildError(explain(state.failure_examples["compile_error"], spec.source,
-                                 spec.template.name, spec.macros(prob), f"{info.name} ({info.platform})",
-                                 state.measured))
-    report = TuneReport(
-        spec=spec, device=info, problem=prob, best=state.best, baseline=state.baseline,
-        measured=state.measured, skipped_invalid=state.skipped_invalid, repeats=state.repeats,
-        failures=dict(state.failures), failure_examples=dict(state.failure_examples),
-        study_trials=measured_total, pruned=state.pruned,
-        valid_space=len(valid), full_space=space_size(spec), stopped_by=stopped_by,
-        wall_s=time.perf_counter() - t_start, study_name=name)
-    if options.save and report.best is not None:
-        report = _save(report, partial=stopped_by == "interrupted")
+        if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
+            raise BuildError(explain(run.state.failure_examples["compile_error"], spec.source,
+                                     spec.template.name, spec.macros(prob),
+                                     f"{info.name} ({info.platform})", run.state.measured))
+        report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
+        if options.save and report.best is not None:
+            report = _save(report, partial=stopped_by == "interrupted")
     if stopped_by == "interrupted":
-        signal.signal(signal.SIGINT, signal.default_int_handler)
         raise TuningInterrupted(report)
     return report
 
 
-def _discard_waiting(study: optuna.Study) -> None:
-    """Fail the trials a stopped run enqueued but never asked for.
-
-    An interrupt between ``enqueue_trial`` and ``ask`` leaves a WAITING trial; the next run's
-    ``ask`` would return it instead of the configuration just enqueued, and one configuration
-    would never be measured.
-    """
-    for _ in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
-        trial = study.ask()
-        trial.set_user_attr("status", Status.INTERRUPTED.value)
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+def _evaluator(run: _Run, folder: Path) -> Evaluator:
+    """The real evaluator: the run's device, inputs made once, compile threads as asked."""
+    timing = replace(run.options.timing, compile_threads=max(run.ahead, 0))
+    setup = Setup(run.spec, run.info.selector, dict(run.problem), "", timing)
+    workload = make_workload(run.spec, run.problem, seed=run.options.seed or 0)
+    return open_evaluator(setup, workload, run.options.isolate, folder)
 
 
-def open_storage(url: str | None) -> optuna.storages.BaseStorage:
-    """The optuna RDB storage; SQLite files are created under a lock (concurrent first runs)."""
-    url = url or settings.default_storage()
-    if not url.startswith("sqlite:///"):
-        return optuna.storages.RDBStorage(url)
-    path = Path(url[len("sqlite:///"):])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=120):
-        # a generous busy timeout: several runs may write to one study database at once
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
-
-
-def default_time_limit(baseline: TrialRecord) -> float:
+def default_time_limit(baseline: Measurement) -> float:
     """Per-candidate limit once the baseline is known: generous for compiles, tight for hangs."""
     return max(30.0, 10.0 * baseline.wall_s)
 
 
-def _from_measurement(number: int, params: Mapping[str, Value], m: Measurement) -> TrialRecord:
-    return TrialRecord(number, dict(params), m.status, m.median_ms, m.message,
-                       m.spread if m.ok else None, m.error, m.wall_s, m.max_error, m.pruned)
-
-
-def _save(report: TuneReport, partial: bool) -> TuneReport:
-    best = report.best
+def profile_entry(report: TuneReport, partial: bool) -> profiles.Entry:
+    """The profile entry of a run's best configuration: the one place a result becomes one."""
+    best, spec = report.best, report.spec
     assert best is not None and best.ok
-    spec = report.spec
-    entry = profiles.Entry(
+    baseline = report.baseline if report.baseline and report.baseline.ok else None
+    return profiles.Entry(
         problem=dict(report.problem),
         params=spec.without_flags(best.params),
         build_flags=tuple(spec.enabled_flags(best.params)),
@@ -497,12 +374,15 @@ def _save(report: TuneReport, partial: bool) -> TuneReport:
         tuned_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         spec_hash=spec.spec_hash,
         partial=partial,
-        baseline_ms=round(report.baseline.median_ms, 6) if report.baseline and report.baseline.ok else None,
-        spread_ms=tuple(round(x, 6) for x in best.spread_ms) if best.spread_ms else None,
+        baseline_ms=round(baseline.median_ms, 6) if baseline else None,
+        spread_ms=(round(best.spread[0], 6), round(best.spread[1], 6)),
         error=float(f"{best.error:.3g}") if best.error is not None else None,
-        max_error=float(f"{best.max_error:.3g}") if best.max_error is not None else None,
+        tolerance_used=float(f"{best.tolerance_used:.3g}") if best.tolerance_used is not None else None,
     )
-    path = profiles.path_for(report.device.slug, settings.profiles_dir())
-    verdict = profiles.save(entry, spec.name, report.device.profile_header(), path)
-    return replace(report, profile_path=path, profile_verdict=verdict)
 
+
+def _save(report: TuneReport, partial: bool) -> TuneReport:
+    path = profiles.path_for(report.device.slug, settings.profiles_dir())
+    verdict = profiles.save(profile_entry(report, partial), report.spec.name,
+                            report.device.profile_header(), path)
+    return replace(report, profile_path=path, profile_verdict=verdict)

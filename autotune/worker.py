@@ -14,16 +14,18 @@ import signal
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from .bench import Bench, Measurement, Status, TimingOptions, Workload
 from .errors import WorkerError
-from .spec import Value
+from .measure import Bench, TimingOptions, Workload
+from .result import Measurement, Status
+from .spec import KernelSpec, Value
 
 
 class Evaluator(Protocol):
@@ -39,9 +41,9 @@ class Evaluator(Protocol):
 
 @dataclass(frozen=True)
 class Setup:
-    """Everything a worker needs to rebuild the bench (all picklable)."""
+    """Everything a worker needs to rebuild the bench (all picklable: the spec travels whole)."""
 
-    spec_path: str
+    spec: KernelSpec
     device_selector: str
     problem: dict[str, Any]
     workload_file: str
@@ -75,12 +77,19 @@ def make_bench(setup: Setup, workload: Workload | None = None) -> Bench:
     """A Bench on the setup's device (used in-process and inside the worker)."""
     import pyopencl as cl
 
-    from . import device, spec
+    from . import device
 
-    info, dev = device.select(setup.device_selector)
-    ctx = cl.Context([dev])
-    return Bench(spec.load(setup.spec_path), setup.problem, ctx,
+    # the caller chose (and build-checked) the device; the worker only finds it again
+    info, dev = device.select(setup.device_selector, require_build=False)
+    return Bench(setup.spec, setup.problem, cl.Context([dev]),
                  workload or load_workload(setup.workload_file), info.facts(), setup.timing)
+
+
+def open_evaluator(setup: Setup, workload: Workload, isolate: bool, folder: Path) -> Evaluator:
+    """The evaluator a tuning run measures with: a worker process, or this process."""
+    if not isolate:
+        return InProcessEvaluator(setup, workload)
+    return IsolatedEvaluator(replace(setup, workload_file=save_workload(workload, folder)))
 
 
 class InProcessEvaluator:
@@ -167,12 +176,8 @@ class IsolatedEvaluator:
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
                  cutoff_ms: float | None = None) -> Measurement:
-        if self._conn is None:
-            self._start()  # raises WorkerError unless the worker is ready
-        conn = self._conn
-        assert conn is not None
         t0 = time.perf_counter()
-        conn.send(("measure", (dict(params), cutoff_ms)))
+        conn = self._send(("measure", (dict(params), cutoff_ms)))
         try:
             ready = conn.poll(limit_s)
         except KeyboardInterrupt:
@@ -182,7 +187,7 @@ class IsolatedEvaluator:
             self._kill()
             self.restarts += 1
             return Measurement(Status.TIMEOUT, f"no result within {limit_s:.1f} s; worker killed",
-                               wall_s=time.perf_counter() - t0)
+                               wall_s=time.perf_counter() - t0, params=dict(params))
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):
@@ -193,7 +198,7 @@ class IsolatedEvaluator:
             self._kill()
             self.restarts += 1
             return Measurement(Status.CRASHED, f"worker died: {_describe_exit(code)}",
-                               wall_s=time.perf_counter() - t0)
+                               wall_s=time.perf_counter() - t0, params=dict(params))
         if kind == "error":
             self._kill()
             raise WorkerError(f"unexpected error while measuring {dict(params)}:\n{payload}")
@@ -204,10 +209,28 @@ class IsolatedEvaluator:
             self.restarts += 1
         return payload
 
+    def _send(self, message: tuple[str, Any]) -> Connection:
+        """Send to the worker, starting it first; a worker that died since its last reply
+        (killed between trials, say) is started again instead of ending the run."""
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._start()  # raises WorkerError unless the worker is ready
+            assert self._conn is not None
+            try:
+                self._conn.send(message)
+                return self._conn
+            except (BrokenPipeError, ConnectionResetError):
+                self._kill()
+                self.restarts += 1
+                if attempt == 2:
+                    raise WorkerError("the measuring worker died twice before it could be sent "
+                                      "a candidate; see the messages above") from None
+        raise AssertionError("unreachable")
+
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
         """Announce the next candidates so the worker builds them while it measures."""
         if self._conn is not None and upcoming:
-            self._conn.send(("prefetch", [dict(p) for p in upcoming]))
+            self._send(("prefetch", [dict(p) for p in upcoming]))
 
     def close(self) -> None:
         if self._conn is not None:

@@ -50,7 +50,7 @@ def main() -> None:
     problem = sp.resolve_problem(parse_size(args.size, [k.name for k in sp.problem if k.is_size]))
     info, dev = device.select(args.device)
     choice = choose(sp, info, problem)
-    launch = Launch(cl.Context([dev]), sp, choice.params, problem)
+    launch = Launch(cl.Context([dev]), sp, choice.params, problem, info.facts())
     program = cl.Program(cl.Context([dev]), sp.source).build(options=launch.options)
     binary = program.get_info(cl.program_info.BINARIES)[0]
     text = binary.decode(errors="replace")

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from autotune import device, spec
-from autotune.bench import TimingOptions, make_workload
+from autotune.measure import TimingOptions, make_workload
 from autotune.space import enumerate_valid
 from autotune.worker import InProcessEvaluator, IsolatedEvaluator, Setup, save_workload
 
@@ -36,10 +36,10 @@ def main() -> None:
     workload = make_workload(sp, problem)
     timing = TimingOptions(warmup=1, min_repeats=5, max_repeats=5, min_time_s=0.0)
     with tempfile.TemporaryDirectory() as tmp:
-        setup = Setup(str(sp.path), info.selector, dict(problem), save_workload(workload, Path(tmp)), timing)
+        setup = Setup(sp, info.selector, dict(problem), save_workload(workload, Path(tmp)), timing)
         t0 = time.perf_counter()
         isolated = IsolatedEvaluator(setup)
-        isolated.evaluate(sp.complete(dict(sp.baseline)), None)  # starts the worker
+        isolated.evaluate(sp.baseline_config, None)  # starts the worker
         startup = time.perf_counter() - t0
         inproc = InProcessEvaluator(setup, workload)
         # warm pass: both see cached compiler output afterwards; keep configurations that run here

@@ -73,7 +73,7 @@ def main() -> None:
     for line in asm.stderr.splitlines():
         if "Compiling" in line or "registers" in line or "spill" in line:
             print(line.replace("ptxas info    : ", "").strip())
-    for kernel in re.findall(r"^\.entry (\w+)\(", text, re.M):
+    for kernel in re.findall(r"^\.entry (\w+)\(", text, re.MULTILINE):
         found = sorted(blocks(sass, kernel), key=lambda b: -len(b[1]))[: args.top]
         print(f"\n{kernel}: largest blocks (instructions, FFMA share, mix)")
         for label, ops in found:

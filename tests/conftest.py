@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from autotune.device import DeviceInfo
+from autotune.measure import TimingOptions
 
 FAKE = DeviceInfo(selector="fake", platform="Fake Platform", name="Fake GPU 9000", vendor="FakeCorp",
                   driver="1.0", opencl="OpenCL 3.0", device_type="GPU", compute_units=8,
@@ -56,6 +58,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def ocl_device(request: pytest.FixtureRequest) -> str:
     """The ``P:D`` selector of the device this test runs on."""
     return request.param
+
+
+@pytest.fixture(scope="module")
+def device(ocl_device: str) -> Iterator[tuple[DeviceInfo, Any]]:
+    """(facts, context) of the device under test, one context per module."""
+    import pyopencl as cl
+
+    from autotune import device as devices
+
+    info, dev = devices.select(ocl_device)
+    yield info, cl.Context([dev])
+
+
+#: One launch, no warm-up: for tests that check results, not speed.
+FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ def test_bench_times_the_choice_the_baseline_and_the_copy_ceiling() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no profile for this device: the default, with a warning
         r = benchmark.run("reverse", {"N": 1 << 20}, copy_bytes=1 << 22)
-    assert r.choice.source == "default" and r.measurement.ok
+    assert r.choice.origin == "default" and r.measurement.ok
     assert r.baseline is not None and r.baseline.ok
     assert r.speedup == pytest.approx(r.baseline.median_ms / r.measurement.median_ms)
     (copy,) = r.ceilings

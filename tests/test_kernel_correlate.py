@@ -8,16 +8,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import needs_opencl
+from conftest import FAST, needs_opencl
 
 from autotune import spec as specs
-from autotune.bench import Status, TimingOptions, compare, make_workload
 from autotune.kernels import correlate as host
+from autotune.measure import compare, make_workload
+from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
 
 SMALL = {"W": 40, "H": 40, "OW": 20, "OH": 20}
 ODD = {"W": 33, "H": 31, "OW": 17, "OH": 9}  # nothing divides anything
-FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 
 # One of each variant the write-up compares, plus odd shapes, so a fixed set covers the template.
 VARIANTS: list[dict[str, Any]] = [
@@ -100,7 +100,7 @@ def benches(ocl_device: str) -> dict[str, Any]:
     out = {}
     for label, sizes in (("small", SMALL), ("odd", ODD)):
         problem = spec.resolve_problem(sizes)
-        setup = Setup(str(spec.path), ocl_device, problem, "", FAST)
+        setup = Setup(spec, ocl_device, problem, "", FAST)
         out[label] = make_bench(setup, make_workload(spec, problem, seed=1))
     return out
 
@@ -111,7 +111,7 @@ def test_variants_default_and_random_configs_verify(benches: dict[str, Any], lab
     bench = benches[label]
     spec = bench.spec
     if label == "small":
-        configs = [spec.complete(dict(spec.default)), spec.complete(dict(spec.baseline)),
+        configs = [spec.default_config, spec.baseline_config,
                    spec.complete(VARIANTS[4])]
     else:  # the odd size exercises every edge guard: run each variant there
         configs = [spec.complete(v) for v in VARIANTS[1:]]
@@ -133,7 +133,7 @@ def test_swept_rounds_and_their_tails_verify() -> None:
 
     spec = specs.load("correlate")
     problem = spec.resolve_problem({"W": 124, "H": 9, "OW": 70, "OH": 5})
-    bench = make_bench(Setup(str(spec.path), "", problem, "", FAST), make_workload(spec, problem, seed=2))
+    bench = make_bench(Setup(spec, "", problem, "", FAST), make_workload(spec, problem, seed=2))
     for params in ({"OPX": 16, "OPY": 2, "UNROLL": 2, "ACC": "chain", "KSG": 2},
                    {"OPX": 16, "OPY": 1, "UNROLL": 1, "ACC": "vec", "KSL": 4},
                    {"OPX": 20, "OPY": 2, "UNROLL": 1, "ACC": "chain", "KSG": 2},
@@ -204,7 +204,7 @@ def test_load_kernel_runs_a_tuned_two_kernel_configuration() -> None:
     profiles.save(entry, "correlate", info.profile_header(),
                   profiles.path_for(info.slug, settings.profiles_dir()))
     kernel = autotune.load_kernel("correlate", queue, **ODD)
-    assert kernel.source == "exact" and kernel.params["KSG"] == 4
+    assert kernel.origin == "exact" and kernel.params["KSG"] == 4
     arrays = host.inputs(problem, np.random.default_rng(7))
     mf = cl.mem_flags
     a = cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=arrays["imgA"])

@@ -8,15 +8,15 @@ import warnings
 from typing import Any
 
 import numpy as np
-from conftest import FAKE, needs_opencl
+from conftest import FAKE, FAST, needs_opencl
 
 from autotune import spec as specs
-from autotune.bench import Bench, Status, TimingOptions, make_workload
 from autotune.kernels import mathpath
+from autotune.measure import Bench, make_workload
+from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
 
 SPEC = specs.load("mathpath")
-FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 # Formulations accurate by construction on any conforming device: correctly rounded-ish
 # power functions, IEEE division or its reciprocal, no relaxed math.
 ACCURATE = {"FORMULA": ("pow", "powr", "pown"), "DIVISION": ("div", "recip"), "fast_math": (False,)}
@@ -37,7 +37,7 @@ def config(**partial: Any) -> dict[str, Any]:
 
 def test_baseline_default_and_tolerance() -> None:
     prob = problem(2**22)
-    baseline, default = SPEC.complete(dict(SPEC.baseline)), SPEC.complete(dict(SPEC.default))
+    baseline, default = SPEC.baseline_config, SPEC.default_config
     assert (baseline["FORMULA"], baseline["DIVISION"], baseline["EXPR"]) == ("pow", "div", "long")
     assert not any(baseline[p.name] for p in SPEC.parameters if p.flag)
     for c in (baseline, default):
@@ -91,7 +91,7 @@ def test_default_and_random_accurate_configs_verify() -> None:
     valid = [c for c in enumerate_valid(SPEC, prob, bench.facts)
              if all(c[k] in v for k, v in ACCURATE.items())]
     picks = random.Random(7).sample(valid, 5)
-    for c in [SPEC.complete(dict(SPEC.default))] + picks:
+    for c in [SPEC.default_config] + picks:
         m = bench.measure(c)
         assert m.status is Status.OK, (c, m.message)
         assert mathpath.max_rel_error(_output(bench), bench.workload.expected["y"]) <= 4e-7

@@ -6,13 +6,13 @@ import warnings
 from typing import Any
 
 import pytest
-from conftest import needs_opencl
+from conftest import FAST, needs_opencl
 
 from autotune import spec as specs
-from autotune.bench import Status, TimingOptions, make_workload
+from autotune.measure import make_workload
+from autotune.result import Status
 from autotune.space import check
 
-FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 SIZES = {"M": 64, "N": 128, "K": 32}
 
 # Covers the template's branches: the aligned vector loads and stores of the tiled variant
@@ -37,7 +37,7 @@ def bench(request: pytest.FixtureRequest, ocl_device: str) -> Any:
 
     spec = specs.load("matmul")
     problem = spec.resolve_problem(dict(SIZES, layout=request.param))
-    return make_bench(Setup(str(spec.path), ocl_device, problem, "", FAST), make_workload(spec, problem, seed=2))
+    return make_bench(Setup(spec, ocl_device, problem, "", FAST), make_workload(spec, problem, seed=2))
 
 
 @needs_opencl

@@ -5,17 +5,19 @@ from __future__ import annotations
 import random
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FAKE, needs_opencl
+from conftest import FAKE, FAST, needs_opencl
 
 from autotune import spec as specs
-from autotune.bench import Bench, Status, TimingOptions, Workload, make_workload
 from autotune.kernels import mul1
 from autotune.launch import Launch, ProgramCache
+from autotune.measure import Bench, Workload, make_workload
+from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
 
 SPEC = specs.load("mul1")
@@ -32,7 +34,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "default": dict(SPEC.default),
 }
 LOG_BASES = [int(c) for c in next(k for k in SPEC.problem if k.name == "LOG_BASE").choices]
-FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 
 
 def config(name: str) -> dict[str, Any]:
@@ -67,7 +68,7 @@ def test_variants_are_valid(name: str) -> None:
 
 
 def test_baseline_is_v1_and_block_size_belongs_to_v3() -> None:
-    assert SPEC.complete(dict(SPEC.baseline))["VARIANT"] == "v1"
+    assert SPEC.baseline_config["VARIANT"] == "v1"
     assert check(SPEC, SPEC.complete({"VARIANT": "v1", "BLOCK_SIZE": 4}), problem(64, 30), FAKE.facts())
 
 
@@ -130,16 +131,6 @@ def test_reference_rejects_out_of_range_inputs() -> None:
 # --------------------------------------------------------------------------- on a device
 
 
-@pytest.fixture(scope="module")
-def device(ocl_device: str) -> Iterator[tuple[Any, Any]]:
-    import pyopencl as cl
-
-    from autotune import device as devices
-
-    info, dev = devices.select(ocl_device)
-    yield info, cl.Context([dev])
-
-
 @needs_opencl
 # N=1: only the edge paths (no interior block, two extra outputs); 4099: odd tail, smallest base
 @pytest.mark.parametrize("n, log_base", [(1, 30), (1000, 30), (4099, 24)])
@@ -152,7 +143,7 @@ def test_variants_exact_on_random_and_extreme_inputs(device: tuple[Any, Any], n:
     mf = cl.mem_flags
     x_buf = cl.Buffer(ctx, mf.READ_WRITE, 4 * n)
     z_buf = cl.Buffer(ctx, mf.READ_WRITE, 4 * (n + 2))
-    launches = {name: Launch(ctx, SPEC, config(name), prob, cache, info.facts()) for name in VARIANTS}
+    launches = {name: Launch(ctx, SPEC, config(name), prob, info.facts(), cache) for name in VARIANTS}
     for label, x, k in cases(n, log_base):
         want = mul1.reference(prob, {"x": x, "k": np.int32(k)})["z"]
         cl.enqueue_copy(queue, x_buf, x)

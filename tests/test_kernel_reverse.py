@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import random
 import warnings
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FAKE, needs_opencl
+from conftest import FAKE, FAST, needs_opencl
 
 from autotune import spec as specs
-from autotune.bench import Bench, TimingOptions, make_workload
+from autotune.measure import Bench, make_workload
 from autotune.space import check, enumerate_valid, geometry
 
 SPEC = specs.load("reverse")
@@ -26,7 +26,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "char4_items": {"ELEM": "char", "VW": 4, "ITEMS": 8, "WG": 32},
     "default": dict(SPEC.default),
 }
-FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 
 
 def config(name: str) -> dict[str, Any]:
@@ -42,7 +41,7 @@ def test_variants_are_valid(name: str) -> None:
 
 
 def test_baseline_is_one_char_per_work_item() -> None:
-    base = SPEC.complete(dict(SPEC.baseline))
+    base = SPEC.baseline_config
     assert (base["ELEM"], base["VW"], base["ITEMS"]) == ("char", 1, 1)
 
 
@@ -59,16 +58,6 @@ def test_tail_step_only_when_needed(n: int, entries: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------- on a device
-
-
-@pytest.fixture(scope="module")
-def device(ocl_device: str) -> Iterator[tuple[Any, Any]]:
-    import pyopencl as cl
-
-    from autotune import device as devices
-
-    info, dev = devices.select(ocl_device)
-    yield info, cl.Context([dev])
 
 
 def bench(device: tuple[Any, Any], n: int) -> Bench:

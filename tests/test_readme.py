@@ -7,20 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+from conftest import needs_opencl
 
 import autotune
 from autotune import device
 from autotune.tuner import TuneOptions, tune
-from conftest import needs_opencl
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def readme_example(folder: Path) -> Path:
     text = README.read_text()
-    yaml_src = re.search(r"```yaml\n(kernel: saxpy.*?)```", text, flags=re.S).group(1)
-    c_src = re.search(r"```c\n(// saxpy.cl.*?)```", text, flags=re.S).group(1)
-    py_src = re.search(r"```python\n(# saxpy_ref.py.*?)```", text, flags=re.S).group(1)
+    yaml_src = re.search(r"```yaml\n(kernel: saxpy.*?)```", text, flags=re.DOTALL).group(1)
+    c_src = re.search(r"```c\n(// saxpy.cl.*?)```", text, flags=re.DOTALL).group(1)
+    py_src = re.search(r"```python\n(# saxpy_ref.py.*?)```", text, flags=re.DOTALL).group(1)
     (folder / "saxpy.cl").write_text(c_src)
     (folder / "saxpy_ref.py").write_text(py_src)
     (folder / "saxpy.yaml").write_text(yaml_src)
@@ -41,7 +41,7 @@ def test_readme_spec_tunes_and_loads(tmp_path):
     xb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
     yb = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=y)
     k = autotune.load_kernel(str(path), queue, N=65536)
-    assert k.source == "exact" and k.arg_names == ("x", "y")
+    assert k.origin == "exact" and k.arg_names == ("x", "y")
     k(xb, yb).wait()
     out = np.empty_like(y)
     cl.enqueue_copy(queue, out, yb)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from conftest import FAKE, SCALE_YAML, write_spec
 
 from autotune import spec as specs
 from autotune.errors import SpecError
 from autotune.space import check, config_key, enumerate_valid, geometry, space_size
-from conftest import FAKE, SCALE_YAML, write_spec
 
 
 @pytest.fixture

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-
 import pytest
+from conftest import FAKE, SCALE_YAML, write_spec
 
-from autotune import spec as specs
 from autotune import profiles, settings
-from autotune.bench import Measurement, Status
+from autotune import spec as specs
 from autotune.errors import ProblemError
+from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, SCALE_YAML, write_spec
 
 
 class FakeEvaluator:
@@ -31,6 +30,9 @@ class FakeEvaluator:
         t = 100.0 / (params["WPT"] * params["WG"]) + (0.01 if params["mad"] else 0.0)
         return Measurement(Status.OK, "", (t, t * 1.1, t * 0.9), 0.0, 0.0, 0.01)
 
+    def prefetch(self, upcoming):
+        pass
+
     def close(self):
         pass
 
@@ -41,7 +43,8 @@ def scale(tmp_path):
 
 
 def run(spec, ev, **kw):
-    return tune(spec, TuneOptions(**{"timeout_s": None, **kw}), evaluator=ev, info=FAKE)
+    """Tune against ``ev`` on the fake device, the study in memory unless ``storage`` is given."""
+    return tune(spec, TuneOptions(**{"timeout_s": None, "storage": ":memory:", **kw}), evaluator=ev, info=FAKE)
 
 
 def test_grid_measures_every_valid_config_once_and_wrong_never_wins(scale):
@@ -69,8 +72,8 @@ def test_budget_counts_only_new_measurements(scale, sampler):
 
 def test_resume_adds_trials_without_remeasuring(scale):
     first, second = FakeEvaluator(), FakeEvaluator()
-    run(scale, first, trials=5, seed=1)
-    report = run(scale, second, trials=5, seed=2)
+    run(scale, first, trials=5, seed=1, storage=None)  # the default SQLite file: it must persist
+    report = run(scale, second, trials=5, seed=2, storage=None)
     seen_before = {config_key(c) for c in first.calls}
     assert not seen_before & {config_key(c) for c in second.calls}
     assert report.study_trials == 10
@@ -171,7 +174,8 @@ def test_a_trial_enqueued_by_an_interrupted_run_does_not_hide_a_configuration(sc
     # run must still measure every valid configuration exactly once.
     import optuna
 
-    from autotune.tuner import open_storage, study_name
+    from autotune.study import open_storage
+    from autotune.tuner import study_name
 
     problem = scale.resolve_problem({})
     study = optuna.create_study(study_name=study_name(scale, FAKE, problem), storage=open_storage(None))

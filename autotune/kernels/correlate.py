@@ -12,7 +12,8 @@ for 0 ≤ dx < OW ≤ W and 0 ≤ dy < OH ≤ H. The term count is
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -7,7 +7,8 @@ tolerance (rtol, atol 0) bounds the maximum relative error of every element. No 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

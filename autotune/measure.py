@@ -1,65 +1,28 @@
 """Measure one configuration: build, verify against the reference, time with profiling events.
 
 ``Bench`` owns one context, queue, input set and reference result; ``measure(params)``
-returns a typed :class:`Measurement` and never raises for a bad candidate (compile error,
-launch error, wrong answer); anything unexpected propagates.
+returns a :class:`~autotune.result.Measurement` and never raises for a bad candidate. Build
+failures and enqueue failures are classified by OpenCL error code (:mod:`autotune.launch`);
+any error reported while a kernel runs is a ``launch_error`` whatever its code; a wrong
+answer is a ``wrong_result``. Anything else propagates: it is a bug.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
+from .errors import SpecError
 from .launch import CandidateError, Launch, ProgramCache
+from .result import Measurement, Status
 from .space import check as check_config
 from .spec import KernelSpec, Value
-
-
-class Status(str, enum.Enum):
-    """Outcome of one trial."""
-
-    OK = "ok"
-    INVALID = "invalid"
-    COMPILE_ERROR = "compile_error"
-    LAUNCH_ERROR = "launch_error"
-    WRONG_RESULT = "wrong_result"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-    INTERRUPTED = "interrupted"
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """A trial's result: status, device times (ms) and the verification error."""
-
-    status: Status
-    message: str = ""
-    times_ms: tuple[float, ...] = ()
-    error: float | None = None
-    max_error: float | None = None
-    build_s: float = 0.0
-    wall_s: float = 0.0
-    context_lost: bool = False  # a failed enqueue or run: measure the next one in a fresh context
-    pruned: bool = False  # timed once: that launch was already slower than the cut-off
-
-    @property
-    def ok(self) -> bool:
-        return self.status is Status.OK
-
-    @property
-    def median_ms(self) -> float:
-        return float(np.median(self.times_ms)) if self.times_ms else math.inf
-
-    @property
-    def spread(self) -> tuple[float, float]:
-        """(min, max) of the timed launches in ms."""
-        return (min(self.times_ms), max(self.times_ms)) if self.times_ms else (math.inf, math.inf)
 
 
 @dataclass(frozen=True)
@@ -90,8 +53,6 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     expected = dict(host.reference(dict(problem), inputs))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
-        from .errors import SpecError
-
         raise SpecError(
             f"{spec.path}: outputs: {', '.join(missing)} must be returned by both inputs() "
             "(as a buffer to fill) and reference() (the expected values)"
@@ -101,7 +62,11 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
             problem: Mapping[str, Any]) -> tuple[str | None, float, float]:
-    """(why the output is wrong or None, ‖got−want‖/‖want‖, max over elements of |got−want|/|want|)."""
+    """(why the output is wrong or None, ‖got−want‖/‖want‖, share of the tolerance used).
+
+    The share is the largest |got−want| / (atol + rtol·|want|) over the elements: at most 1
+    when the output passes, and 0 for exact (integer) outputs and custom checks.
+    """
     host = spec.host_module()
     custom = getattr(host, "check", None)
     if custom is not None:
@@ -119,18 +84,19 @@ def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
     if not np.all(np.isfinite(g)):
         n = int(np.count_nonzero(~np.isfinite(g)))
         return f"{name}: {n} of {g.size} elements are not finite (unwritten or overflow)", math.inf, math.inf
-    denom = float(np.linalg.norm(w)) or 1.0
-    rel = float(np.linalg.norm(g - w)) / denom
-    nonzero = w != 0
-    max_rel = float(np.max(np.abs(g - w)[nonzero] / np.abs(w[nonzero]))) if nonzero.any() else 0.0
+    rel = float(np.linalg.norm(g - w)) / (float(np.linalg.norm(w)) or 1.0)
     rtol, atol = float(spec.rtol(problem)), float(spec.atol(problem))
-    close = np.abs(g - w) <= atol + rtol * np.abs(w)
-    if not np.all(close):
-        i = int(np.flatnonzero(~close)[0])
-        return (f"{name}: {int(np.count_nonzero(~close))} of {g.size} elements off "
+    allowed = atol + rtol * np.abs(w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(allowed > 0, np.abs(g - w) / allowed, np.where(g == w, 0.0, np.inf))
+    used = float(share.max()) if share.size else 0.0
+    if used > 1.0:
+        off = share > 1.0
+        i = int(np.flatnonzero(off)[0])
+        return (f"{name}: {int(np.count_nonzero(off))} of {g.size} elements off "
                 f"(first at {i}: got {g.flat[i]:.9g}, want {w.flat[i]:.9g}; "
-                f"rtol={rtol:.3g}, atol={atol:.3g}; max relative error {max_rel:.3g})"), rel, max_rel
-    return None, rel, max_rel
+                f"rtol={rtol:.3g}, atol={atol:.3g}; worst element {used:.3g}x its tolerance)"), rel, used
+    return None, rel, used
 
 
 class Bench:
@@ -163,21 +129,23 @@ class Bench:
         time is the result, marked ``pruned`` (a candidate that far behind cannot win).
         """
         t0 = time.perf_counter()
+        params = dict(params)
         reason = check_config(self.spec, params, self.problem, self.facts)
         if reason:
-            return Measurement(Status.INVALID, reason)
+            return Measurement(Status.INVALID, reason, params=params)
         try:
-            launch = Launch(self.ctx, self.spec, params, self.problem, self.cache, self.facts)
+            launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache)
             build_s = time.perf_counter() - t0
             errors = self._verify(launch)
             if isinstance(errors, Measurement):
-                return errors
+                return replace(errors, params=params, build_s=build_s,
+                               wall_s=time.perf_counter() - t0)
             times, pruned = self._time(launch, cutoff_ms)
         except CandidateError as exc:
             return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0,
-                               context_lost=exc.context_lost)
+                               context_lost=exc.context_lost, params=params)
         return Measurement(Status.OK, "", tuple(times), errors[0], errors[1], build_s,
-                           time.perf_counter() - t0, pruned=pruned)
+                           time.perf_counter() - t0, pruned=pruned, params=params)
 
     def _finish(self, events: list[cl.Event]) -> None:
         try:
@@ -198,10 +166,10 @@ class Bench:
             want = self.workload.expected[name]
             got = np.empty_like(self.workload.inputs[name])
             cl.enqueue_copy(self.queue, got, self.args[name])
-            why, err, max_err = compare(self.spec, name, got, want, self.problem)
+            why, err, used = compare(self.spec, name, got, want, self.problem)
             if why:
-                return Measurement(Status.WRONG_RESULT, why, error=err, max_error=max_err)
-            worst, worst_max = max(worst, err), max(worst_max, max_err)
+                return Measurement(Status.WRONG_RESULT, why, error=err, tolerance_used=used)
+            worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
 
     def _time(self, launch: Launch, cutoff_ms: float | None) -> tuple[list[float], bool]:

@@ -1,0 +1,95 @@
+"""The record of one measured configuration, and its one serialisation to an optuna study.
+
+:class:`Measurement` is what measuring a configuration returns (in the worker or in this
+process), what the tuner keeps per trial, what the study stores (:meth:`Measurement.attrs`,
+read back by :meth:`Measurement.from_trial`) and what the best one is saved from.
+
+Example:
+    >>> m = Measurement(Status.OK, times_ms=(2.0, 1.0, 3.0), params={"TS": 8})
+    >>> m.median_ms, m.spread
+    (2.0, (1.0, 3.0))
+    >>> from dataclasses import replace
+    >>> Measurement.from_attrs(m.attrs(), m.params, number=4) == replace(m, number=4)
+    True
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .spec import Value
+
+
+class Status(str, enum.Enum):
+    """Outcome of one trial."""
+
+    OK = "ok"
+    INVALID = "invalid"
+    COMPILE_ERROR = "compile_error"
+    LAUNCH_ERROR = "launch_error"
+    WRONG_RESULT = "wrong_result"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A configuration's outcome: status, device times (ms) and the verification error.
+
+    ``error`` is ‖got − want‖ / ‖want‖ over every output; ``tolerance_used`` is the largest
+    |got − want| / (atol + rtol·|want|) over the elements, so a verified result has it ≤ 1.
+    ``number`` is the trial's number in its study (-1 until the tuner records it).
+    """
+
+    status: Status
+    message: str = ""
+    times_ms: tuple[float, ...] = ()
+    error: float | None = None
+    tolerance_used: float | None = None
+    build_s: float = 0.0
+    wall_s: float = 0.0
+    context_lost: bool = False  # a failed enqueue or run: measure the next one in a fresh context
+    pruned: bool = False  # timed once: that launch was already slower than the cut-off
+    params: Mapping[str, Value] = field(default_factory=dict)
+    number: int = -1
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @property
+    def median_ms(self) -> float:
+        return float(statistics.median(self.times_ms)) if self.times_ms else math.inf
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        """(min, max) of the timed launches in ms."""
+        return (min(self.times_ms), max(self.times_ms)) if self.times_ms else (math.inf, math.inf)
+
+    def attrs(self) -> dict[str, Any]:
+        """The study's user attributes for this measurement (None values left out)."""
+        raw = {"status": self.status.value, "message": self.message[:2000],
+               "times_ms": list(self.times_ms) or None, "error": self.error,
+               "tolerance_used": self.tolerance_used, "build_s": self.build_s,
+               "wall_s": self.wall_s, "pruned": self.pruned or None}
+        return {k: v for k, v in raw.items() if v is not None}
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any], params: Mapping[str, Value],
+                   number: int = -1) -> Measurement:
+        """The measurement :meth:`attrs` stored (studies from before ``times_ms`` keep their
+        median and spread as three times)."""
+        times = attrs.get("times_ms")
+        if times is None and "median_ms" in attrs and math.isfinite(attrs["median_ms"]):
+            lo, hi = attrs.get("spread_ms") or (attrs["median_ms"],) * 2
+            times = [lo, attrs["median_ms"], hi]
+        return cls(Status(attrs["status"]), attrs.get("message", ""), tuple(times or ()),
+                   attrs.get("error"), attrs.get("tolerance_used"), attrs.get("build_s", 0.0),
+                   attrs.get("wall_s", 0.0), pruned=bool(attrs.get("pruned", False)),
+                   params=dict(params), number=number)

@@ -1,0 +1,127 @@
+"""The study log: a tuning run's trials in optuna storage, and what was measured so far.
+
+One study per kernel, device, problem and spec hash, so running the same command again
+resumes it. Every trial carries its :class:`~autotune.result.Measurement` as user attributes
+(:meth:`Measurement.attrs`), so ``seen`` (configuration → measurement) is rebuilt from any
+storage, and nothing is measured twice.
+
+Example:
+    >>> log = StudyLog.open("k|dev|N=8|abc", ":memory:", optuna.samplers.RandomSampler(0))
+    >>> trial = log.ask({"TS": 8}, {"TS": optuna.distributions.CategoricalDistribution([4, 8])})
+    >>> log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params={"TS": 8}))
+    >>> log.measured_total, log.best.params
+    (1, {'TS': 8})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import optuna
+from filelock import FileLock
+
+from . import settings
+from .result import Measurement, Status
+from .space import config_key
+from .spec import Value
+
+#: ``--storage`` value for a study kept in memory only (tests, throw-away experiments).
+IN_MEMORY = ":memory:"
+
+
+def open_storage(url: str | None) -> optuna.storages.BaseStorage:
+    """The optuna storage; SQLite files are created under a lock (concurrent first runs)."""
+    if url == IN_MEMORY:
+        return optuna.storages.InMemoryStorage()
+    url = url or settings.default_storage()
+    if not url.startswith("sqlite:///"):
+        return optuna.storages.RDBStorage(url)
+    path = Path(url[len("sqlite:///"):])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=120):
+        # a generous busy timeout: several runs may write to one study database at once
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+
+
+@contextmanager
+def quiet_optuna() -> Iterator[None]:
+    """optuna's per-trial INFO lines off while tuning; the caller's level restored after."""
+    previous = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(previous)
+
+
+class StudyLog:
+    """The trials of one study, and the measurements they hold, by configuration."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self.study = study
+        self.seen: dict[str, Measurement] = {}
+        self.best: Measurement | None = None
+        _discard_waiting(study)
+        for t in study.get_trials(deepcopy=False):
+            if "status" in t.user_attrs and t.user_attrs["status"] != Status.INTERRUPTED.value:
+                self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
+
+    @classmethod
+    def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler) -> StudyLog:
+        study = optuna.create_study(study_name=name, storage=open_storage(storage),
+                                    direction="minimize", load_if_exists=True, sampler=sampler)
+        return cls(study)
+
+    @property
+    def measured_total(self) -> int:
+        """Configurations built and run in this study, whatever the outcome."""
+        return sum(1 for m in self.seen.values() if m.status is not Status.INVALID)
+
+    def get(self, params: Mapping[str, Value]) -> Measurement | None:
+        return self.seen.get(config_key(params))
+
+    def ask(self, fixed: Mapping[str, Value] | None,
+            distributions: Mapping[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
+        """A new trial: ``fixed`` parameters, or the sampler's proposal when None."""
+        if fixed is not None:
+            self.study.enqueue_trial(dict(fixed))
+        return self.study.ask(dict(distributions))
+
+    def tell(self, trial: optuna.Trial, m: Measurement, repeat: bool = False) -> Measurement:
+        """Store ``m`` as the trial's outcome (``repeat``: an earlier trial's measurement)."""
+        for key, value in m.attrs().items():
+            trial.set_user_attr(key, value)
+        if repeat:
+            trial.set_user_attr("repeat", True)
+        self.study.tell(trial, m.median_ms * 1e-3 if m.ok else math.inf)
+        recorded = replace(m, number=trial.number)
+        if not repeat:
+            self._note(recorded)
+        return recorded
+
+    def tell_interrupted(self, trial: optuna.Trial) -> None:
+        """The trial in flight when the run was stopped: failed, measured again next time."""
+        trial.set_user_attr("status", Status.INTERRUPTED.value)
+        self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    def _note(self, m: Measurement) -> None:
+        self.seen.setdefault(config_key(m.params), m)
+        if m.ok and (self.best is None or m.median_ms < self.best.median_ms):
+            self.best = m
+
+
+def _discard_waiting(study: optuna.Study) -> None:
+    """Fail the trials a stopped run enqueued but never asked for.
+
+    An interrupt between ``enqueue_trial`` and ``ask`` leaves a WAITING trial; the next run's
+    ``ask`` would return it instead of the configuration just enqueued, and one configuration
+    would never be measured.
+    """
+    for _ in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        trial = study.ask()
+        trial.set_user_attr("status", Status.INTERRUPTED.value)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)

@@ -17,7 +17,7 @@ from .runtimes import register as _register_runtimes
 # before anything asks the ICD loader for platforms (see autotune.runtimes)
 _register_runtimes()
 
-from .errors import (
+from .errors import (  # noqa: E402
     AutotuneError,
     BuildError,
     DeviceError,
@@ -28,8 +28,8 @@ from .errors import (
     TuningInterrupted,
     WorkerError,
 )
-from .loader import AutotuneWarning, TunedKernel, load_kernel
-from .tuner import TuneOptions, TuneReport, tune
+from .loader import AutotuneWarning, TunedKernel, load_kernel  # noqa: E402
+from .tuner import TuneOptions, TuneReport, tune  # noqa: E402
 
 __all__ = [
     "AutotuneError",

@@ -37,7 +37,7 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
         if len(dims) == 1:
             out.update({k: dims[0] for k in size_keys})
         elif len(dims) == len(size_keys):
-            out.update(zip(size_keys, dims))
+            out.update(zip(size_keys, dims, strict=True))
         else:
             raise ProblemError(
                 f"--size {text!r}: {len(dims)} dimensions given, this kernel has "
@@ -218,7 +218,8 @@ def format_report(report: Any) -> str:
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup
-            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms ({_fmt_params(report.spec.baseline_overrides())})"
+            shown = _fmt_params(report.spec.baseline_overrides())
+            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms ({shown})"
                          + (f"  -> speed-up {sp:.2f}x" if sp else ""))
         else:
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
@@ -318,7 +319,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     print("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in r.metrics.items()))
     if m.error is not None:
         print(f"  error       {_describe_error(m)}")
-    if r.speedup is not None:
+    if r.speedup is not None and r.baseline is not None:
         print(f"  baseline    {r.baseline.median_ms:.4f} ms  -> speed-up {r.speedup:.2f}x")
     elif r.baseline is not None:
         print(f"  baseline    {r.baseline.status.value}: {r.baseline.message}")
@@ -339,4 +340,5 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"bench": _cmd_bench, "probe": _cmd_probe, "run": _cmd_run, "list": _cmd_list, "devices": _cmd_devices, "show": _cmd_show}
+_COMMANDS = {"bench": _cmd_bench, "probe": _cmd_probe, "run": _cmd_run, "list": _cmd_list,
+             "devices": _cmd_devices, "show": _cmd_show}

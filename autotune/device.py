@@ -187,8 +187,3 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     raise DeviceError(
         f"no OpenCL device matches {selector!r}; use an index or a name substring: {listing}"
     )
-
-
-def select_for_queue(queue: cl.CommandQueue) -> DeviceInfo:
-    """Facts of the device a queue runs on."""
-    return info(queue.device)

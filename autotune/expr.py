@@ -161,7 +161,7 @@ def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
         return lambda env: any(p(env) for p in parts)
     if isinstance(node, ast.Compare) and all(type(o) in _CMPOPS for o in node.ops):
         first = sub(node.left)
-        rest = [(_CMPOPS[type(o)], sub(c)) for o, c in zip(node.ops, node.comparators)]
+        rest = [(_CMPOPS[type(o)], sub(c)) for o, c in zip(node.ops, node.comparators, strict=True)]
 
         def compare(env: Env) -> bool:
             left = first(env)
@@ -180,8 +180,8 @@ def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
         items = [sub(e) for e in node.elts]
         return lambda env: tuple(i(env) for i in items)
     if isinstance(node, ast.Subscript):
-        value, index = sub(node.value), sub(node.slice)
-        return lambda env: value(env)[index(env)]
+        container, index = sub(node.value), sub(node.slice)
+        return lambda env: container(env)[index(env)]
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)

@@ -178,7 +178,7 @@ class Launch:
                 wait_for: list[cl.Event] | None = None) -> list[cl.Event]:
         """Enqueue every step; ``named`` maps the :attr:`arg_names` to buffers or scalars."""
         events: list[cl.Event] = []
-        for kernel, step in zip(self.kernels, self.geometry.steps):
+        for kernel, step in zip(self.kernels, self.geometry.steps, strict=True):
             kernel.set_args(*(self._arg(name, named) for name in step.args))
             try:
                 events.append(cl.enqueue_nd_range_kernel(

@@ -78,7 +78,7 @@ class TunedKernel:
         if len(args) > len(self.arg_names):
             raise TypeError(f"{self.spec.name} takes {len(self.arg_names)} arguments "
                             f"({', '.join(self.arg_names)}), got {len(args)}")
-        bound = dict(zip(self.arg_names, args))
+        bound = dict(zip(self.arg_names, args, strict=False))  # the rest may come by name
         bound.update(named)
         missing = [n for n in self.arg_names if n not in bound]
         if missing:

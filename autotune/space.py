@@ -72,7 +72,7 @@ def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
 
 
 def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
-             facts: Facts = {}) -> Geometry:
+             facts: Facts) -> Geometry:
     """Resolve the launch steps active for ``params`` (their ``when`` holds)."""
     env = environment(spec, params, problem, facts)
     steps = []
@@ -104,13 +104,13 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
             continue
         if any(w <= 0 for w in step.local_size):
             return f"{step.entry}: local size {step.local_size} must be positive"
-        for g, w in zip(step.global_size, step.local_size):
+        for g, w in zip(step.global_size, step.local_size, strict=True):
             if g % w:
                 return f"{step.entry}: global size {step.global_size} not divisible by local {step.local_size}"
         if max_wg is not None and math.prod(step.local_size) > max_wg:
             return f"{step.entry}: work-group {math.prod(step.local_size)} > device max {max_wg}"
         if max_items is not None:
-            for w, m in zip(step.local_size, max_items):
+            for w, m in zip(step.local_size, max_items, strict=False):  # the device may list more
                 if w > m:
                     return f"{step.entry}: local size {step.local_size} exceeds device limits {tuple(max_items)}"
     return None

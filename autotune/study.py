@@ -8,9 +8,9 @@ storage, and nothing is measured twice.
 Example:
     >>> log = StudyLog.open("k|dev|N=8|abc", ":memory:", optuna.samplers.RandomSampler(0))
     >>> trial = log.ask({"TS": 8}, {"TS": optuna.distributions.CategoricalDistribution([4, 8])})
-    >>> log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params={"TS": 8}))
-    >>> log.measured_total, log.best.params
-    (1, {'TS': 8})
+    >>> recorded = log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params={"TS": 8}))
+    >>> log.measured_total, log.best.params, recorded.number
+    (1, {'TS': 8}, 0)
 """
 
 from __future__ import annotations

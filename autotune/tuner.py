@@ -183,7 +183,7 @@ def _stop_signals() -> Iterator[Callable[[], None]]:
         yield lambda: None
         return
     try:
-        yield lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)
+        yield lambda: _ignore(signal.SIGINT)
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
@@ -191,6 +191,10 @@ def _stop_signals() -> Iterator[Callable[[], None]]:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def _ignore(signum: int) -> None:
+    signal.signal(signum, signal.SIG_IGN)
 
 
 class _Run:

@@ -55,7 +55,7 @@ def save_workload(workload: Workload, folder: Path) -> str:
     path = folder / "workload.npz"
     arrays = {f"in__{k}": np.asarray(v) for k, v in workload.inputs.items()}
     arrays.update({f"ex__{k}": np.asarray(v) for k, v in workload.expected.items()})
-    np.savez(path, **arrays)
+    np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     return str(path)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from conftest import needs_opencl
 
 from autotune import benchmark
+from conftest import needs_opencl
 
 
 @needs_opencl

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, needs_opencl, write_spec
 
 from autotune import spec as specs
 from autotune.diagnose import Located, SameBuildError, errors, explain, signature
 from autotune.errors import BuildError
 from autotune.result import Measurement, Status
 from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, needs_opencl, write_spec
 
 # The same error as three runtimes print it (Intel numbers its programs, NVIDIA and PoCL do not).
 INTEL = ("clBuildProgram failed: BUILD_PROGRAM_FAILURE\nBuild on <pyopencl.Device 'AMD EPYC' at 0x5566>:\n"

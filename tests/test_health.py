@@ -7,11 +7,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import FAKE, needs_opencl
 
 from autotune import device, health
 from autotune.errors import DeviceError
 from autotune.health import BuildCheck
+from conftest import FAKE, needs_opencl
 
 
 @pytest.fixture(autouse=True)

@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FAST, needs_opencl
 
 from autotune import spec as specs
 from autotune.kernels import correlate as host
 from autotune.measure import compare, make_workload
 from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
+from conftest import FAST, needs_opencl
 
 SMALL = {"W": 40, "H": 40, "OW": 20, "OH": 20}
 ODD = {"W": 33, "H": 31, "OW": 17, "OH": 9}  # nothing divides anything
@@ -69,7 +69,7 @@ def test_default_size_with_16x16_groups_is_valid(fake_device: Any) -> None:
     problem = spec.default_problem()
     params = spec.complete({"WGX": 16, "WGY": 16, "OPX": 2, "OPY": 2})
     assert check(spec, params, problem, fake_device.facts()) is None
-    step = geometry(spec, params, problem).steps[0]
+    step = geometry(spec, params, problem, fake_device.facts()).steps[0]
     assert step.global_size == (128, 128, 1) and step.local_size == (16, 16, 1)
     for sizes in ({"W": 512, "H": 512, "OW": 256, "OH": 256}, {"W": 640, "H": 640, "OW": 320, "OH": 320}):
         assert check(spec, params, spec.resolve_problem(sizes), fake_device.facts()) is None
@@ -81,10 +81,10 @@ def test_swept_slices_across_work_groups_add_up_in_a_second_kernel(fake_device: 
     spec = specs.load("correlate")
     problem = spec.default_problem()
     one = spec.complete({"VARIANT": "swept", "WGX": 32, "OPX": 4, "OPY": 4, "KSL": 8})
-    (step,) = geometry(spec, one, problem).steps
+    (step,) = geometry(spec, one, problem, fake_device.facts()).steps
     assert step.entry == "correlate" and step.global_size == (64, 63, 8) and step.local_size == (32, 1, 8)
     split = dict(one, KSG=4)
-    first, second = geometry(spec, split, problem).steps
+    first, second = geometry(spec, split, problem, fake_device.facts()).steps
     assert first.global_size == (64, 63, 32) and first.args == ("imgA", "imgB", "part")
     assert second.entry == "correlate_sum" and second.args == ("part", "out")
     assert check(spec, split, problem, fake_device.facts()) is None
@@ -197,7 +197,7 @@ def test_load_kernel_runs_a_tuned_two_kernel_configuration() -> None:
     spec = specs.load("correlate")
     problem = _problem(ODD)
     params = {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 4, "OPY": 2, "KSL": 2, "KSG": 4}
-    info = device.select_for_queue(queue)
+    info = device.info(queue.device)
     entry = profiles.Entry(problem=problem, params=params, build_flags=(), time_ms=1.0,
                            throughput={}, trials=1, tuned_at="2026-11-21T00:00:00Z",
                            spec_hash=spec.spec_hash)

@@ -8,13 +8,13 @@ import warnings
 from typing import Any
 
 import numpy as np
-from conftest import FAKE, FAST, needs_opencl
 
 from autotune import spec as specs
 from autotune.kernels import mathpath
 from autotune.measure import Bench, make_workload
 from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
+from conftest import FAKE, FAST, needs_opencl
 
 SPEC = specs.load("mathpath")
 # Formulations accurate by construction on any conforming device: correctly rounded-ish

@@ -6,12 +6,12 @@ import warnings
 from typing import Any
 
 import pytest
-from conftest import FAST, needs_opencl
 
 from autotune import spec as specs
 from autotune.measure import make_workload
 from autotune.result import Status
 from autotune.space import check
+from conftest import FAST, needs_opencl
 
 SIZES = {"M": 64, "N": 128, "K": 32}
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FAKE, FAST, needs_opencl
 
 from autotune import spec as specs
 from autotune.kernels import mul1
@@ -19,6 +18,7 @@ from autotune.launch import Launch, ProgramCache
 from autotune.measure import Bench, Workload, make_workload
 from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
+from conftest import FAKE, FAST, needs_opencl
 
 SPEC = specs.load("mul1")
 

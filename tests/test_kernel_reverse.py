@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FAKE, FAST, needs_opencl
 
 from autotune import spec as specs
 from autotune.measure import Bench, make_workload
 from autotune.space import check, enumerate_valid, geometry
+from conftest import FAKE, FAST, needs_opencl
 
 SPEC = specs.load("reverse")
 

@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 import pyopencl as cl
 import pytest
-from conftest import needs_opencl
 
 import autotune
 from autotune import device, profiles, settings
 from autotune.tuner import TuneOptions, tune
+from conftest import needs_opencl
 
 pytestmark = needs_opencl
 

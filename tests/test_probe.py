@@ -7,9 +7,9 @@ import math
 import time
 
 import pytest
-from conftest import needs_opencl
 
 from autotune.probe import LaunchCost, launch_overhead
+from conftest import needs_opencl
 
 
 @needs_opencl

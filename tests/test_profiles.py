@@ -73,7 +73,8 @@ def test_nearest_prefers_exact_then_closest_usable():
           entry({"N": 1024, "layout": "row"}, 1.0, params={"TS": 128}),
           entry({"N": 512, "layout": "col"}, 1.0),
           entry({"N": 512, "layout": "row"}, 1.0, spec_hash="old")]
-    pick = lambda prob, usable=lambda e: True: profiles.nearest(es, prob, "h1", usable)
+    def pick(prob, usable=lambda e: True):
+        return profiles.nearest(es, prob, "h1", usable)
     assert pick({"N": 64, "layout": "row"}).params == {"TS": 64}
     assert pick({"N": 700, "layout": "row"}).params == {"TS": 128}
     assert pick({"N": 700, "layout": "row"}, lambda e: e.params["TS"] != 128).params == {"TS": 64}

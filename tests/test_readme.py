@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
-from conftest import needs_opencl
 
 import autotune
 from autotune import device
 from autotune.tuner import TuneOptions, tune
+from conftest import needs_opencl
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -8,11 +8,11 @@ import sys
 import time
 
 import pytest
-from conftest import SCALE_YAML, needs_opencl, write_spec
 
 from autotune import profiles, settings
 from autotune import spec as specs
 from autotune.tuner import TuneOptions, tune
+from conftest import SCALE_YAML, needs_opencl, write_spec
 
 pytestmark = needs_opencl
 

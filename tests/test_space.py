@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from conftest import FAKE, SCALE_YAML, write_spec
 
 from autotune import spec as specs
 from autotune.errors import SpecError
 from autotune.space import check, config_key, enumerate_valid, geometry, space_size
+from conftest import FAKE, SCALE_YAML, write_spec
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def test_enumeration_matches_brute_force(scale):
     valid = enumerate_valid(scale, problem, facts)
     brute = []
     for values in itertools.product(*(p.values for p in scale.parameters)):
-        params = dict(zip(scale.parameter_names, values))
+        params = dict(zip(scale.parameter_names, values, strict=True))
         if check(scale, params, problem, facts) is None:
             brute.append(params)
     assert [config_key(c) for c in valid] == [config_key(c) for c in brute]
@@ -40,7 +40,7 @@ def test_device_limits_reject_before_building(scale):
 def test_geometry_must_be_integral(tmp_path):
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N / 3"]')))
     with pytest.raises(SpecError, match=r"launch\[0\].global: 'N / 3' gave 85.33.*use //"):
-        geometry(sp, sp.complete({}), {"N": 256})
+        geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
 
 
 def test_matmul_constraints_reject_non_dividing_tiles():

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SCALE_YAML, write_spec
 
 from autotune import spec as specs
 from autotune.errors import ProblemError, SpecError
+from conftest import SCALE_YAML, write_spec
 
 
 def test_builtin_matmul_loads_with_all_variants():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FAKE, SCALE_YAML, write_spec
 
 from autotune import profiles, settings
 from autotune import spec as specs
@@ -11,6 +10,7 @@ from autotune.errors import ProblemError
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, SCALE_YAML, write_spec
 
 
 class FakeEvaluator:
@@ -117,7 +117,7 @@ def test_candidates_far_behind_the_best_are_timed_once_and_the_baseline_in_full(
     report = run(scale, ev, sampler="grid", trials=1000, prune=2.0)
     assert ev.cutoffs[0] is None, "the baseline is timed in full: the speed-up is measured on it"
     best = float("inf")
-    for params, cutoff in zip(ev.calls, ev.cutoffs):
+    for params, cutoff in zip(ev.calls, ev.cutoffs, strict=True):
         if best < float("inf"):
             assert cutoff == pytest.approx(2.0 * best), params  # twice the best measured before it
         m = FakeEvaluator().evaluate(params, None)

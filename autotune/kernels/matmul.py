@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 
-def _order(problem: Mapping[str, Any]) -> str:
+def _order(problem: Mapping[str, Any]) -> Literal["C", "F"]:
     return "F" if problem.get("layout") == "col" else "C"
 
 
@@ -28,5 +28,5 @@ def reference(problem: Mapping[str, Any], arrays: Mapping[str, Any]) -> dict[str
     return {"C": _flat((a @ b).astype(np.float32), order)}
 
 
-def _flat(x: np.ndarray, order: str) -> np.ndarray:
+def _flat(x: np.ndarray, order: Literal["C", "F"]) -> np.ndarray:
     return np.ascontiguousarray(x.ravel(order=order))

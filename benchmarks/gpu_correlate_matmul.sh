@@ -3,11 +3,12 @@
 # NVIDIA GPU, bench each against the same run's ceilings and its baseline, and print what the
 # compiler made of the winners (PTX counts, ptxas registers), in one device call.
 # Searches start from the winners already in the profiles (`previous_winners` in tuner.py).
-# Usage on the device machine:
-#   source .whl/gpu-env.sh; bash benchmarks/gpu_correlate_matmul.sh [matmul] [correlate]
+# Usage on the GPU host, from the repository root (benchmarks/gpu_env.sh sets up the rest):
+#   bash benchmarks/gpu_correlate_matmul.sh [matmul] [correlate]
 # (both when none is named). Seconds per search: MM_T (4096³), MM1K_T (each 1024³),
 # CORR_T (500²), CORR640_T (640²). About 9 minutes for matmul with the defaults, 8 for correlate.
 set -u
+source "$(dirname "$0")/gpu_env.sh"
 export AUTOTUNE_HOME=${AUTOTUNE_HOME:-/tmp/home}
 R="python3 -m autotune"
 OUTDIR=${OUT:-.}

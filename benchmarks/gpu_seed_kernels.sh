@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Tune and bench the seed kernels (all but matmul) on the NVIDIA GPU in one device call.
-# Usage on the device machine: source .whl/gpu-env.sh; bash benchmarks/gpu_seed_kernels.sh
+# Usage on the GPU host, from the repository root: bash benchmarks/gpu_seed_kernels.sh
+# (benchmarks/gpu_env.sh, sourced below, installs carried wheels and registers the driver).
 set -u
+source "$(dirname "$0")/gpu_env.sh"
 export AUTOTUNE_HOME=${AUTOTUNE_HOME:-/tmp/home}
 R="python3 -m autotune"
 $R probe -d nvidia

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tune every built-in kernel on the CPU OpenCL device (PoCL) with the default budget, one after
-# another in one run, from an empty AUTOTUNE_HOME; prints each summary. Figures in README.md.
+# Tune every built-in kernel on the CPU OpenCL device (PoCL; on CPUs its LLVM 14 knows) with the
+# default budget, one after another in one run, from an empty AUTOTUNE_HOME; prints each summary.
+# Figures in README.md. For Intel's CPU runtime, replace `-d pocl` with `-d intel`.
 set -u
 export AUTOTUNE_HOME=${AUTOTUNE_HOME:-$(mktemp -d)}
 R="python3 -m autotune"

@@ -7,8 +7,8 @@ device at all. Tuning on would only repeat it, so :class:`SameBuildError` spots 
 :func:`explain` says where it is and what to do.
 
 Example:
-    >>> errors("1:2:40: error: expected ')' | <command line>:1:12: note: expanded from macro 'N'")
-    (Located(line=2, text="expected ')'"),)
+    >>> errors("k.cl:2:40: error: expected ')' | <command line>:1:12: note: expanded from macro 'N'")
+    (Located(file='k.cl', line=2, text="expected ')'"),)
 """
 
 from __future__ import annotations
@@ -16,26 +16,32 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+
+from .spec import expand_includes
 
 #: After this many measured trials fail to build with one message, the run stops.
 WINDOW = 3
 
-_LOCATED = re.compile(r"(?:^|[\s|])[^\s|:]*:(\d+):\d+: (?:fatal )?error: ([^|\n]+)")
+_LOCATED = re.compile(r"(?:^|[\s|])([^\s|:]*):(\d+):\d+: (?:fatal )?error: ([^|\n]+)")
 _MACRO = re.compile(r"expanded from macro '(\w+)'")
 _NOISE = re.compile(r"0x[0-9a-f]+|/\S+")  # object addresses and temporary file names
 
 
 @dataclass(frozen=True)
 class Located:
-    """A compiler error at a line of the source."""
+    """A compiler error at a line of a file (the template, or a file it includes)."""
 
+    file: str
     line: int
     text: str
 
 
 def errors(message: str) -> tuple[Located, ...]:
-    """The located errors in a build message (line numbers of the template)."""
-    return tuple(Located(int(n), text.strip()) for n, text in _LOCATED.findall(message))
+    """The located errors in a build message. autotune's sources carry ``#line`` directives,
+    so the file is the template's name or an included file's; a bare number or ``<kernel>``
+    is what compilers print for a source without them."""
+    return tuple(Located(f, int(n), text.strip()) for f, n, text in _LOCATED.findall(message))
 
 
 def signature(message: str) -> str:
@@ -68,8 +74,8 @@ class SameBuildError:
         return len(self._seen) >= self.window
 
 
-def explain(message: str, source: str, template: str, macros: Mapping[str, object],
-            device: str, trials: int) -> str:
+def explain(message: str, template: Path, macros: Mapping[str, object], device: str,
+            trials: int) -> str:
     """One line: the device, the compiler's message with the template line, and the fix.
 
     ``macros`` maps each name autotune defines with ``-D`` (problem keys and parameters) to
@@ -82,24 +88,29 @@ def explain(message: str, source: str, template: str, macros: Mapping[str, objec
                 "another with --device (`autotune devices` shows which build), or "
                 "pip install 'autotune[cpu]' for Intel's CPU runtime")
     first = located[0]
-    lines = source.splitlines()
+    file = template.parent / first.file
+    if not file.is_file():  # a name the compiler made up: the template itself
+        file = template
+    lines = file.read_text().splitlines()
     code = lines[first.line - 1].strip() if 0 < first.line <= len(lines) else ""
-    where = f"{template}:{first.line}: error: {first.text}" + (f" in `{code}`" if code else "")
-    clash = _clash(message, code, macros)
+    where = f"{file.name}:{first.line}: error: {first.text}" + (f" in `{code}`" if code else "")
+    clash = _clash(message, expand_includes(template), macros)
     if clash is not None:
         fix = (f"`{clash}` is defined by autotune as a macro (-D{clash}={macros[clash]}), since "
                "every problem key and parameter is; rename it in the template")
     else:
-        fix = f"fix the template at line {first.line}"
+        fix = f"fix {file.name} at line {first.line}"
     return f"{head}: {where}; {fix}"
 
 
-def _clash(message: str, code: str, macros: Mapping[str, object]) -> str | None:
-    """The autotune macro that broke the build, when the message or the line names one."""
+_DECLARED = r"\b(?:int|uint|long|ulong|float|double|char|uchar|short|ushort|size_t|bool)\s*\*?\s*{}\b"
+
+
+def _clash(message: str, source: str, macros: Mapping[str, object]) -> str | None:
+    """The autotune macro that broke the build: named by the compiler's note, or declared as
+    a variable or argument in the source (``int N``, which the macro turns into ``int 2048``;
+    not every compiler's message points at that line)."""
     named = [m for m in _MACRO.findall(message) if m in macros]
     if named:
         return named[0]
-    words = set(re.findall(r"\b[A-Za-z_]\w*\b", code))
-    # a declaration such as `int N` that the macro turned into `int 2048`
-    declared = [m for m in macros if re.search(rf"\b(?:int|uint|long|float|double|char|short|size_t)\s+{m}\b", code)]
-    return declared[0] if declared and declared[0] in words else None
+    return next((m for m in macros if re.search(_DECLARED.format(re.escape(m)), source)), None)

@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from . import capture
 from .errors import SpecError
 from .space import Geometry, geometry
 from .spec import KernelSpec, Value
@@ -65,7 +67,8 @@ def error_code(exc: cl.Error) -> int | None:
 
 def short(text: str, limit: int = 400) -> str:
     """First meaningful lines of a compiler log, on one line."""
-    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in str(text).splitlines()
+             if ln.strip() and not re.fullmatch(r"\d+ errors? generated\.?", ln.strip())]
     # errors, and the notes that say a -D macro was expanded there (a name clash; see diagnose)
     errors = [ln for ln in lines if "error" in ln.lower() or "expanded from macro" in ln]
     joined = " | ".join(errors or lines)
@@ -83,11 +86,13 @@ def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> 
 
 
 def _build(ctx: cl.Context, source: str, options: tuple[str, ...]) -> cl.Program:
+    start = capture.mark()
     try:
         return build_quietly(ctx, source, options)
     except cl.Error as exc:
         if error_code(exc) in BUILD_ERRORS:
-            raise CandidateError("compile_error", short(str(exc))) from None
+            # the diagnostics of compilers that print them rather than log them (see capture)
+            raise CandidateError("compile_error", short(f"{exc}\n{capture.since(start)}")) from None
         raise
 
 

@@ -85,7 +85,8 @@ def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
         n = int(np.count_nonzero(~np.isfinite(g)))
         return f"{name}: {n} of {g.size} elements are not finite (unwritten or overflow)", math.inf, math.inf
     rel = float(np.linalg.norm(g - w)) / (float(np.linalg.norm(w)) or 1.0)
-    rtol, atol = float(spec.rtol(problem)), float(spec.atol(problem))
+    env = spec.env(problem)
+    rtol, atol = float(spec.rtol(env)), float(spec.atol(env))
     allowed = atol + rtol * np.abs(w)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(allowed > 0, np.abs(g - w) / allowed, np.where(g == w, 0.0, np.inf))

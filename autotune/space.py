@@ -52,15 +52,6 @@ class Geometry:
     scratch: tuple[tuple[str, int], ...]
 
 
-def environment(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
-                facts: Facts) -> dict[str, Any]:
-    """Variables visible to the spec's expressions."""
-    env: dict[str, Any] = dict(facts)
-    env.update(problem)
-    env.update(params)
-    return env
-
-
 def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
     value = e(env)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
@@ -74,7 +65,7 @@ def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
 def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
              facts: Facts) -> Geometry:
     """Resolve the launch steps active for ``params`` (their ``when`` holds)."""
-    env = environment(spec, params, problem, facts)
+    env = spec.env(problem, params, facts)
     steps = []
     for i, step in enumerate(spec.launch):
         if step.when is not None and not step.when(env):
@@ -119,7 +110,7 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
 def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
           facts: Facts) -> str | None:
     """Why a configuration is invalid for this problem and device, or None if it is valid."""
-    env = environment(spec, params, problem, facts)
+    env = spec.env(problem, params, facts)
     for c in spec.constraints:
         if not _holds(spec, c, env):
             return f"constraint {c.source!r}"
@@ -159,23 +150,31 @@ def _iter_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
                 limit: int) -> Iterator[dict[str, Value]]:
     names = spec.parameter_names
     position = {n: i for i, n in enumerate(names)}
+
+    def depth(e: Expr) -> int:  # the parameter after which an expression can be evaluated
+        return max((position[n] for n in spec.behind(e.names) if n in position), default=-1)
+
     at_depth: list[list[Expr]] = [[] for _ in names]
     for c in spec.constraints:
-        depth = max((position[n] for n in c.names if n in position), default=0)
-        at_depth[depth].append(c)
-    env: dict[str, Any] = dict(facts)
-    env.update(problem)
+        at_depth[max(depth(c), 0)].append(c)
+    derived_at: list[list[tuple[str, Expr]]] = [[] for _ in names]
+    for name, e in spec.derived:
+        if depth(e) >= 0:
+            derived_at[depth(e)].append((name, e))
+    env = spec.env(problem, facts=facts)  # with the derived values of the problem alone
     count = 0
 
-    def walk(depth: int) -> Iterator[dict[str, Value]]:
+    def walk(level: int) -> Iterator[dict[str, Value]]:
         nonlocal count
-        param = spec.parameters[depth]
+        param = spec.parameters[level]
         for value in param.values:
             env[param.name] = value
-            if not all(_holds(spec, c, env) for c in at_depth[depth]):
+            for name, e in derived_at[level]:
+                env[name] = e(env)
+            if not all(_holds(spec, c, env) for c in at_depth[level]):
                 continue
-            if depth + 1 < len(names):
-                yield from walk(depth + 1)
+            if level + 1 < len(names):
+                yield from walk(level + 1)
             else:
                 params = {n: env[n] for n in names}
                 if _local_memory(spec, env, facts) or check_geometry(

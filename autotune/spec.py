@@ -20,7 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -65,6 +65,8 @@ _TOP_KEYS = {
     "ceiling": False,
     "inplace": False,
     "hints": False,
+    "derived": False,
+    "requires": False,
 }
 #: Keys that do not change what a configuration computes or whether it is valid: editing them
 #: keeps tuned entries (the spec hash leaves them out).
@@ -89,11 +91,16 @@ class ProblemKey:
 
 @dataclass(frozen=True)
 class Parameter:
-    """A tunable parameter; build flags are boolean parameters with a ``flag``."""
+    """A tunable parameter; build flags are boolean parameters with a ``flag``.
+
+    A parameter with ``when`` applies only where that holds (its variant is chosen); elsewhere
+    it keeps its first value, so each configuration has one canonical copy.
+    """
 
     name: str
     values: tuple[Value, ...]
     flag: str | None = None
+    when: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,22 @@ class KernelSpec:
     ceiling: str = "fp32"
     inplace: tuple[str, ...] = ()
     hints: tuple[tuple[tuple[str, Value], ...], ...] = ()
+    derived: tuple[tuple[str, Expr], ...] = ()  # named expressions, in definition order
+    requires: tuple[Expr, ...] = ()  # what every problem must satisfy
+
+    def env(self, problem: Mapping[str, Any], params: Mapping[str, Value] | None = None,
+            facts: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+        """The variables of the spec's expressions: device facts, problem, parameters, ``extra``
+        (e.g. ``seconds``), then every derived value that those determine."""
+        env = {**(facts or {}), **problem, **(params or {}), **extra}
+        for name, e in self.derived:
+            if e.names <= env.keys():
+                env[name] = e(env)
+        return env
+
+    def behind(self, names: Iterable[str]) -> set[str]:
+        """``names`` with every derived name replaced by the names it is computed from."""
+        return _behind(self.derived, names)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -159,7 +182,7 @@ class KernelSpec:
 
     def throughput(self, problem: Mapping[str, Any], median_ms: float) -> dict[str, float]:
         """The spec's metrics for a run of ``median_ms`` on ``problem`` (headline first)."""
-        env = dict(problem, seconds=median_ms * 1e-3)
+        env = self.env(problem, seconds=median_ms * 1e-3)
         return {name: float(e(env)) for name, e in self.metrics}
 
     def without_flags(self, params: Mapping[str, Value]) -> dict[str, Value]:
@@ -190,6 +213,11 @@ class KernelSpec:
                 problem[name] = str(value)
             else:
                 raise ProblemError(f"{name}={value!r}: choose one of {', '.join(key.choices)}")
+        env = self.env(problem)
+        for rule in self.requires:
+            if not rule(env):
+                shown = ", ".join(f"{k}={problem[k]}" for k in sorted(rule.names & problem.keys()))
+                raise ProblemError(f"{self.name} needs {rule.source} ({shown})")
         return problem
 
     def complete(self, partial: Mapping[str, Value]) -> dict[str, Value]:
@@ -234,7 +262,8 @@ class KernelSpec:
 
     @cached_property
     def source(self) -> str:
-        return self.template.read_text()
+        """The template with its ``#include "..."`` files inlined (:func:`expand_includes`)."""
+        return expand_includes(self.template)
 
     def host_module(self) -> ModuleType:
         """Import the reference module (``inputs``, ``reference``, optional ``check``)."""
@@ -363,92 +392,94 @@ class _Validator:
         for key, required in _TOP_KEYS.items():
             if required and key not in raw:
                 raise self.fail(key, "missing required key (see the spec format in README.md)")
-
         name = str(raw["kernel"])
         if not _IDENT.match(name):
             raise self.fail("kernel", f"{name!r} must be an identifier (letters, digits, _)")
         template = self.template(raw["template"])
-        reference = self.reference(raw["reference"])
         problem = self.problem(raw["problem"])
-        parameters = self.parameters(raw["parameters"], raw.get("build_flags"))
-
-        pnames = {p.name for p in parameters}
         qnames = {k.name for k in problem}
-        clash = pnames & qnames
-        if clash:
-            raise self.fail("parameters", f"{', '.join(sorted(clash))} is also a problem key; rename it")
-        known = pnames | qnames | set(DEVICE_FACTS)
-
-        constraints = tuple(
-            self.expr(f"constraints[{i}]", c, known)
-            for i, c in enumerate(self.sequence("constraints", raw.get("constraints") or []))
-        )
-        local_memory = (
-            self.expr("local_memory", raw["local_memory"], known)
-            if raw.get("local_memory") is not None
-            else None
-        )
-        scratch = tuple(
-            (str(k), self.expr(f"scratch.{k}", v, known))
-            for k, v in self.mapping("scratch", raw.get("scratch"), allow_empty=True).items()
-        )
+        parameters = self.parameters(raw["parameters"], raw.get("build_flags"), qnames)
+        derived = self.derived(raw.get("derived"), {p.name for p in parameters} | qnames | set(DEVICE_FACTS))
+        known = {p.name for p in parameters} | qnames | set(DEVICE_FACTS) | {n for n, _ in derived}
+        # derived values of the problem alone may appear in metrics, tolerances and requirements
+        of_problem = qnames | {n for n, e in derived if _behind(derived, e.names) <= qnames}
         outputs = tuple(str(o) for o in self.sequence("outputs", raw["outputs"]))
-        inplace = tuple(str(o) for o in self.sequence("inplace", raw.get("inplace") or []))
+        metrics = tuple((str(k), self.expr(f"metrics.{k}", v, of_problem | {"seconds"}))
+                        for k, v in self.mapping("metrics", raw["metrics"]).items())
+        rtol, atol = self.tolerance(raw.get("tolerance"), of_problem)
+        digest = _spec_hash(self.source(template), raw)
+        return KernelSpec(
+            name=name, description=str(raw.get("description", "")).strip(), path=self.path,
+            template=template, reference=self.reference(raw["reference"]), problem=problem,
+            parameters=parameters,
+            constraints=self.conditions(parameters) + self.exprs("constraints", raw.get("constraints"), known),
+            local_memory=(self.expr("local_memory", raw["local_memory"], known)
+                          if raw.get("local_memory") is not None else None),
+            scratch=tuple((str(k), self.expr(f"scratch.{k}", v, known)) for k, v in
+                          self.mapping("scratch", raw.get("scratch"), allow_empty=True).items()),
+            outputs=outputs,
+            launch=self.launch(raw["launch"], name, tuple(str(a) for a in self.sequence("args", raw.get("args") or [])),
+                               known),
+            metrics=metrics, rtol=rtol, atol=atol,
+            baseline=self.config("baseline", raw.get("baseline"), parameters),
+            default=self.config("default", raw.get("default"), parameters),
+            spec_hash=digest,
+            ceiling=self.ceiling(raw.get("ceiling"), metrics),
+            inplace=self.inplace(raw.get("inplace"), outputs),
+            hints=tuple(self.config(f"hints[{i}]", h, parameters)
+                        for i, h in enumerate(self.sequence("hints", raw.get("hints") or []))),
+            derived=derived,
+            requires=self.exprs("requires", raw.get("requires"), of_problem),
+        )
+
+    def exprs(self, key: str, raw: Any, known: set[str]) -> tuple[Expr, ...]:
+        return tuple(self.expr(f"{key}[{i}]", c, known) for i, c in enumerate(self.sequence(key, raw or [])))
+
+    def tolerance(self, raw: Any, known: set[str]) -> tuple[Expr, Expr]:
+        tol = self.mapping("tolerance", raw, allow_empty=True)
+        self.check_keys("tolerance.", tol, ["rtol", "atol"])
+        return (self.expr("tolerance.rtol", tol.get("rtol", 1e-5), known),
+                self.expr("tolerance.atol", tol.get("atol", 1e-6), known))
+
+    def ceiling(self, raw: Any, metrics: tuple[tuple[str, Expr], ...]) -> str:
+        first_metric = metrics[0][0] if metrics else ""
+        ceiling = str(raw if raw is not None else ("copy" if "B/s" in first_metric else "fp32"))
+        if ceiling not in CEILINGS:
+            raise self.fail("ceiling", f"{ceiling!r}: choose one of {', '.join(CEILINGS)}")
+        return ceiling
+
+    def inplace(self, raw: Any, outputs: tuple[str, ...]) -> tuple[str, ...]:
+        inplace = tuple(str(o) for o in self.sequence("inplace", raw or []))
         if set(inplace) - set(outputs):
             raise self.fail("inplace", f"{', '.join(sorted(set(inplace) - set(outputs)))} "
                                        "must also be listed in outputs")
-        default_args = tuple(str(a) for a in self.sequence("args", raw.get("args") or []))
-        launch = self.launch(raw["launch"], name, default_args, known)
-        metrics = tuple(
-            (str(k), self.expr(f"metrics.{k}", v, qnames | {"seconds"}))
-            for k, v in self.mapping("metrics", raw["metrics"]).items()
-        )
-        tol = self.mapping("tolerance", raw.get("tolerance"), allow_empty=True)
-        self.check_keys("tolerance.", tol, ["rtol", "atol"])
-        rtol = self.expr("tolerance.rtol", tol.get("rtol", 1e-5), qnames)
-        atol = self.expr("tolerance.atol", tol.get("atol", 1e-6), qnames)
+        return inplace
 
-        baseline = self.config("baseline", raw.get("baseline"), parameters)
-        default = self.config("default", raw.get("default"), parameters)
-        first_metric = metrics[0][0] if metrics else ""
-        ceiling = str(raw.get("ceiling", "copy" if "B/s" in first_metric else "fp32"))
-        if ceiling not in CEILINGS:
-            raise self.fail("ceiling", f"{ceiling!r}: choose one of {', '.join(CEILINGS)}")
-        hints = tuple(self.config(f"hints[{i}]", h, parameters)
-                      for i, h in enumerate(self.sequence("hints", raw.get("hints") or [])))
-        # hash the parsed space, not its text, and only what gives a configuration its meaning:
-        # editing a comment, the description or the starting points must not orphan tuned entries
-        canonical = json.dumps({k: v for k, v in raw.items() if k not in _UNHASHED},
-                               sort_keys=True, default=str).encode()
-        digest = hashlib.sha256(template.read_bytes() + b"\0" + canonical).hexdigest()[:16]
-        return KernelSpec(
-            name=name,
-            description=str(raw.get("description", "")).strip(),
-            path=self.path,
-            template=template,
-            reference=reference,
-            problem=problem,
-            parameters=parameters,
-            constraints=constraints,
-            local_memory=local_memory,
-            scratch=scratch,
-            outputs=outputs,
-            launch=launch,
-            metrics=metrics,
-            rtol=rtol,
-            atol=atol,
-            baseline=baseline,
-            default=default,
-            spec_hash=digest,
-            ceiling=ceiling,
-            inplace=inplace,
-            hints=hints,
-        )
+    def conditions(self, parameters: tuple[Parameter, ...]) -> tuple[Expr, ...]:
+        """Each ``when`` as a constraint: where it does not hold, the first value only."""
+        return tuple(Expr.parse(f"({p.when.source}) or {p.name} == {p.values[0]!r}")
+                     for p in parameters if p.when is not None)
+
+    def derived(self, raw: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
+        out: list[tuple[str, Expr]] = []
+        for name, source in self.mapping("derived", raw, allow_empty=True).items():
+            if not _IDENT.match(str(name)) or name in known:
+                raise self.fail(f"derived.{name}", "must be an identifier that is not a parameter, "
+                                                   "problem key, device fact or earlier derived name")
+            out.append((str(name), self.expr(f"derived.{name}", source, known)))
+            known = known | {str(name)}
+        return tuple(out)
 
     def sequence(self, key: str, raw: Any) -> list[Any]:
         if not isinstance(raw, list):
             raise self.fail(key, f"expected a list, got {raw!r}")
         return raw
+
+    def source(self, template: Path) -> str:
+        try:
+            return expand_includes(template)
+        except SpecError as exc:
+            raise self.fail("template", str(exc)) from None
 
     def template(self, raw: Any) -> Path:
         for base in (self.path.parent, data_dir("kernel_templates")):
@@ -494,12 +525,17 @@ class _Validator:
                                        f"{{default: ..., choices: [...]}}, got {value!r}")
         return tuple(keys)
 
-    def parameters(self, raw: Any, flags: Any) -> tuple[Parameter, ...]:
-        params = []
+    def parameters(self, raw: Any, flags: Any, qnames: set[str]) -> tuple[Parameter, ...]:
+        """Values (a list, or ``{values: [...], when: CONDITION}``), then the build flags."""
+        params, conditions = [], {}
         for name, values in self.mapping("parameters", raw).items():
             where = f"parameters.{name}"
             if not _IDENT.match(str(name)):
                 raise self.fail(where, "parameter names must be identifiers (they become -D macros)")
+            if isinstance(values, dict):
+                self.check_keys(where + ".", values, ["values", "when"])
+                conditions[str(name)] = values.get("when")
+                values = values.get("values")
             if not isinstance(values, list) or not values:
                 raise self.fail(where, "give a non-empty list of values, e.g. [16, 32, 64]")
             for v in values:
@@ -508,6 +544,9 @@ class _Validator:
             if len(set(map(repr, values))) != len(values):
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))
+        known = {p.name for p in params} | qnames
+        params = [replace(p, when=self.expr(f"parameters.{p.name}.when", conditions[p.name], known))
+                  if conditions.get(p.name) is not None else p for p in params]
         for name, flag in self.mapping("build_flags", flags, allow_empty=True).items():
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
@@ -554,6 +593,55 @@ class _Validator:
             if value not in by_name[name].values:
                 raise self.fail(f"{key}.{name}", f"{value!r} is not among its values {list(by_name[name].values)}")
         return tuple((p.name, values.get(p.name, p.values[0])) for p in params)
+
+
+def _behind(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> set[str]:
+    """``names`` with each derived name replaced by what it is computed from (transitively)."""
+    table, out, todo = dict(derived), set(), list(names)
+    while todo:
+        n = todo.pop()
+        if n in table:
+            todo.extend(table[n].names)
+        else:
+            out.add(n)
+    return out
+
+
+def _spec_hash(source: str, raw: Mapping[str, Any]) -> str:
+    """The source the device compiles and what gives a configuration its meaning, parsed (not
+    the YAML text): editing the description or the starting points must not orphan entries."""
+    canonical = json.dumps({k: v for k, v in raw.items() if k not in _UNHASHED},
+                           sort_keys=True, default=str).encode()
+    return hashlib.sha256(source.encode() + b"\0" + canonical).hexdigest()[:16]
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+
+
+def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
+    """``path``'s text with each ``#include "file"`` (beside it) inlined, recursively.
+
+    The device compiles one string, so the includes are resolved here; ``#line`` directives
+    keep the compiler's messages pointing at the file and line they come from.
+
+    Example:
+        >>> expand_includes(data_dir("kernel_templates") / "matmul.cl").splitlines()[0]
+        '#line 1 "matmul.cl"'
+    """
+    out = [f'#line 1 "{path.name}"']
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        m = _INCLUDE.match(line)
+        if m is None:
+            out.append(line)
+            continue
+        included = (path.parent / m.group(1)).resolve()
+        if not included.is_file():
+            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" not found beside it")
+        if included in within or included == path.resolve():
+            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" includes itself")
+        out.append(expand_includes(included, (*within, path.resolve())).rstrip("\n"))
+        out.append(f'#line {n + 1} "{path.name}"')
+    return "\n".join(out) + "\n"
 
 
 def _import_reference(reference: str, spec_path: Path) -> ModuleType:

@@ -339,9 +339,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             if own and evaluator is not None:
                 evaluator.close()
         if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
-            raise BuildError(explain(run.state.failure_examples["compile_error"], spec.source,
-                                     spec.template.name, spec.macros(prob),
-                                     f"{info.name} ({info.platform})", run.state.measured))
+            raise BuildError(explain(run.state.failure_examples["compile_error"], spec.template,
+                                     spec.macros(prob), f"{info.name} ({info.platform})",
+                                     run.state.measured))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save and report.best is not None:
             report = _save(report, partial=stopped_by == "interrupted")

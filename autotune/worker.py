@@ -14,6 +14,7 @@ import signal
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from . import capture
 from .errors import WorkerError
 from .measure import Bench, TimingOptions, Workload
 from .result import Measurement, Status
@@ -48,6 +50,7 @@ class Setup:
     problem: dict[str, Any]
     workload_file: str
     timing: TimingOptions
+    stderr_file: str = ""  # the worker's stderr goes here (see autotune.capture)
 
 
 def save_workload(workload: Workload, folder: Path) -> str:
@@ -89,7 +92,8 @@ def open_evaluator(setup: Setup, workload: Workload, isolate: bool, folder: Path
     """The evaluator a tuning run measures with: a worker process, or this process."""
     if not isolate:
         return InProcessEvaluator(setup, workload)
-    return IsolatedEvaluator(replace(setup, workload_file=save_workload(workload, folder)))
+    return IsolatedEvaluator(replace(setup, workload_file=save_workload(workload, folder),
+                                     stderr_file=str(folder / "worker-stderr.log")))
 
 
 class InProcessEvaluator:
@@ -111,8 +115,15 @@ class InProcessEvaluator:
 
 
 def _worker_main(conn: Connection, setup: Setup) -> None:
+    import pyopencl as cl
+
     # Ctrl-C goes to the whole process group; the parent decides what to do about it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # a build log is normal for tuned variants; catch_warnings in build threads is not
+    # thread-safe, so the worker (autotune's own process) ignores them for good
+    warnings.simplefilter("ignore", cl.CompilerWarning)
+    if setup.stderr_file:
+        capture.redirect_stderr(Path(setup.stderr_file))
     try:
         bench = make_bench(setup)
         conn.send(("ready", None))
@@ -197,7 +208,9 @@ class IsolatedEvaluator:
                 code = self._proc.exitcode
             self._kill()
             self.restarts += 1
-            return Measurement(Status.CRASHED, f"worker died: {_describe_exit(code)}",
+            said = capture.tail(Path(self.setup.stderr_file)) if self.setup.stderr_file else ""
+            return Measurement(Status.CRASHED, f"worker died: {_describe_exit(code)}"
+                               + (f"; its last output: {said}" if said else ""),
                                wall_s=time.perf_counter() - t0, params=dict(params))
         if kind == "error":
             self._kill()

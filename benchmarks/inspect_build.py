@@ -58,7 +58,7 @@ def main() -> None:
     out.write_text(text)
     counts = Counter({name: len(re.findall(rx, text)) for name, rx in _PATTERNS.items()})
     regs = re.findall(r"\.reg \.(\w+) \s*%\w+<(\d+)>", text)
-    print(f"{sp.name} {problem} on {info.name}: {choice.source} {choice.params}")
+    print(f"{sp.name} {problem} on {info.name}: {choice.origin} {choice.params}")
     for name, n in counts.items():
         print(f"  {name:<20} {n}")
     print("  virtual registers   " + ", ".join(f"{t}:{n}" for t, n in regs))

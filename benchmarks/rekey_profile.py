@@ -17,9 +17,11 @@ from pathlib import Path
 from autotune import profiles, spec
 
 
-def preprocess(path: Path, options: list[str]) -> str:
+def preprocess(path: Path, options: list[str]) -> list[str]:
+    """The template's tokens after the C preprocessor (its includes resolved beside it), as
+    whitespace-separated words: layout and comments do not change what the device compiles."""
     return subprocess.run(["cpp", "-P", "-undef", "-x", "c", *options, str(path)],
-                          capture_output=True, text=True, check=True).stdout
+                          capture_output=True, text=True, check=True).stdout.split()
 
 
 def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:

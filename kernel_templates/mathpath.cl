@@ -28,16 +28,16 @@
 // -cl-no-signed-zeros) are tuned by the search space as compiler options.
 
 #ifndef N
-#define N 4194304
+#define N 4194304   // elements
 #endif
 #ifndef P
-#define P 8
+#define P 8         // the power x^P
 #endif
 #ifndef WG
-#define WG 64
+#define WG 64       // work-group size
 #endif
 #ifndef IPT
-#define IPT 1
+#define IPT 1       // elements per work-item
 #endif
 #if !defined(FORMULA_POW) && !defined(FORMULA_POWR) && !defined(FORMULA_EXP_LOG) && \
     !defined(FORMULA_NATIVE_EXP_LOG) && !defined(FORMULA_MUL) && !defined(FORMULA_POWN)
@@ -51,7 +51,7 @@
 #define EXPR_LONG 1
 #endif
 
-#define CHUNK (WG * IPT)
+#define CHUNK (WG * IPT)  // elements per work-group
 // Only sizes the chunk does not divide pay for a bounds check.
 #define RAGGED (N % CHUNK != 0)
 

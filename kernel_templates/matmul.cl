@@ -16,50 +16,56 @@
 // All parameters arrive as -D macros; the defaults below let the file compile alone.
 
 #ifndef M
-#define M 256
+#define M 256        // rows of A and C
 #endif
 #ifndef N
-#define N 256
+#define N 256        // columns of B and C
 #endif
 #ifndef K
-#define K 256
+#define K 256        // columns of A, rows of B
 #endif
 #if !defined(ALGO_NAIVE) && !defined(ALGO_TILED) && !defined(ALGO_BLOCKED)
 #define ALGO_TILED 1
 #endif
 #ifndef MWG
-#define MWG 64
+#define MWG 64       // C tile rows per work-group
 #endif
 #ifndef NWG
-#define NWG 64
+#define NWG 64       // C tile columns per work-group
 #endif
 #ifndef KWG
-#define KWG 16
+#define KWG 16       // tiled: K-tile depth staged in local memory
 #endif
 #ifndef MDIMC
-#define MDIMC 16
+#define MDIMC 16     // work-group rows
 #endif
 #ifndef NDIMC
-#define NDIMC 16
+#define NDIMC 16     // work-group columns
 #endif
 #ifndef VW
-#define VW 4
+#define VW 4         // vector width of global loads (blocked: of B rows and C stores)
 #endif
 #ifndef SM
-#define SM 0
+#define SM 0         // tiled: outputs along M contiguous (0), strided (1), float4 groups strided (2)
 #endif
 #ifndef SN
-#define SN 0
+#define SN 0         // tiled: the same along N
 #endif
 #ifndef PAD
-#define PAD 0
+#define PAD 0        // tiled: floats of padding per local tile row
 #endif
 #ifndef DB
-#define DB 0
+#define DB 0         // tiled: double-buffered local tiles with register prefetch
 #endif
 #ifndef UNROLL
-#define UNROLL 1
+#define UNROLL 1     // unroll factor of the inner K loop
 #endif
+// The tiled variant was tuned for GPUs, where mad() and a contracted a*b + c are the same
+// FFMA; the blocked variant runs on CPUs too, where mad() is slow (see autotune.h).
+#if !defined(USE_CL_MAD) && defined(ALGO_TILED)
+#define USE_CL_MAD 1
+#endif
+#include "autotune.h"
 
 // Row-major view: R[MR x NR] = X[MR x K] * Y[K x NR].
 #ifdef LAYOUT_COL
@@ -74,26 +80,21 @@
 #define YPTR B
 #endif
 
-#define WPTM (MWG / MDIMC)
-#define WPTN (NWG / NDIMC)
-#define NT (MDIMC * NDIMC)
+#define WPTM (MWG / MDIMC)  // outputs per work-item along M
+#define WPTN (NWG / NDIMC)  // outputs per work-item along N
+#define NT (MDIMC * NDIMC)  // work-items per work-group
 
+// floatv: the vector of VW floats that global loads (and the blocked variant's stores) use
 #if VW == 1
 typedef float floatv;
 #define VLOAD(i, p) ((p)[i])
 #define VSTORE(v, i, p) ((p)[i] = (v))
-#elif VW == 2
-typedef float2 floatv;
-#define VLOAD(i, p) vload2(i, p)
-#define VSTORE(v, i, p) vstore2(v, i, p)
-#elif VW == 4
-typedef float4 floatv;
-#define VLOAD(i, p) vload4(i, p)
-#define VSTORE(v, i, p) vstore4(v, i, p)
+#elif VW == 2 || VW == 4 || VW == 8
+typedef VECTORW(float, VW) floatv;
+#define VLOAD(i, p) VLOADW(VW, i, p)
+#define VSTORE(v, i, p) VSTOREW(VW, v, i, p)
 #else
-typedef float8 floatv;
-#define VLOAD(i, p) vload8(i, p)
-#define VSTORE(v, i, p) vstore8(v, i, p)
+#error "VW must be 1, 2, 4 or 8"
 #endif
 
 #ifdef ALGO_NAIVE
@@ -134,9 +135,7 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
         for (int i = 0; i < WPTM; ++i) {
             const floatv a = (floatv)(X[(size_t)i * K + k]);
             #pragma unroll
-            // a*b + acc rather than mad(): PoCL lowers mad() to a slow call, 4x behind a
-            // multiply-add the compiler contracts to an FMA
-            for (int j = 0; j < WPTN / VW; ++j) acc[i][j] += a * b[j];
+            for (int j = 0; j < WPTN / VW; ++j) MULTIPLY_ADD(acc[i][j], a, b[j]);
         }
     }
     #pragma unroll
@@ -242,7 +241,7 @@ inline void multiply(__local const float* xs, __local const float* ys, int tm, i
         #pragma unroll
         for (int i = 0; i < WPTM; ++i) {
             #pragma unroll
-            for (int j = 0; j < WPTN; ++j) acc[i][j] = mad(a[i], b[j], acc[i][j]);
+            for (int j = 0; j < WPTN; ++j) MULTIPLY_ADD(acc[i][j], a[i], b[j]);
         }
     }
 }

@@ -21,16 +21,16 @@
 // All parameters arrive as -D macros; the defaults below let the file compile alone.
 
 #ifndef N
-#define N 4096
+#define N 4096           // digits of the number
 #endif
 #ifndef LOG_BASE
-#define LOG_BASE 30
+#define LOG_BASE 30      // bits per digit
 #endif
 #ifndef WG
-#define WG 64
+#define WG 64            // work-group size
 #endif
 #ifndef BLOCK_SIZE
-#define BLOCK_SIZE 1
+#define BLOCK_SIZE 1     // v3: output digits per work-item
 #endif
 #if !defined(VARIANT_V1) && !defined(VARIANT_V2) && !defined(VARIANT_V3) && !defined(VARIANT_V4)
 #define VARIANT_V1 1
@@ -40,7 +40,7 @@
 #error "LOG_BASE must be in 1..30 (digits up to 2B-1 must fit a signed 32-bit int)"
 #endif
 
-#define NOUT (N + 2)
+#define NOUT (N + 2)     // digits of the product: two more than the input
 #define MASK ((1L << LOG_BASE) - 1)
 
 // Components of p = x·k: each fits an int, and lo + mid + hi cannot overflow an int.

@@ -11,7 +11,7 @@
 //                           BSWAP_ROTATE two rotates and a bitselect on the whole vector.
 //   ITEMS vectors per work-item, either consecutive (COALESCE = 0) or WG vectors apart so a
 //   work-group's loads of one item are adjacent (COALESCE = 1, the GPU-friendly order).
-//   USE_RESTRICT (a tunable -D build flag) declares src and dst restrict; they must not overlap.
+//   USE_RESTRICT (a tunable parameter, 0 or 1) declares src and dst restrict; they must not overlap.
 //
 // Geometry: kernel `reverse` covers the first MAIN = N / CHUNK * CHUNK bytes with
 // N / CHUNK work-groups of WG items; kernel `reverse_tail` moves the remaining N % CHUNK
@@ -19,26 +19,27 @@
 // All parameters arrive as -D macros; the defaults below let the file compile alone.
 
 #ifndef N
-#define N 16777216
+#define N 16777216   // bytes to reverse
 #endif
 #if !defined(ELEM_CHAR) && !defined(ELEM_UINT)
 #define ELEM_CHAR 1
 #endif
 #ifndef VW
-#define VW 16
+#define VW 16        // bytes per vector
 #endif
 #if !defined(BSWAP_CHAR4) && !defined(BSWAP_SHIFT) && !defined(BSWAP_ROTATE)
 #define BSWAP_CHAR4 1
 #endif
 #ifndef ITEMS
-#define ITEMS 1
+#define ITEMS 1      // vectors per work-item
 #endif
 #ifndef COALESCE
-#define COALESCE 0
+#define COALESCE 0   // a work-item's vectors: consecutive (0) or WG vectors apart (1)
 #endif
 #ifndef WG
-#define WG 64
+#define WG 64        // work-group size of the main kernel
 #endif
+#include "autotune.h"
 
 #if defined(USE_RESTRICT) && USE_RESTRICT
 #define RESTRICT restrict
@@ -73,15 +74,9 @@ typedef uchar16 vec_t;
 #else
 #error "ELEM_CHAR needs VW in 1, 2, 4, 8, 16"
 #endif
-#define VLOADN(i, p) _VLOADN(VW, i, p)
-#define _VLOADN(w, i, p) __VLOADN(w, i, p)
-#define __VLOADN(w, i, p) vload##w(i, p)
-#define VSTOREN(x, i, p) _VSTOREN(VW, x, i, p)
-#define _VSTOREN(w, x, i, p) __VSTOREN(w, x, i, p)
-#define __VSTOREN(w, x, i, p) vstore##w(x, i, p)
-#define LOAD(v, p) VLOADN(v, p)
+#define LOAD(v, p) VLOADW(VW, v, p)
 // vstoreN on a uchar pointer needs only byte alignment, so any output offset is legal.
-#define STORE(x, o, p) VSTOREN(x, 0, (p) + (o))
+#define STORE(x, o, p) VSTOREW(VW, x, 0, (p) + (o))
 #endif
 
 #else

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from autotune import spec as specs
+from autotune.errors import ProblemError
 from autotune.kernels import correlate as host
 from autotune.measure import compare, make_workload
 from autotune.result import Status
@@ -57,7 +58,7 @@ def test_terms_and_metrics_count_the_overlaps() -> None:
     w, h, ow, oh = 33, 31, 17, 9
     terms = sum((w - dx) * (h - dy) for dx in range(ow) for dy in range(oh))
     assert host.terms(problem) == terms
-    metrics = {name: e(dict(problem, seconds=1.0)) for name, e in spec.metrics}
+    metrics = spec.throughput(problem, 1000.0)  # one second
     assert list(metrics) == ["GFLOP/s", "GB/s"]
     assert metrics["GFLOP/s"] == pytest.approx(8 * terms / 1e9)
     assert metrics["GB/s"] == pytest.approx(32 * terms / 1e9)
@@ -73,8 +74,8 @@ def test_default_size_with_16x16_groups_is_valid(fake_device: Any) -> None:
     assert step.global_size == (128, 128, 1) and step.local_size == (16, 16, 1)
     for sizes in ({"W": 512, "H": 512, "OW": 256, "OH": 256}, {"W": 640, "H": 640, "OW": 320, "OH": 320}):
         assert check(spec, params, spec.resolve_problem(sizes), fake_device.facts()) is None
-    assert check(spec, params, spec.resolve_problem({"W": 8, "H": 8, "OW": 9, "OH": 4}),
-                 fake_device.facts()) is not None  # offsets larger than the image
+    with pytest.raises(ProblemError, match=r"correlate needs OW <= W and OH <= H \(H=8, OH=4, OW=9, W=8\)"):
+        spec.resolve_problem({"W": 8, "H": 8, "OW": 9, "OH": 4})  # offsets larger than the image
 
 
 def test_swept_slices_across_work_groups_add_up_in_a_second_kernel(fake_device: Any) -> None:

@@ -24,13 +24,18 @@ def bad_spec(tmp_path, mode):
     return specs.load(write_spec(tmp_path, text))
 
 
-@pytest.mark.parametrize("mode, status", [(1, "timeout"), (2, "crashed"), (3, "wrong_result")])
-def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, status):
+# MODE 2 writes through a null pointer: the worker dies on a CPU device; NVIDIA's driver
+# reports an illegal address instead (launch_error, the context is replaced). Either way the
+# run goes on.
+@pytest.mark.parametrize("mode, statuses", [(1, {"timeout"}), (2, {"crashed", "launch_error"}),
+                                            (3, {"wrong_result"})])
+def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, statuses):
     sp = bad_spec(tmp_path, mode)
     report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, max_time_per_config=5))
     assert report.stopped_by == "exhausted"
     n_bad = report.valid_space // 2  # every configuration with the bad MODE value
-    assert report.failures == {status: n_bad}, report.failure_examples
+    (status, count), = report.failures.items()
+    assert status in statuses and count == n_bad, report.failure_examples
     assert report.measured == report.valid_space
     assert report.best is not None and report.best.params["MODE"] == 0
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")

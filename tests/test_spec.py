@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from autotune import spec as specs
@@ -120,3 +122,64 @@ def test_shipped_profiles_match_the_current_templates_and_spaces():
             current = specs.load(kernel).spec_hash
             stale = [e.problem for e in profiles.entries(doc, kernel) if e.spec_hash != current]
             assert not stale, f"{path.name}: {kernel} entries {stale} were tuned with another spec"
+
+
+WHEN_YAML = SCALE_YAML.replace("  MODE: [0]", """  MODE: [0]
+  TILE: {values: [1, 2, 4], when: "WPT > 1"}""").replace("constraints:", """derived:
+  ITEMS: N // WPT
+  GROUPS: ITEMS // WG
+requires:
+  - "N % 16 == 0"
+constraints:
+  - "GROUPS >= 1"
+""").replace('global: ["N // WPT"]', "global: [ITEMS]")
+
+
+def test_when_derived_and_requires(tmp_path):
+    from autotune.space import check, enumerate_valid, geometry
+    from conftest import FAKE
+
+    sp = specs.load(write_spec(tmp_path, WHEN_YAML, template=__import__("conftest").TEMPLATE_CL.replace(
+        "#ifndef MODE", "#if TILE\n#endif\n#ifndef MODE")))
+    problem = sp.resolve_problem({"N": 256})
+    valid = enumerate_valid(sp, problem, FAKE.facts())
+    # TILE applies only where WPT > 1: with WPT == 1 it keeps its first value (one copy each)
+    assert {c["TILE"] for c in valid if c["WPT"] == 1} == {1}
+    assert {c["TILE"] for c in valid if c["WPT"] == 2} == {1, 2, 4}
+    assert "TILE" in check(sp, sp.complete({"WPT": 1, "TILE": 2}), problem, FAKE.facts())
+    # derived names serve constraints and the launch, and chain in order
+    assert geometry(sp, sp.complete({"WPT": 4, "WG": 16}), problem, FAKE.facts()).steps[0].global_size == (64,)
+    assert sp.env(problem, sp.complete({"WPT": 4, "WG": 16}))["GROUPS"] == 4
+    assert all(256 // c["WPT"] // c["WG"] >= 1 for c in valid)
+    assert "-DITEMS" not in " ".join(sp.build_options(valid[0], problem)), "derived values are not macros"
+    with pytest.raises(ProblemError, match=r"scale needs N % 16 == 0 \(N=24\)"):
+        sp.resolve_problem({"N": 24})
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("  GROUPS: ITEMS // WG", "  WPT: N // 2"), "derived.WPT: must be an identifier that is not a parameter"),
+    (("ITEMS: N // WPT", "ITEMS: N // NOPE"), "derived.ITEMS: 'N // NOPE' uses unknown name(s) NOPE"),
+    (('when: "WPT > 1"', 'when: "WPT >"'), "parameters.TILE.when"),
+    (("  - \"N % 16 == 0\"", "  - \"WPT > 1\""), "requires[0]: 'WPT > 1' uses unknown name(s) WPT"),
+])
+def test_when_derived_and_requires_mistakes(tmp_path, edit, message):
+    with pytest.raises(SpecError, match=re.escape(message)):
+        specs.load(write_spec(tmp_path, WHEN_YAML.replace(*edit)))
+
+
+def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML, template='#include "helpers.h"\n' + __import__("conftest").TEMPLATE_CL)
+    (tmp_path / "helpers.h").write_text("#define TWICE(x) (2.0f * (x))\n")
+    sp = specs.load(path)
+    lines = sp.source.splitlines()
+    assert lines[:4] == ['#line 1 "scale.cl"', '#line 1 "helpers.h"', "#define TWICE(x) (2.0f * (x))",
+                         '#line 2 "scale.cl"']
+    before = sp.spec_hash
+    (tmp_path / "helpers.h").write_text("#define TWICE(x) ((x) + (x))\n")
+    assert specs.load(path).spec_hash != before, "an included file is part of what the hash covers"
+    (tmp_path / "helpers.h").write_text('#include "scale.cl"\n')
+    with pytest.raises(SpecError, match="includes itself"):
+        specs.load(path)
+    (tmp_path / "helpers.h").unlink()
+    with pytest.raises(SpecError, match=r'template: .*scale.cl:1: #include "helpers.h" not found beside it'):
+        specs.load(path)

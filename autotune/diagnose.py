@@ -23,7 +23,10 @@ from .spec import expand_includes
 #: After this many measured trials fail to build with one message, the run stops.
 WINDOW = 3
 
-_LOCATED = re.compile(r"(?:^|[\s|])([^\s|:]*):(\d+):\d+: (?:fatal )?error: ([^|\n]+)")
+# "file:12:5: error: text" (clang, NVIDIA, Intel) or "error: file:12:5: text" (PoCL 5, which
+# may add " <Spelling=...>" after the location)
+_LOCATED = re.compile(r"(?:^|[\s|])([^\s|:]*):(\d+):\d+: (?:fatal )?error: ([^|\n]+)"
+                      r"|(?:^|[\s|])error: ([^\s|:]*):(\d+):\d+(?: <Spelling=[^|\n]*?>)?: ([^|\n]+)")
 _MACRO = re.compile(r"expanded from macro '(\w+)'")
 _NOISE = re.compile(r"0x[0-9a-f]+|/\S+")  # object addresses and temporary file names
 
@@ -41,7 +44,8 @@ def errors(message: str) -> tuple[Located, ...]:
     """The located errors in a build message. autotune's sources carry ``#line`` directives,
     so the file is the template's name or an included file's; a bare number or ``<kernel>``
     is what compilers print for a source without them."""
-    return tuple(Located(f, int(n), text.strip()) for f, n, text in _LOCATED.findall(message))
+    return tuple(Located(m[0] or m[3], int(m[1] or m[4]), (m[2] or m[5]).strip())
+                 for m in _LOCATED.findall(message))
 
 
 def signature(message: str) -> str:

@@ -21,13 +21,15 @@ from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, needs_opencl, write_spec
 INTEL = ("clBuildProgram failed: BUILD_PROGRAM_FAILURE\nBuild on <pyopencl.Device 'AMD EPYC' at 0x5566>:\n"
          "Compilation started\nk.cl:3:31: error: expected ';' after expression\n(source saved as /tmp/tmp0kp.cl)")
 NVIDIA = "k.cl:3:31: error: expected ';' after expression"
+POCL5 = "error: k.cl:3:31: expected ';' after expression | error: k.cl:3:31 <Spelling=<command line>:5:11>: x"
 BARE = ["7:3:31: error: expected ';' after expression", "<kernel>:3:31: error: expected ';' after expression",
         "<stdin>:3:31: error: expected ';' after expression | Device pthread failed to build the program"]
 
 
 def test_located_errors_read_alike_from_each_runtime() -> None:
     want = (Located("k.cl", 3, "expected ';' after expression"),)
-    assert errors(INTEL) == errors(NVIDIA) == want
+    assert errors(INTEL) == errors(NVIDIA) == errors(POCL5)[:1] == want
+    assert errors(POCL5)[1] == Located("k.cl", 3, "x")
     assert [(e.line, e.text) for m in BARE for e in errors(m)] == [(3, "expected ';' after expression")] * 3
     assert signature(INTEL) == signature(NVIDIA)
     assert errors("error: unknown target CPU 'generic'") == ()

@@ -34,9 +34,7 @@ class BenchResult:
     @property
     def speedup(self) -> float | None:
         """Baseline time / tuned time, both from this run; None without a valid baseline."""
-        if self.baseline is None or not self.baseline.ok or not self.measurement.ok:
-            return None
-        return self.baseline.median_ms / self.measurement.median_ms
+        return self.measurement.speedup_over(self.baseline)
 
     def ratios(self, ceiling: Ceiling) -> dict[str, float]:
         """metric / ceiling for every metric in the ceiling's unit (``GB/s``, ``GB/s r+w``, ...)."""

@@ -80,6 +80,12 @@ class Measurement:
                "wall_s": self.wall_s, "pruned": self.pruned or None}
         return {k: v for k, v in raw.items() if v is not None}
 
+    def speedup_over(self, baseline: Measurement | None) -> float | None:
+        """baseline time / this time, when both verified; else None."""
+        if baseline is None or not baseline.ok or not self.ok:
+            return None
+        return baseline.median_ms / self.median_ms
+
     @classmethod
     def from_attrs(cls, attrs: Mapping[str, Any], params: Mapping[str, Value],
                    number: int = -1) -> Measurement:

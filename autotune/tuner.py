@@ -110,9 +110,7 @@ class TuneReport:
 
     @property
     def speedup(self) -> float | None:
-        if self.best and self.baseline and self.baseline.ok:
-            return self.baseline.median_ms / self.best.median_ms
-        return None
+        return self.best.speedup_over(self.baseline) if self.best else None
 
 
 Progress = Callable[[str, Measurement | None, "RunState"], None]

@@ -31,7 +31,8 @@ def bad_spec(tmp_path, mode):
                                             (3, {"wrong_result"})])
 def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, statuses):
     sp = bad_spec(tmp_path, mode)
-    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, max_time_per_config=5))
+    # a hung candidate costs the whole limit: 3 s still covers building one of these on any runtime
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, max_time_per_config=3))
     assert report.stopped_by == "exhausted"
     n_bad = report.valid_space // 2  # every configuration with the bad MODE value
     (status, count), = report.failures.items()

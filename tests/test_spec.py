@@ -11,14 +11,6 @@ from autotune.errors import ProblemError, SpecError
 from conftest import SCALE_YAML, write_spec
 
 
-def test_builtin_matmul_loads_with_all_variants():
-    sp = specs.load("matmul")
-    algo = next(p for p in sp.parameters if p.name == "ALGO")
-    assert set(algo.values) == {"naive", "blocked", "tiled"}
-    assert any(p.flag == "-cl-fast-relaxed-math" for p in sp.parameters)
-    assert sp.default_problem()["layout"] == "row"
-
-
 def test_user_spec_loads_and_builds_options(tmp_path):
     sp = specs.load(write_spec(tmp_path, SCALE_YAML))
     params = sp.complete({"WPT": 4, "mad": True})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,9 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
         {'M': '64', 'N': '32', 'K': '16', 'layout': 'col'}
     """
     out: dict[str, str] = {}
+    if not any(p.strip() for p in text.split(",")):
+        raise ProblemError(f"--size {text!r} names no size; use e.g. 1024, 1024x512x256 or "
+                           f"{size_keys[0] if size_keys else 'N'}=1024")
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" in part:
             key, _, value = part.partition("=")
@@ -128,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = sys.stdout
+    sys.stdout = _Stdout(previous)
     try:
         return _COMMANDS[args.command](args)
     except TuningInterrupted as exc:
@@ -142,9 +148,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return _EXIT_INTERRUPTED
-    except BrokenPipeError:  # `autotune list | head`: the reader left; not an error of ours
-        sys.stderr.close()
+    except _ReaderLeft:
+        # `autotune list | head`: the reader left, not an error of ours; stdout to /dev/null so
+        # that the interpreter's last flush at exit does not fail again. A broken pipe anywhere
+        # else (a worker's, say) is a bug and keeps its traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), previous.fileno())
         return 0
+    finally:
+        sys.stdout = previous
+
+
+class _ReaderLeft(Exception):
+    """Standard output's reader closed the pipe."""
+
+
+class _Stdout:
+    """Standard output, with a broken pipe on it told apart from one anywhere else."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            raise _ReaderLeft from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise _ReaderLeft from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
@@ -185,7 +222,7 @@ def _progress(spec: Any) -> Any:
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "
-            once = "  (timed once)" if rec.pruned else ""
+            once = "  (timed once)" if rec.pruned else ""  # two launches: the cut-off's minimum
             print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}{once}",
                   flush=True)
         else:
@@ -219,7 +256,7 @@ def format_report(report: Any) -> str:
         if report.baseline.ok:
             sp = report.speedup
             shown = _fmt_params(report.spec.baseline_overrides())
-            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms ({shown})"
+            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms" + (f" ({shown})" if shown else "")
                          + (f"  -> speed-up {sp:.2f}x" if sp else ""))
         else:
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")

@@ -34,6 +34,7 @@ class DeviceInfo:
     max_work_item_sizes: tuple[int, ...]
     local_mem_size: int
     global_mem_size: int
+    max_mem_alloc_size: int = 0  # 0: unknown
 
     @property
     def slug(self) -> str:
@@ -58,7 +59,7 @@ class DeviceInfo:
     def profile_header(self) -> dict[str, Any]:
         """The device block written at the top of a profile."""
         d = asdict(self)
-        for k in ("selector", "max_work_item_sizes"):
+        for k in ("selector", "max_work_item_sizes", "max_mem_alloc_size"):
             d.pop(k)
         return d
 
@@ -105,6 +106,7 @@ def info(dev: cl.Device, selector: str = "") -> DeviceInfo:
         max_work_item_sizes=tuple(int(x) for x in dev.max_work_item_sizes),
         local_mem_size=int(dev.local_mem_size),
         global_mem_size=int(dev.global_mem_size),
+        max_mem_alloc_size=int(dev.max_mem_alloc_size),
     )
 
 

@@ -67,12 +67,65 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "is_pow2": lambda x: x > 0 and (x & (x - 1)) == 0,
 }
 _MAX_EXPONENT = 128  # keeps ``2 ** 10 ** 9`` from hanging the tuner
+# Bounds that keep a hostile or mistaken spec from hanging the tuner or exhausting memory: no
+# real constraint, launch size or metric comes near them.
+MAX_SOURCE = 2000  # characters of expression text
+MAX_DEPTH = 50  # nesting of the syntax tree (the compiler and the closures recurse on it)
+MAX_INT_BITS = 4096  # size of any integer value, constant or intermediate
+MAX_ITEMS = 4096  # length of a string or tuple built by ``+`` or ``*``
+
+
+def _too_big(what: str) -> ExpressionError:
+    return ExpressionError(f"{what} exceeds {MAX_INT_BITS} bits; use smaller numbers")
 
 
 def _pow(a: Any, b: Any) -> Any:
     if isinstance(b, (int, float)) and abs(b) > _MAX_EXPONENT:
         raise ExpressionError(f"exponent {b} is too large (limit {_MAX_EXPONENT})")
+    # a lower bound of the result's size, checked before the (possibly slow) power is taken
+    if isinstance(a, int) and isinstance(b, int) and b > 0 and (abs(a).bit_length() - 1) * b >= MAX_INT_BITS:
+        raise _too_big(f"raising a {a.bit_length()}-bit number to the power {b}")
     return operator.pow(a, b)
+
+
+def _lshift(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int) and a and b > 0 and a.bit_length() + b > MAX_INT_BITS:
+        raise _too_big(f"shifting a {a.bit_length()}-bit number left by {b}")
+    return operator.lshift(a, b)
+
+
+def _mul(a: Any, b: Any) -> Any:
+    # repetition of a string or tuple is checked before the copy is made
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, tuple)) and isinstance(n, int) and len(seq) * n > MAX_ITEMS:
+            raise ExpressionError(f"repeating {len(seq)} item(s) {n} times exceeds {MAX_ITEMS} items; use fewer")
+    return operator.mul(a, b)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    # ``'%0999999999d' % 1`` would build a gigabyte string; no expression needs printf formatting
+    if isinstance(a, str):
+        raise ExpressionError("'%' on a string formats it, which expressions do not support; use '==' or 'in'")
+    return operator.mod(a, b)
+
+
+def _bounded(value: Any) -> Any:
+    """``value``, if it is within the size limits."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise _too_big(f"a {value.bit_length()}-bit result")
+    if isinstance(value, (str, tuple)) and len(value) > MAX_ITEMS:
+        raise ExpressionError(f"a result of {len(value)} items exceeds {MAX_ITEMS} items; build shorter ones")
+    return value
+
+
+_GUARDED: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Pow: _pow,
+    ast.LShift: _lshift,
+    ast.Mult: _mul,
+    ast.Mod: _mod,
+}
+#: What ``Expr.__call__`` reports as a failure of the expression rather than a bug.
+_EVAL_ERRORS = (ArithmeticError, TypeError, ValueError, LookupError, RecursionError, MemoryError)
 
 
 @dataclass(frozen=True)
@@ -88,13 +141,23 @@ class Expr:
         """Parse ``source``; numbers are accepted as constant expressions."""
         if isinstance(source, bool) or isinstance(source, (int, float)):
             value = source
+            if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+                raise _too_big(f"the {value.bit_length()}-bit constant {_brief(str(value))}")
             return cls(str(source), frozenset(), lambda env: value)
         if not isinstance(source, str) or not source.strip():
             raise ExpressionError(f"expected an expression string, got {source!r}")
+        if len(source) > MAX_SOURCE:
+            raise ExpressionError(
+                f"{_brief(source)} is too long ({len(source)} characters, limit {MAX_SOURCE}); "
+                "simplify it or split it into derived values"
+            )
         try:
             tree = ast.parse(source.strip(), mode="eval")
         except SyntaxError as exc:
             raise ExpressionError(f"{source!r} is not a valid expression ({exc.msg})") from None
+        except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, parser limits
+            raise ExpressionError(f"{source!r} is not a valid expression ({_one_line(exc)})") from None
+        _check_depth(tree.body, source)
         names: set[str] = set()
         fn = _compile(tree.body, source, names)
         return cls(source, frozenset(names), fn)
@@ -107,12 +170,12 @@ class Expr:
     def __call__(self, env: Env) -> Any:
         try:
             return self._fn(env)
-        except ExpressionError:
-            raise
-        except KeyError as exc:
-            raise ExpressionError(f"{self.source!r}: unknown name {exc.args[0]!r}") from None
-        except (ArithmeticError, TypeError, ValueError) as exc:
+        except ExpressionError as exc:  # a size limit or a bad subscript, raised by the closures
             raise ExpressionError(f"{self.source!r}: {exc}") from None
+        except KeyError as exc:  # subscripts raise their own errors: a KeyError is a missing name
+            raise ExpressionError(f"{self.source!r}: unknown name {exc.args[0]!r}") from None
+        except _EVAL_ERRORS as exc:
+            raise ExpressionError(f"{self.source!r}: {_one_line(exc)}") from None
 
     def check_names(self, known: set[str] | frozenset[str], where: str) -> None:
         """Raise if the expression uses a name outside ``known``; ``where`` locates it."""
@@ -133,12 +196,50 @@ def _reparse(source: str, names: frozenset[str]) -> Expr:
     return Expr.parse(source)
 
 
+def _brief(text: str, width: int = 60) -> str:
+    """``text`` quoted, shortened to about ``width`` characters for a message."""
+    return repr(text if len(text) <= width else text[:width] + "...")
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _check_depth(root: ast.expr, source: str) -> None:
+    """Refuse a tree nested deeper than MAX_DEPTH (iteratively: deep trees overflow recursion)."""
+    stack = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExpressionError(
+                f"{_brief(source)} is nested too deeply (more than {MAX_DEPTH} levels); "
+                "simplify it or split it into derived values"
+            )
+        stack.extend((c, depth + 1) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+
+
+def _subscript(container: Any, index: Any, what: str) -> Any:
+    try:
+        return container[index]
+    except IndexError:
+        if not isinstance(container, (tuple, list, str)):
+            raise ExpressionError(f"index {index!r} is out of range for {what}") from None
+        n = len(container)
+        valid = f"use 0 to {n - 1}" if n else "it is empty"
+        raise ExpressionError(f"index {index!r} is out of range for {what}, which has {n} item(s) ({valid})") from None
+    except KeyError:  # not "unknown name": that KeyError is reserved for variables
+        raise ExpressionError(f"{what} has no key {index!r}") from None
+
+
 def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
     def sub(n: ast.AST) -> _Fn:
         return _compile(n, source, names)
 
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
         value = node.value
+        if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+            raise ExpressionError(f"{_brief(source)}: {_too_big(f'a {value.bit_length()}-bit constant')}")
         return lambda env: value
     if isinstance(node, ast.Name):
         ident = node.id
@@ -148,9 +249,9 @@ def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
         names.add(ident)
         return lambda env: env[ident]
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        op = _pow if isinstance(node.op, ast.Pow) else _BINOPS[type(node.op)]
+        op = _GUARDED.get(type(node.op), _BINOPS[type(node.op)])
         left, right = sub(node.left), sub(node.right)
-        return lambda env: op(left(env), right(env))
+        return lambda env: _bounded(op(left(env), right(env)))
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         uop, operand = _UNARY[type(node.op)], sub(node.operand)
         return lambda env: uop(operand(env))
@@ -180,8 +281,8 @@ def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
         items = [sub(e) for e in node.elts]
         return lambda env: tuple(i(env) for i in items)
     if isinstance(node, ast.Subscript):
-        container, index = sub(node.value), sub(node.slice)
-        return lambda env: container(env)[index(env)]
+        container, index, what = sub(node.value), sub(node.slice), ast.unparse(node.value)
+        return lambda env: _subscript(container(env), index(env), what)
     if (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
@@ -189,7 +290,7 @@ def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
         and not node.keywords
     ):
         func, args = FUNCTIONS[node.func.id], [sub(a) for a in node.args]
-        return lambda env: func(*(a(env) for a in args))
+        return lambda env: _bounded(func(*(a(env) for a in args)))
     what = type(node).__name__
     if isinstance(node, ast.Call):
         what = f"call of {ast.unparse(node.func)!r} (allowed: {', '.join(sorted(FUNCTIONS))})"

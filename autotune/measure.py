@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -45,19 +45,48 @@ class Workload:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> Workload:
-    """Inputs from the reference module, and the reference result computed once."""
+def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
+                  fits: Callable[[Mapping[str, Any]], None] | None = None) -> Workload:
+    """Inputs from the reference module, and the reference result computed once.
+
+    What the module returns is checked here, so a mistake in it is one SpecError naming the
+    module rather than a failure deep inside a measurement.
+    """
     host = spec.host_module()
     rng = np.random.default_rng(seed)
-    inputs = dict(host.inputs(dict(problem), rng))
-    expected = dict(host.reference(dict(problem), inputs))
+    inputs = _mapping(spec, "inputs", _call(spec, host.inputs, dict(problem), rng))
+    if fits is not None:  # before the reference, which may take long for a size that cannot run
+        fits(inputs)
+    expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
         raise SpecError(
             f"{spec.path}: outputs: {', '.join(missing)} must be returned by both inputs() "
             "(as a buffer to fill) and reference() (the expected values)"
         )
+    for name in spec.outputs:
+        got, want = inputs[name], np.asarray(expected[name])
+        if not isinstance(got, np.ndarray) or got.size != want.size:
+            raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements, inputs() a "
+                            f"buffer of {getattr(got, 'size', 'no')} elements; they must match")
+        expected[name] = want
     return Workload(inputs, expected)
+
+
+def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except MemoryError:
+        raise
+    except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
+        raise SpecError(f"{spec.reference}: {fn.__name__}() raised {exc!r}") from exc
+
+
+def _mapping(spec: KernelSpec, what: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{spec.reference}: {what}() must return a dict of arrays by argument name, "
+                        f"got {type(value).__name__}")
+    return dict(value)
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
@@ -70,7 +99,10 @@ def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
     host = spec.host_module()
     custom = getattr(host, "check", None)
     if custom is not None:
-        return custom(name, got, want, dict(problem)), 0.0, 0.0
+        why = _call(spec, custom, name, got, want, dict(problem))
+        if why is not None and not isinstance(why, str):
+            raise SpecError(f"{spec.reference}: check() must return None or a message, got {why!r}")
+        return why, 0.0, 0.0
     if got.shape != want.shape:
         got = got.reshape(want.shape)
     if np.issubdtype(want.dtype, np.integer) or want.dtype == np.bool_:
@@ -174,7 +206,12 @@ class Bench:
         return worst, worst_max
 
     def _time(self, launch: Launch, cutoff_ms: float | None) -> tuple[list[float], bool]:
-        """Launch times in ms, and whether a launch over ``cutoff_ms`` cut the timing short."""
+        """Launch times in ms, and whether ``cutoff_ms`` cut the timing short.
+
+        Only timed launches count against the cut-off, never the warm-up (a first launch can be
+        slow for reasons of its own), and two of them: when both are over it, the candidate
+        cannot win and those two times are its result.
+        """
         t = self.timing
         times: list[float] = []
         total = 0.0
@@ -185,9 +222,9 @@ class Bench:
             self._finish(events)
             ms = (events[-1].profile.end - events[0].profile.start) * 1e-6
             n += 1
-            if cutoff_ms is not None and ms > cutoff_ms:
-                return [ms], True
             if n > t.warmup:
                 times.append(ms)
                 total += ms * 1e-3
+                if cutoff_ms is not None and len(times) == 2 and min(times) > cutoff_ms:
+                    return times, True
         return times, False

@@ -29,6 +29,7 @@ from filelock import FileLock
 
 from .errors import ProfileError
 from .resources import data_dir
+from .yamlload import read_yaml
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ class Entry:
                 params=dict(raw["params"]),
                 build_flags=tuple(raw.get("build_flags") or ()),
                 time_ms=float(raw["time_ms"]),
-                throughput=dict(raw.get("throughput") or {}),
+                throughput={str(k): float(v) for k, v in dict(raw.get("throughput") or {}).items()},
                 trials=int(raw.get("trials", 0)),
                 tuned_at=str(raw.get("tuned_at", "")),
                 spec_hash=str(raw["spec_hash"]),
@@ -96,7 +97,7 @@ def read(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = read_yaml(path, ProfileError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -141,11 +142,15 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
     for i, raw in enumerate(items):
         if dict(raw.get("problem", {})) == dict(entry.problem):
             old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
-            better = entry.time_ms < old.time_ms
+            # a time that is not a number (edited by hand, say) must not shut out every result
+            better = entry.time_ms < old.time_ms or not math.isfinite(old.time_ms)
             if old.spec_hash != entry.spec_hash or better or (old.partial and not entry.partial
                                                               and entry.time_ms <= old.time_ms):
                 items[i] = entry.to_yaml()
                 return new, "replaced"
+            if entry.trials > old.trials:  # the study measured more: the count stays true
+                items[i] = dict(raw, trials=entry.trials)
+                return new, "kept (trial count updated)"
             return new, "kept"
     items.append(entry.to_yaml())
     items.sort(key=lambda r: sorted(map(str, r.get("problem", {}).items())))
@@ -154,6 +159,14 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> str:
     """Lock, re-read, merge, back up and atomically replace the profile at ``path``."""
+    try:
+        return _save(entry, kernel, device, path)
+    except OSError as exc:
+        raise ProfileError(f"cannot write {path} ({exc.strerror}); the trials are kept in the study, so "
+                           "run again with AUTOTUNE_HOME set to a writable folder to save the result") from None
+
+
+def _save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=60):
         doc = read(path)
@@ -167,13 +180,20 @@ def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> st
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
-            if path.exists():
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a profile is shared data
+            if doc:  # only a file that parsed to a profile may replace the backup
                 shutil.copy2(path, str(path) + ".bak")
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     return verdict
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def search_folders(user_folder: Path) -> list[Path]:

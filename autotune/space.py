@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ExpressionError, SpecError
+from .errors import AutotuneError, ExpressionError, SpecError
 from .expr import Expr
 from .spec import KernelSpec, Value
 
@@ -53,7 +53,10 @@ class Geometry:
 
 
 def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
-    value = e(env)
+    try:
+        value = e(env)
+    except ExpressionError as exc:
+        raise SpecError(f"{spec.path}: {key}: {exc}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
         raise SpecError(
             f"{spec.path}: {key}: {e.source!r} gave {value!r}, not an integer; "
@@ -109,15 +112,20 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
 
 def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
           facts: Facts) -> str | None:
-    """Why a configuration is invalid for this problem and device, or None if it is valid."""
-    env = spec.env(problem, params, facts)
-    for c in spec.constraints:
-        if not _holds(spec, c, env):
-            return f"constraint {c.source!r}"
-    reason = _local_memory(spec, env, facts)
-    if reason:
-        return reason
-    return check_geometry(geometry(spec, params, problem, facts), facts)
+    """Why a configuration is invalid for this problem and device, or None if it is valid.
+
+    An expression that fails for these values (a division by zero, a size that is not an
+    integer) makes this configuration invalid, with the file and key in the reason; it does
+    not end the run.
+    """
+    try:
+        env = spec.env(problem, params, facts)
+        for c in spec.constraints:
+            if not _holds(spec, c, env):
+                return f"constraint {c.source!r}"
+        return _local_memory(spec, env, facts) or check_geometry(geometry(spec, params, problem, facts), facts)
+    except AutotuneError as exc:
+        return str(exc)
 
 
 def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
@@ -130,7 +138,10 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
 def _local_memory(spec: KernelSpec, env: Mapping[str, Any], facts: Facts) -> str | None:
     if spec.local_memory is None or "local_mem_size" not in facts:
         return None
-    need = spec.local_memory(env)
+    try:
+        need = spec.local_memory(env)
+    except ExpressionError as exc:
+        raise SpecError(f"{spec.path}: local_memory: {exc}") from None
     if need > facts["local_mem_size"]:
         return f"local memory {need} B > device {facts['local_mem_size']} B"
     return None
@@ -169,17 +180,22 @@ def _iter_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
         param = spec.parameters[level]
         for value in param.values:
             env[param.name] = value
-            for name, e in derived_at[level]:
-                env[name] = e(env)
-            if not all(_holds(spec, c, env) for c in at_depth[level]):
+            try:
+                for name, e in derived_at[level]:
+                    env[name] = e(env)
+                if not all(_holds(spec, c, env) for c in at_depth[level]):
+                    continue
+            except AutotuneError:  # fails for these values: invalid (check() says why)
                 continue
             if level + 1 < len(names):
                 yield from walk(level + 1)
             else:
                 params = {n: env[n] for n in names}
-                if _local_memory(spec, env, facts) or check_geometry(
-                    geometry(spec, params, problem, facts), facts
-                ):
+                try:
+                    if _local_memory(spec, env, facts) or check_geometry(
+                            geometry(spec, params, problem, facts), facts):
+                        continue
+                except AutotuneError:
                     continue
                 count += 1
                 yield params

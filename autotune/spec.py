@@ -31,6 +31,7 @@ import yaml
 from .errors import ExpressionError, ProblemError, SpecError
 from .expr import Expr
 from .resources import data_dir
+from .yamlload import read_yaml
 
 Value = int | float | str | bool
 
@@ -336,7 +337,7 @@ def load(name_or_path: str | Path) -> KernelSpec:
     """Load and validate a spec by built-in name or path."""
     path = resolve(str(name_or_path))
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = read_yaml(path, SpecError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

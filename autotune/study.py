@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -22,9 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import optuna
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from . import settings
+from .errors import ProblemError
 from .result import Measurement, Status
 from .space import config_key
 from .spec import Value
@@ -34,17 +36,41 @@ IN_MEMORY = ":memory:"
 
 
 def open_storage(url: str | None) -> optuna.storages.BaseStorage:
-    """The optuna storage; SQLite files are created under a lock (concurrent first runs)."""
+    """The optuna storage; SQLite files are created under a lock (concurrent first runs).
+
+    Raises ProblemError, in one line, for a URL that names no usable database: a bad URL, a
+    driver that is not installed, a file that is not a study database, a folder not writable.
+    """
     if url == IN_MEMORY:
         return optuna.storages.InMemoryStorage()
     url = url or settings.default_storage()
-    if not url.startswith("sqlite:///"):
-        return optuna.storages.RDBStorage(url)
-    path = Path(url[len("sqlite:///"):])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=120):
-        # a generous busy timeout: several runs may write to one study database at once
-        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+    try:
+        if not url.startswith("sqlite:///"):
+            return optuna.storages.RDBStorage(url)
+        path = Path(url[len("sqlite:///"):])
+        if not path.name:
+            raise ProblemError(f"--storage {url!r} names no file; use sqlite:///PATH/studies.db")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=120):
+            # a generous busy timeout: several runs may write to one study database at once
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+    except ProblemError:
+        raise
+    except OSError as exc:
+        raise ProblemError(f"cannot write the study database for {url!r} ({exc.strerror}: {exc.filename}); "
+                           "set AUTOTUNE_HOME or --storage to a writable place") from None
+    except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
+        raise ProblemError(_storage_problem(url, exc)) from None
+
+
+def _storage_problem(url: str, exc: Exception) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if "not a database" in first or "malformed" in first:
+        path = url[len("sqlite:///"):]
+        return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
+                "(its studies are lost), or give another --storage")
+    return (f"--storage {url!r} cannot be opened ({type(exc).__name__}: {first}); give an optuna "
+            "storage URL such as sqlite:///PATH/studies.db whose database driver is installed")
 
 
 @contextmanager
@@ -65,15 +91,19 @@ class StudyLog:
         self.study = study
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
-        _discard_waiting(study)
+        _discard_orphans(study)
         for t in study.get_trials(deepcopy=False):
             if "status" in t.user_attrs and t.user_attrs["status"] != Status.INTERRUPTED.value:
                 self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
 
     @classmethod
     def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler) -> StudyLog:
-        study = optuna.create_study(study_name=name, storage=open_storage(storage),
-                                    direction="minimize", load_if_exists=True, sampler=sampler)
+        opened = open_storage(storage)
+        try:
+            study = optuna.create_study(study_name=name, storage=opened, direction="minimize",
+                                        load_if_exists=True, sampler=sampler)
+        except Exception as exc:  # a database that opened but cannot hold studies  # noqa: BLE001
+            raise ProblemError(_storage_problem(storage or settings.default_storage(), exc)) from None
         return cls(study)
 
     @property
@@ -114,14 +144,42 @@ class StudyLog:
             self.best = m
 
 
-def _discard_waiting(study: optuna.Study) -> None:
-    """Fail the trials a stopped run enqueued but never asked for.
+def _discard_orphans(study: optuna.Study) -> None:
+    """Fail the trials a stopped run left open (the caller holds the study's lock, so no live
+    run owns them).
 
     An interrupt between ``enqueue_trial`` and ``ask`` leaves a WAITING trial; the next run's
     ``ask`` would return it instead of the configuration just enqueued, and one configuration
-    would never be measured.
+    would never be measured. A run killed mid-trial leaves it RUNNING.
     """
     for _ in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
         trial = study.ask()
         trial.set_user_attr("status", Status.INTERRUPTED.value)
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)  # no status: not a result
+
+
+@contextmanager
+def exclusive(name: str, storage: str | None) -> Iterator[None]:
+    """Hold the study for this run: a second run of the same study on this host is refused
+    (two would measure some configurations twice)."""
+    if storage == IN_MEMORY:
+        yield
+        return
+    key = hashlib.sha256(f"{storage or settings.default_storage()}|{name}".encode()).hexdigest()[:24]
+    folder = settings.home() / "locks"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(folder / f"{key}.lock"), timeout=0)
+        lock.acquire()
+    except Timeout:
+        raise ProblemError("another autotune run is tuning this study (kernel, device, problem) now; "
+                           "wait for it to finish, or stop it first") from None
+    except OSError as exc:
+        raise ProblemError(f"cannot write {folder} ({exc.strerror}); set AUTOTUNE_HOME to a writable "
+                           "folder") from None
+    try:
+        yield
+    finally:
+        lock.release()

@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
 from . import device as devices
@@ -34,16 +35,23 @@ from . import profiles, settings
 from . import spec as specs
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
-from .errors import BuildError, ProblemError, TuningInterrupted
-from .measure import TimingOptions, make_workload
+from .errors import AutotuneError, BuildError, ProblemError, TuningInterrupted
+from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import check, config_key, enumerate_valid, space_size
 from .spec import KernelSpec, Value
-from .study import StudyLog, quiet_optuna
+from .study import StudyLog, exclusive, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
+#: The baseline's time limit when --max-time-per-config is not given (the others' limit is
+#: derived from the baseline's time): generous, but a hanging baseline must not run forever.
+BASELINE_LIMIT_S = 300.0
+
+
+class _OutOfTime(Exception):
+    """The run's --timeout ended a measurement."""
 
 
 @dataclass(frozen=True)
@@ -71,11 +79,13 @@ class TuneOptions:
                                f"{', '.join(s.value for s in Sampler)}") from None
         if self.trials < 1:
             raise ProblemError(f"--trials must be at least 1 (got {self.trials})")
-        if self.prune < 0 or 0 < self.prune < 1:  # below the best: could prune the next winner
+        if not self.prune >= 0 or 0 < self.prune < 1 or math.isinf(self.prune):  # NaN fails >= 0
             raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {self.prune:g})")
         for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config)):
             if value is not None and not 0 < value < math.inf:
                 raise ProblemError(f"{name} must be a positive number of seconds (got {value})")
+        if self.seed is not None and self.seed < 0:
+            raise ProblemError(f"--seed must be 0 or more (got {self.seed})")
         if self.compile_ahead is not None and self.compile_ahead < 0:
             raise ProblemError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
 
@@ -199,8 +209,9 @@ class _Run:
     """One tuning run's parts, wired together; :meth:`loop` is the search."""
 
     def __init__(self, spec: KernelSpec, info: DeviceInfo, problem: dict[str, Any],
-                 options: TuneOptions, valid: list[dict[str, Value]], say: Progress) -> None:
+                 options: TuneOptions, valid: list[dict[str, Value]], say: Progress, t_start: float) -> None:
         self.spec, self.info, self.problem, self.options, self.say = spec, info, problem, options, say
+        self.t_start = t_start
         self.facts = info.facts()
         self.n_startup = startup_trials(len(valid), options.trials)
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
@@ -238,17 +249,23 @@ class _Run:
         return (self.options.sampler is not Sampler.TPE or self.log.measured_total < self.n_startup
                 or stuck >= _STUCK_AFTER)
 
-    def _stop(self, t_start: float) -> str | None:
+    def _time_left(self) -> float | None:
+        if self.options.timeout_s is None:
+            return None
+        return self.options.timeout_s - (time.perf_counter() - self.t_start)
+
+    def _stop(self) -> str | None:
         if self.state.measured >= self.options.trials:
             return "trials"
-        if self.options.timeout_s is not None and time.perf_counter() - t_start > self.options.timeout_s:
+        left = self._time_left()
+        if left is not None and left <= 0:
             return "timeout"
         return "exhausted" if self.remaining == 0 else None
 
-    def loop(self, evaluator: Evaluator, t_start: float) -> str:
+    def loop(self, evaluator: Evaluator) -> str:
         """Measure candidates until the budget, the time or the valid space runs out."""
         due, stuck, broken = self.starts(), 0, SameBuildError()
-        while (stop := self._stop(t_start)) is None:
+        while (stop := self._stop()) is None:
             fixed = due.pop(0) if due else None
             if fixed is None and self._forced(stuck):
                 fixed, stuck = self.proposer.next(self._seen), 0
@@ -265,7 +282,10 @@ class _Run:
                 self.state.repeats += earlier is not None
                 self.state.skipped_invalid += earlier is None
                 continue
-            m = self.measure(evaluator, trial, params, due)
+            try:
+                m = self.measure(evaluator, trial, params, due)
+            except _OutOfTime:
+                return "timeout"
             stuck = 0
             self.say("trial", m, self.state)
             if broken.add(m.status is Status.COMPILE_ERROR, m.message) and self.state.best is None:
@@ -282,8 +302,16 @@ class _Run:
         best = self.state.best
         # the baseline is timed in full for the speed-up; others only while they could win
         cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None
-        limit = None if is_baseline and self.limit is None else self.limit
-        m = self.log.tell(trial, replace(evaluator.evaluate(params, limit, cutoff), params=params))
+        limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
+        left = self._time_left()
+        at_deadline = left is not None and left < limit  # --timeout bounds the whole run
+        m = evaluator.evaluate(params, max(left, 1.0) if at_deadline and left is not None else limit, cutoff)
+        if at_deadline and m.status is Status.TIMEOUT:
+            # stopped by the run's end, not by its own slowness: measured again next time
+            self.log.tell_interrupted(trial)
+            self.in_flight = None
+            raise _OutOfTime
+        m = self.log.tell(trial, replace(m, params=params))
         self.in_flight = None
         self.remaining -= config_key(params) in self.valid_keys
         self.state.add(m, is_baseline)
@@ -317,17 +345,22 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     prob = spec.resolve_problem(problem)
     valid = enumerate_valid(spec, prob, info.facts())
     if not valid:
+        why = check(spec, spec.default_config, prob, info.facts())
         raise ProblemError(
-            f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name}; "
-            "use sizes the tile sizes divide (e.g. multiples of 64)")
+            f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
+            f"(the default's reason: {why}); use sizes the tile sizes divide (e.g. multiples of 64)")
+    if options.save:  # a profile that cannot take the result stops the run now, not at its end
+        profiles.read(profiles.path_for(info.slug, settings.profiles_dir()))
+    workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
-    with quiet_optuna(), _stop_signals() as hold, workload_folder() as folder:
-        run = _Run(spec, info, prob, options, valid, say)
+    with quiet_optuna(), _stop_signals() as hold, workload_folder() as folder, \
+            exclusive(study_name(spec, info, prob), options.storage):
+        run = _Run(spec, info, prob, options, valid, say, t_start)
         say("start", None, run.state)
         own = evaluator is None
         try:
-            evaluator = evaluator or _evaluator(run, Path(folder))
-            stopped_by = run.loop(evaluator, t_start)
+            evaluator = evaluator or _evaluator(run, workload, Path(folder))
+            stopped_by = run.loop(evaluator)
         except KeyboardInterrupt:
             stopped_by = "interrupted"
             hold()  # finish saving before another Ctrl-C
@@ -348,11 +381,30 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     return report
 
 
-def _evaluator(run: _Run, folder: Path) -> Evaluator:
+def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions) -> Workload:
+    """The inputs and expected outputs, made once; ProblemError when they cannot fit."""
+    def fits(inputs: Mapping[str, Any]) -> None:
+        arrays = [a for a in inputs.values() if isinstance(a, np.ndarray)]
+        total, largest = sum(a.nbytes for a in arrays), max((a.nbytes for a in arrays), default=0)
+        most = info.max_mem_alloc_size or info.global_mem_size
+        if total > info.global_mem_size or largest > most:
+            raise ProblemError(
+                f"{problem_label(problem)} needs {total / 2**30:.2f} GiB of buffers (the largest "
+                f"{largest / 2**30:.2f} GiB); {info.name} has {info.global_mem_size / 2**30:.2f} GiB and "
+                f"allocates at most {most / 2**30:.2f} GiB at once; use a smaller --size")
+
+    try:
+        return make_workload(spec, problem, seed=options.seed or 0, fits=fits)
+    except MemoryError:  # numpy's _ArrayMemoryError too
+        raise ProblemError(f"{problem_label(problem)} needs more memory than this machine can give for "
+                           f"{spec.name}'s inputs; use a smaller --size") from None
+
+
+def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:
     """The real evaluator: the run's device, inputs made once, compile threads as asked."""
+    assert workload is not None
     timing = replace(run.options.timing, compile_threads=max(run.ahead, 0))
     setup = Setup(run.spec, run.info.selector, dict(run.problem), "", timing)
-    workload = make_workload(run.spec, run.problem, seed=run.options.seed or 0)
     return open_evaluator(setup, workload, run.options.isolate, folder)
 
 
@@ -371,7 +423,7 @@ def profile_entry(report: TuneReport, partial: bool) -> profiles.Entry:
         params=spec.without_flags(best.params),
         build_flags=tuple(spec.enabled_flags(best.params)),
         time_ms=round(best.median_ms, 6),
-        throughput={k: round(v, 3) for k, v in report.throughput().items()},
+        throughput={k: round(v, 3) for k, v in _throughput(report).items()},
         trials=report.study_trials,
         tuned_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         spec_hash=spec.spec_hash,
@@ -381,6 +433,14 @@ def profile_entry(report: TuneReport, partial: bool) -> profiles.Entry:
         error=float(f"{best.error:.3g}") if best.error is not None else None,
         tolerance_used=float(f"{best.tolerance_used:.3g}") if best.tolerance_used is not None else None,
     )
+
+
+def _throughput(report: TuneReport) -> dict[str, float]:
+    """The metrics to store; none when they cannot be computed, which must not lose the result."""
+    try:
+        return report.throughput()
+    except AutotuneError:
+        return {}
 
 
 def _save(report: TuneReport, partial: bool) -> TuneReport:

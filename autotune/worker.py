@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import capture
-from .errors import WorkerError
+from .errors import AutotuneError, WorkerError
 from .measure import Bench, TimingOptions, Workload
 from .result import Measurement, Status
 from .spec import KernelSpec, Value
@@ -139,6 +139,8 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
             conn.send(("result", bench.measure(params, cutoff_ms)))
     except EOFError:
         return
+    except AutotuneError as exc:  # the spec's or reference module's mistake, said in one line
+        conn.send(("autotune_error", exc))
     except BaseException:
         try:
             conn.send(("error", traceback.format_exc()))
@@ -172,6 +174,9 @@ class IsolatedEvaluator:
             code = proc.exitcode
             self._kill()
             raise WorkerError(f"the measuring worker died while starting ({_describe_exit(code)})") from None
+        if kind == "autotune_error":
+            self._kill()
+            raise payload
         if kind != "ready":
             self._kill()
             raise WorkerError(f"the measuring worker failed to start:\n{payload}")
@@ -212,6 +217,9 @@ class IsolatedEvaluator:
             return Measurement(Status.CRASHED, f"worker died: {_describe_exit(code)}"
                                + (f"; its last output: {said}" if said else ""),
                                wall_s=time.perf_counter() - t0, params=dict(params))
+        if kind == "autotune_error":
+            self._kill()
+            raise payload
         if kind == "error":
             self._kill()
             raise WorkerError(f"unexpected error while measuring {dict(params)}:\n{payload}")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from autotune.errors import ExpressionError
@@ -38,3 +40,85 @@ def test_unknown_name_and_huge_exponent_are_reported():
         Expr.parse("2 ** 10 ** 9")({})
     with pytest.raises(ExpressionError, match="unknown name"):
         Expr.parse("A + B").check_names({"A"}, "where")
+
+
+# A child process runs the sources that hang or exhaust memory without the size checks, so that a
+# regression fails on its timeout instead of hanging the suite. It imports only autotune.expr (the
+# package's __init__ registers OpenCL runtimes, which takes longer than the check itself).
+_ISOLATED = """
+import resource, sys, types
+resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+package = types.ModuleType("autotune")
+package.__path__ = [sys.argv[1]]
+sys.modules["autotune"] = package
+from autotune.expr import Expr
+try:
+    print("value", Expr.parse(sys.argv[2])({}))
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("source", ["(((10**128)**128)**128)**128", "1 << 10**10"])
+def test_nested_powers_and_huge_shifts_are_refused_before_they_are_computed(source):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import autotune.expr
+
+    start = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-c", _ISOLATED, str(Path(autotune.expr.__file__).parent), source],
+                              capture_output=True, text=True, timeout=5)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{source} still ran after 5 s")
+    assert done.stdout.startswith(f"ExpressionError {source!r}: ") and "exceeds 4096 bits" in done.stdout, \
+        done.stdout + done.stderr
+    assert time.monotonic() - start < 2
+
+
+@pytest.mark.parametrize("source", ["(10**128)**128", "1 << 4096", "x * x * x", "int(1e308) ** 5", "x << 2100"])
+def test_every_integer_result_is_capped_at_4096_bits(source):
+    with pytest.raises(ExpressionError, match=r"exceeds 4096 bits; use smaller numbers$") as info:
+        Expr.parse(source)({"x": 2**2000})
+    assert str(info.value).startswith(repr(source))
+    assert Expr.parse("1 << 4095")({}) == 2**4095, "a 4096-bit result is still allowed"
+
+
+@pytest.mark.parametrize(("source", "problem"), [
+    ("-" * 100_000 + "1", "too long (100001 characters, limit 2000)"),
+    ("1+" * 50_000 + "1", "too long (100001 characters, limit 2000)"),
+    ("-" * 60 + "1", "nested too deeply (more than 50 levels)"),
+    ("1+" * 60 + "1", "nested too deeply (more than 50 levels)"),
+], ids=["100000 minus signs", "50000 additions", "60 minus signs", "60 additions"])
+def test_overlong_and_deeply_nested_sources_are_refused_at_parse_time(source, problem):
+    with pytest.raises(ExpressionError, match=re.escape(problem)) as info:
+        Expr.parse(source)
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 200 and message.startswith(repr(source[:60] + "..."))
+    assert Expr.parse("-" * 40 + "1")({}) == 1 and Expr.parse("+".join(["x"] * 40))({"x": 1}) == 40
+
+
+def test_out_of_range_subscript_names_the_expression():
+    with pytest.raises(ExpressionError, match=re.escape(
+            "'max_work_item_sizes[9]': index 9 is out of range for max_work_item_sizes, which has 3 item(s)")):
+        Expr.parse("max_work_item_sizes[9]")({"max_work_item_sizes": (1024, 1024, 64)})
+    assert Expr.parse("max_work_item_sizes[2]")({"max_work_item_sizes": (1024, 1024, 64)}) == 64
+
+
+@pytest.mark.parametrize("error", [RecursionError, MemoryError, IndexError])
+def test_recursion_memory_and_index_errors_inside_an_expression_become_expression_errors(error):
+    class Failing:
+        def __add__(self, other):
+            raise error("boom")
+
+    with pytest.raises(ExpressionError, match=r"^'x \+ 1': boom$"):
+        Expr.parse("x + 1")({"x": Failing()})
+
+
+@pytest.mark.parametrize("source", ["'ab' * 5000", "'%09999d' % 1"])
+def test_strings_cannot_grow_without_bound(source):
+    with pytest.raises(ExpressionError, match=re.escape(repr(source))):
+        Expr.parse(source)({})

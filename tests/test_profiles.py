@@ -79,3 +79,40 @@ def test_nearest_prefers_exact_then_closest_usable():
     assert pick({"N": 700, "layout": "row"}).params == {"TS": 128}
     assert pick({"N": 700, "layout": "row"}, lambda e: e.params["TS"] != 128).params == {"TS": 64}
     assert pick({"N": 512, "layout": "diag"}) is None
+
+
+def test_an_empty_profile_never_replaces_the_last_good_backup(tmp_path):
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+    profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)  # .bak holds N=64
+    path.write_text("")  # truncated, say by a full disk
+    profiles.save(entry({"N": 256}, 2.0), "mm", {"name": "Dev"}, path)
+    backup = profiles.entries(profiles.read(tmp_path / "dev.yaml.bak"), "mm")
+    assert [dict(e.problem) for e in backup] == [{"N": 64}], "the good backup survived"
+
+
+def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
+    doc, _ = profiles.merge({}, "mm", entry({"N": 64}, float("nan")))
+    doc, verdict = profiles.merge(doc, "mm", entry({"N": 64}, 5.0))
+    assert verdict == "replaced" and doc["kernels"]["mm"][0]["time_ms"] == 5.0
+    more = profiles.Entry(**{**entry({"N": 64}, 9.0).__dict__, "trials": 25})
+    doc, verdict = profiles.merge(doc, "mm", more)
+    assert verdict == "kept (trial count updated)"
+    assert doc["kernels"]["mm"][0]["time_ms"] == 5.0 and doc["kernels"]["mm"][0]["trials"] == 25
+
+
+def test_profiles_are_written_with_the_umask_and_reject_text_throughput(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, tmp_path / "dev.yaml")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "dev.yaml").stat().st_mode) == 0o644
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kernels:\n  mm:\n  - {problem: {N: 1}, params: {}, time_ms: 1, spec_hash: h,"
+                   " throughput: {GFLOP/s: fast}}\n")
+    with pytest.raises(ProfileError, match="malformed entry"):
+        profiles.read(bad)

@@ -186,3 +186,31 @@ def test_a_trial_enqueued_by_an_interrupted_run_does_not_hide_a_configuration(sc
     assert report.stopped_by == "exhausted"
     assert sorted(map(config_key, ev.calls)) == sorted(map(config_key, valid))
     assert report.study_trials == len(valid)
+
+
+def test_a_slow_warm_up_does_not_prune_the_winner():
+    # A device whose first launch of a kernel is slow (lazy code generation, say): the warm-up
+    # must not count against --prune, and one slow timed launch alone must not either.
+    from autotune.measure import Bench, TimingOptions
+
+    class Event:
+        def __init__(self, ms):
+            self.profile = type("P", (), {"start": 0, "end": int(ms * 1e6)})()
+
+    class Launch:
+        def __init__(self, times):
+            self.times = iter(times)
+
+        def enqueue(self, queue, args):
+            return [Event(next(self.times))]
+
+    bench = Bench.__new__(Bench)
+    bench.timing, bench.queue, bench.args = TimingOptions(warmup=1, min_repeats=5, min_time_s=0.0), None, {}
+    bench._finish = lambda events: None
+    cutoff = 3 * 0.040  # the best so far is 0.040 ms
+    times, pruned = bench._time(Launch([0.500, 0.038, 0.039, 0.037, 0.038, 0.038]), cutoff)
+    assert not pruned and len(times) == 5 and min(times) == 0.037, "a slow warm-up pruned the winner"
+    times, pruned = bench._time(Launch([0.5, 0.200, 0.038, 0.037, 0.038, 0.038]), cutoff)
+    assert not pruned and len(times) == 5, "one slow timed launch is not enough to prune"
+    times, pruned = bench._time(Launch([0.5, 0.200, 0.190, 9, 9, 9]), cutoff)
+    assert pruned and times == pytest.approx([0.200, 0.190])

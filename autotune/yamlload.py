@@ -1,0 +1,105 @@
+"""Reading spec and profile YAML safely: UTF-8 only, and no alias bombs.
+
+PyYAML shares an aliased node instead of copying it, so a 1 KB document of nested aliases
+loads quickly but stands for billions of values, which validation, hashing and saving then
+walk one by one. :func:`safe_load` counts the document as if every alias were written out
+and refuses it past :data:`MAX_NODES`.
+
+Errors: each function takes the caller's error class (``SpecError``, ``ProfileError``) and
+raises it with a one-line message naming the file; ordinary YAML syntax errors propagate as
+:class:`yaml.YAMLError` so the caller keeps its own message for them.
+
+Example:
+    >>> from autotune.errors import SpecError
+    >>> safe_load("a: &x [1, 2]\\nb: *x", "demo.yaml", SpecError)
+    {'a': [1, 2], 'b': [1, 2]}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import AutotuneError
+
+#: Values a document may stand for with its aliases expanded; the shipped specs and profiles
+#: hold a few hundred to a few thousand.
+MAX_NODES = 100_000
+
+
+class _TooLarge(Exception):
+    """Internal signal: the expanded document passes MAX_NODES, or an alias contains itself."""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
+    """Nodes in ``root`` with every alias written out; raises _TooLarge past ``limit``.
+
+    Iterative with one size per distinct node, so it costs the size of the document as written.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the path from the root: meeting one again is a cycle
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
+            if sizes[key] > limit:
+                raise _TooLarge(f"its aliases expand to more than {limit} values")
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise _TooLarge("an alias refers to a node that contains it")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node))
+    return sizes[id(root)]
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a document whose expanded size passes MAX_NODES."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            expanded_size(node)
+        return node
+
+
+def safe_load(text: str, where: str, error: type[AutotuneError]) -> Any:
+    """``yaml.safe_load(text)``, raising ``error("<where>: ...")`` for a document too large,
+    too deep or with a value Python cannot hold; YAML syntax errors propagate unchanged."""
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)
+    except _TooLarge as exc:
+        raise error(f"{where}: refused: {exc}; write the values out or use fewer nested aliases") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
+    except ValueError as exc:  # a constructor's: a date like 2024-13-45, an integer of 5000 digits
+        lines = str(exc).strip().splitlines() or ["invalid value"]
+        raise error(f"{where}: a value cannot be read ({lines[0]}); fix it there") from None
+
+
+def read_yaml(path: Path, error: type[AutotuneError]) -> Any:
+    """The YAML document in the file ``path``, as :func:`safe_load` reads it; a file that is not
+    UTF-8 text raises ``error`` naming it."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); save it as UTF-8"
+        ) from None
+    return safe_load(text, str(path), error)

@@ -1,0 +1,220 @@
+"""Faults injected into a tuning run, and what the user must see: the run goes on, or one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import optuna
+import pytest
+
+from autotune import cli, profiles, settings
+from autotune import spec as specs
+from autotune.errors import ProblemError, SpecError
+from autotune.measure import make_workload
+from autotune.result import Measurement, Status
+from autotune.study import exclusive, open_storage
+from autotune.tuner import TuneOptions, study_name, tune
+from conftest import FAKE, SCALE_YAML, needs_opencl, write_spec
+
+
+class Fast:
+    """Every configuration verifies in 1 ms / (WPT * WG)."""
+
+    def evaluate(self, params, limit_s, cutoff_ms=None):
+        t = 1.0 / (params["WPT"] * params["WG"])
+        return Measurement(Status.OK, times_ms=(t, t, t), error=0.0)
+
+    def prefetch(self, upcoming):
+        pass
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def scale(tmp_path):
+    return specs.load(write_spec(tmp_path, SCALE_YAML))
+
+
+def run(spec, **kw):
+    return tune(spec, TuneOptions(**{"timeout_s": None, "trials": 6, **kw}), evaluator=Fast(), info=FAKE)
+
+
+def test_a_second_run_of_a_live_study_is_refused_and_orphans_are_failed(scale):
+    problem = scale.resolve_problem({})
+    name = study_name(scale, FAKE, problem)
+    with exclusive(name, None):
+        with pytest.raises(ProblemError, match="another autotune run is tuning this study"):
+            run(scale)
+    study = optuna.create_study(study_name=name, storage=open_storage(None), load_if_exists=True)
+    study.ask()  # a run killed mid-trial leaves it RUNNING
+    run(scale)
+    states = {t.state for t in optuna.load_study(study_name=name, storage=open_storage(None)).trials}
+    assert optuna.trial.TrialState.RUNNING not in states
+
+
+@pytest.mark.parametrize("url, message", [
+    ("mysql://user@localhost/db", "cannot be opened"),
+    ("postgresql://user@localhost/db", "cannot be opened"),
+    ("sqlite:///", "names no file"),
+    ("not a url", "cannot be opened"),
+])
+def test_a_bad_storage_is_one_line(scale, url, message):
+    with pytest.raises(ProblemError, match=message) as caught:
+        run(scale, storage=url)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_path):
+    db = tmp_path / "studies.db"
+    db.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ProblemError, match=r"studies.db is not a usable study database.*move it aside"):
+        run(scale, storage=f"sqlite:///{db}")
+
+
+def test_an_unwritable_home_is_one_line(scale, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # a file where the home folder must go: unwritable even for root
+    monkeypatch.setenv("AUTOTUNE_HOME", str(blocker / "home"))
+    with pytest.raises(ProblemError, match="writable") as caught:
+        run(scale)
+    assert str(blocker) in str(caught.value), "it says where it tried to write"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"seed": -1}, "--seed must be 0 or more"),
+    ({"prune": float("nan")}, "--prune must be 0"),
+    ({"compile_ahead": -3}, "--compile-ahead must be 0 or more"),
+])
+def test_bad_options_are_refused(options, message):
+    with pytest.raises(ProblemError, match=message):
+        TuneOptions(**options)
+
+
+def test_a_problem_too_large_stops_before_the_study(tmp_path):
+    with pytest.raises(ProblemError, match="needs more memory than this machine can give"):
+        tune("matmul", TuneOptions(timeout_s=None), problem={"M": 2_000_000, "N": 2_000_000, "K": 64}, info=FAKE)
+    small = replace(FAKE, global_mem_size=2**28)
+    with pytest.raises(ProblemError, match=r"needs 0\.75 GiB of buffers.*has 0\.25 GiB"):
+        tune("matmul", TuneOptions(timeout_s=None), problem={"M": 8192, "N": 8192, "K": 8192}, info=small)
+    assert not (tmp_path / "home" / "studies.db").exists(), "no empty study is left behind"
+
+
+def test_a_metric_that_fails_for_this_problem_does_not_lose_the_result(tmp_path):
+    text = SCALE_YAML.replace('GB/s: "8 * N / seconds / 1e9"', 'GB/s: "8 * N / (N - 512) / seconds / 1e9"')
+    spec = specs.load(write_spec(tmp_path, text))
+    report = tune(spec, TuneOptions(timeout_s=None, trials=4), problem={"N": 512}, evaluator=Fast(), info=FAKE)
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert entry.throughput == {} and entry.time_ms > 0
+
+
+def test_a_geometry_that_fails_for_one_value_makes_that_configuration_invalid(tmp_path):
+    # WPT == 2 divides by zero in the launch geometry: those configurations are invalid, the rest run
+    text = SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N // WPT + 0 // (WPT - 2)"]').replace(
+        "WPT: [1, 2, 4, 8, 16]", "WPT: [1, 2, 4]")
+    spec = specs.load(write_spec(tmp_path, text))
+    report = tune(spec, TuneOptions(timeout_s=None, trials=100, sampler="grid"), evaluator=Fast(), info=FAKE)
+    assert report.stopped_by == "exhausted" and report.best is not None and report.best.params["WPT"] != 2
+    assert report.measured == report.valid_space and report.valid_space > 0
+
+
+@pytest.mark.parametrize("body, message", [
+    ("def inputs(problem, rng):\n    return None\n", "inputs() must return a dict"),
+    ("def inputs(problem, rng):\n    return [1, 2]\n", "inputs() must return a dict"),
+    ("def inputs(problem, rng):\n    raise RuntimeError('no data')\n", "inputs() raised RuntimeError"),
+])
+def test_a_broken_reference_module_is_one_spec_error(tmp_path, body, message):
+    ref = "import numpy as np\n" + body + "def reference(problem, arrays):\n    return {'y': arrays['x']}\n"
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=re.escape(message)):
+        make_workload(spec, spec.resolve_problem({}))
+
+
+def test_a_reference_of_the_wrong_size_is_one_spec_error(tmp_path):
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': np.zeros(n, np.float32), 'y': np.zeros(n, np.float32)}\n"
+           "def reference(problem, arrays):\n    return {'y': np.zeros(7, np.float32)}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match="reference\\(\\) gives y 7 elements, inputs\\(\\) a buffer of 256"):
+        make_workload(spec, spec.resolve_problem({}))
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_not_swallowed(monkeypatch):
+    def broken(args):
+        raise BrokenPipeError("a worker's pipe")
+
+    monkeypatch.setitem(cli._COMMANDS, "list", broken)
+    with pytest.raises(BrokenPipeError):
+        cli.main(["list"])
+
+
+def test_the_reader_leaving_a_pipe_is_not_an_error():
+    # `autotune list | head -0`: the reader is gone before autotune writes (it imports first)
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and err == b""
+
+
+@needs_opencl
+def test_a_worker_killed_between_trials_is_restarted_and_the_run_goes_on(scale, tmp_path):
+    from autotune.measure import TimingOptions
+    from autotune.worker import Setup, open_evaluator
+
+    problem = scale.resolve_problem({})
+    setup = Setup(scale, os.environ["AUTOTUNE_DEVICE"], problem, "", TimingOptions())
+    ev = open_evaluator(setup, make_workload(scale, problem), True, tmp_path)
+    try:
+        first = ev.evaluate(scale.complete({"WPT": 1, "WG": 16}), 60)
+        os.kill(ev._proc.pid, signal.SIGKILL)
+        ev._proc.join(10)
+        second = ev.evaluate(scale.complete({"WPT": 2, "WG": 16}), 60)
+    finally:
+        ev.close()
+    assert first.ok and second.ok and ev.restarts == 1
+
+
+@needs_opencl
+def test_a_hanging_baseline_is_stopped_by_the_timeout(tmp_path):
+    text = SCALE_YAML.replace("MODE: [0]", "MODE: [1, 0]")  # the baseline takes MODE 1: it hangs
+    spec = specs.load(write_spec(tmp_path, text))
+    t0 = time.monotonic()
+    report = tune(spec, TuneOptions(timeout_s=6, trials=10))
+    assert time.monotonic() - t0 < 30, "the timeout bounds the whole run"
+    assert report.stopped_by == "timeout" and report.measured == 0
+    study = optuna.load_study(study_name=report.study_name, storage=f"sqlite:///{settings.home() / 'studies.db'}")
+    assert [t.user_attrs.get("status") for t in study.trials] == ["interrupted"], \
+        "cut off by the run's end, it is measured again next time rather than recorded as a timeout"
+
+
+@needs_opencl
+def test_a_check_function_that_raises_is_a_spec_error_not_a_worker_crash(tmp_path):
+    from conftest import REF_PY
+
+    ref = REF_PY + "\ndef check(name, got, want, problem):\n    raise KeyError('tolerance')\n"
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=r"check\(\) raised KeyError"):
+        tune(spec, TuneOptions(timeout_s=None, trials=3))
+
+
+def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
+    settings.profiles_dir().mkdir(parents=True)
+    prof = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    prof.write_text("kernels:\n  scale: [\n")
+    calls = []
+
+    class Counting(Fast):
+        def evaluate(self, params, limit_s, cutoff_ms=None):
+            calls.append(params)
+            return super().evaluate(params, limit_s, cutoff_ms)
+
+    with pytest.raises(profiles.ProfileError, match="corrupt profile"):
+        tune(scale, TuneOptions(timeout_s=None), evaluator=Counting(), info=FAKE)
+    assert calls == [] and prof.read_text() == "kernels:\n  scale: [\n"

@@ -25,6 +25,7 @@ import pyopencl as cl
 from . import device as devices
 from . import profiles, settings
 from . import spec as specs
+from .arguments import Arguments
 from .errors import AutotuneError, ProblemError
 from .launch import CandidateError, Launch
 from .space import check, enumerate_valid
@@ -64,26 +65,25 @@ class TunedKernel:
         self.params = dict(choice.params)
         self.origin = choice.origin
         self.entry = choice.entry
+        self._context = _context(queue)
         try:
-            self._launch = Launch(_context(queue), spec, self.params, self.problem, facts)
+            self._launch = Launch(self._context, spec, self.params, self.problem, facts)
         except CandidateError as exc:
             raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
         first = self._launch.geometry.steps[0]
         self.global_size, self.local_size = first.global_size, first.local_size
         self.build_options = self._launch.options
         self.arg_names = self._launch.arg_names
+        self._arguments = Arguments(spec, self.problem, self.arg_names, self._context, queue.device)
 
     def __call__(self, *args: Any, wait_for: list[cl.Event] | None = None, **named: Any) -> cl.Event:
-        """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the last event."""
-        if len(args) > len(self.arg_names):
-            raise TypeError(f"{self.spec.name} takes {len(self.arg_names)} arguments "
-                            f"({', '.join(self.arg_names)}), got {len(args)}")
-        bound = dict(zip(self.arg_names, args, strict=False))  # the rest may come by name
-        bound.update(named)
-        missing = [n for n in self.arg_names if n not in bound]
-        if missing:
-            raise TypeError(f"{self.spec.name}: missing argument(s) {', '.join(missing)}")
-        return self._launch.enqueue(self.queue, bound, wait_for)[-1]
+        """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the last event.
+
+        Buffers are ``pyopencl.Buffer`` (sub-buffers too) or contiguous ``pyopencl.array.Array``
+        of at least the bytes the problem needs. A missing, unknown or repeated argument or one of
+        the wrong kind raises TypeError, a buffer too small ValueError; nothing is enqueued then.
+        """
+        return self._launch.enqueue(self.queue, self._arguments.bind(args, named), wait_for)[-1]
 
     def __repr__(self) -> str:
         return f"TunedKernel({self.spec.name!r}, {self.origin}, params={self.params})"

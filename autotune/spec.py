@@ -35,6 +35,9 @@ from .yamlload import read_yaml
 
 Value = int | float | str | bool
 
+#: The largest problem size: far past any device's memory, small enough for every expression.
+MAX_SIZE = 2**40
+
 #: Names that constraints and launch expressions may use besides parameters and problem keys.
 DEVICE_FACTS = (
     "max_work_group_size",
@@ -204,11 +207,12 @@ class KernelSpec:
                 raise ProblemError(f"{self.name} has no problem key {name!r}; its keys: {', '.join(keys)}")
             if key.is_size:
                 try:
-                    size = int(value)
-                except (TypeError, ValueError):
+                    size = 0 if isinstance(value, bool) else int(value)  # True is not a size
+                except (TypeError, ValueError, OverflowError):
                     size = 0
-                if size <= 0 or (isinstance(value, float) and value != size):
-                    raise ProblemError(f"{name}={value!r}: sizes must be positive integers")
+                if not 0 < size <= MAX_SIZE or (isinstance(value, float) and value != size):
+                    shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
+                    raise ProblemError(f"{name}={shown}: sizes must be positive integers up to 2**40")
                 problem[name] = size
             elif str(value) in key.choices:
                 problem[name] = str(value)
@@ -318,6 +322,8 @@ def resolve(name_or_path: str) -> Path:
     """The YAML file for a built-in kernel name or a path ending in ``.yaml``/``.yml``."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         path = Path(name_or_path).expanduser()
+        if path.is_dir():
+            raise SpecError(f"{path} is a folder; give the spec's YAML file inside it")
         if not path.is_file():
             raise SpecError(f"spec file {path} does not exist; check the path")
         return path.resolve()
@@ -409,7 +415,7 @@ class _Validator:
                         for k, v in self.mapping("metrics", raw["metrics"]).items())
         rtol, atol = self.tolerance(raw.get("tolerance"), of_problem)
         digest = _spec_hash(self.source(template), raw)
-        return KernelSpec(
+        return self.checked(KernelSpec(
             name=name, description=str(raw.get("description", "")).strip(), path=self.path,
             template=template, reference=self.reference(raw["reference"]), problem=problem,
             parameters=parameters,
@@ -431,7 +437,30 @@ class _Validator:
                         for i, h in enumerate(self.sequence("hints", raw.get("hints") or []))),
             derived=derived,
             requires=self.exprs("requires", raw.get("requires"), of_problem),
-        )
+        ))
+
+    def checked(self, spec: KernelSpec) -> KernelSpec:
+        """Evaluate what depends on the problem alone on the default problem, so a metric or a
+        tolerance that cannot be computed (``N / 0``, a string) fails here, not after a run."""
+        problem = spec.default_problem()
+        env = spec.env(problem, seconds=1e-3)
+        for i, rule in enumerate(spec.requires):
+            if not self.value(f"requires[{i}]", rule, env):
+                raise self.fail(f"requires[{i}]", f"{rule.source!r} does not hold for the default problem")
+        for key, e in [*((f"metrics.{k}", e) for k, e in spec.metrics),
+                       ("tolerance.rtol", spec.rtol), ("tolerance.atol", spec.atol)]:
+            value = self.value(key, e, env)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
+                    or value == float("inf"):
+                raise self.fail(key, f"{e.source!r} gives {value!r} for the default problem; it must be a "
+                                     "finite number, 0 or more")
+        return spec
+
+    def value(self, key: str, e: Expr, env: Mapping[str, Any]) -> Any:
+        try:
+            return e(env)
+        except ExpressionError as exc:
+            raise self.fail(key, f"{exc} (on the default problem)") from None
 
     def exprs(self, key: str, raw: Any, known: set[str]) -> tuple[Expr, ...]:
         return tuple(self.expr(f"{key}[{i}]", c, known) for i, c in enumerate(self.sequence(key, raw or [])))

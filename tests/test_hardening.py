@@ -107,7 +107,7 @@ def test_a_problem_too_large_stops_before_the_study(tmp_path):
 
 
 def test_a_metric_that_fails_for_this_problem_does_not_lose_the_result(tmp_path):
-    text = SCALE_YAML.replace('GB/s: "8 * N / seconds / 1e9"', 'GB/s: "8 * N / (N - 512) / seconds / 1e9"')
+    text = SCALE_YAML.replace('GB/s: "8 * N / seconds / 1e9"', 'GB/s: "8 * N / (N - 512) ** 2 / seconds / 1e9"')
     spec = specs.load(write_spec(tmp_path, text))
     report = tune(spec, TuneOptions(timeout_s=None, trials=4), problem={"N": 512}, evaluator=Fast(), info=FAKE)
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")

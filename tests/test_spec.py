@@ -61,6 +61,12 @@ def test_missing_file():
     (("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 3}"), r"baseline.WPT: 3 is not among"),
     (("problem: {N: 256}", "problem: {N: -4}"), r"problem.N: expected a positive integer"),
     (("  GB/s:", "  GB/s: 1\n  bad: \"os.system\"\n  x:"), r"metrics.bad.*not allowed"),
+    # found when the spec loads, not after a whole run: evaluated on the default problem
+    (("  GB/s:", "  bad: N / 0\n  GB/s:"), r"metrics.bad: .*division by zero.*\(on the default problem\)"),
+    (("  GB/s:", "  bad: \"'fast'\"\n  GB/s:"), r"metrics.bad: \"'fast'\" gives 'fast' for the default problem"),
+    (("outputs: [y]", "outputs: [y]\ntolerance: {atol: -1}"), r"tolerance.atol: '-1' gives -1"),
+    (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),
+     r"requires\[0\]: 'N > 1000' does not hold for the default problem"),
 ])
 def test_malformed_spec_messages(tmp_path, edit, message):
     old, new = edit
@@ -92,6 +98,14 @@ def test_problem_overrides_are_checked():
         sp.resolve_problem({"M": "0"})
     with pytest.raises(ProblemError, match="choose one of row, col"):
         sp.resolve_problem({"layout": "diagonal"})
+    for bad in (True, "True", 10**400, 2.5):
+        with pytest.raises(ProblemError, match="positive integers"):
+            sp.resolve_problem({"M": bad})
+
+
+def test_a_folder_given_as_a_spec_says_so(tmp_path):
+    with pytest.raises(SpecError, match="is a folder; give the spec's YAML file inside it"):
+        specs.load(str(tmp_path) + "/")
 
 
 def test_hash_ignores_comments_but_not_values(tmp_path):

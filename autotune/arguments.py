@@ -1,0 +1,202 @@
+"""A tuned kernel's call: its arguments checked and bound before anything is enqueued.
+
+A buffer too small for the problem would be written past its end (another allocation of the
+caller's silently overwritten, or the process aborted by the allocator), and ``None`` crashes
+the driver; so each argument's kind, size and context is checked against what the spec's
+reference module gives for the problem, and a bad call is a TypeError or ValueError naming
+the argument.
+
+Example:
+    >>> need = _need(np.zeros(16, np.float32))
+    >>> need.nbytes, _need(np.int32(3)).nbytes
+    (64, None)
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+
+from .errors import SpecError
+from .spec import KernelSpec
+
+
+class Arguments:
+    """Checks and binds the arguments of calls to one kernel, problem and context."""
+
+    def __init__(self, spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, ...],
+                 context: cl.Context, device: cl.Device) -> None:
+        self.spec, self.problem, self.arg_names, self._context = spec, dict(problem), names, context
+        # a sub-buffer (for an Array with an offset) must start on this alignment; the info is in bits
+        self._align = max(1, device.mem_base_addr_align // 8)
+        self._needs = _arg_needs(spec, self.problem, names)
+
+    def bind(self, args: tuple[Any, ...], named: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments by name, checked, as the kernels take them (buffers, numpy scalars)."""
+        name, takes = self.spec.name, ", ".join(self.arg_names)
+        if len(args) > len(self.arg_names):
+            raise TypeError(f"{name} takes {len(self.arg_names)} arguments ({takes}), got {len(args)}")
+        bound = dict(zip(self.arg_names, args, strict=False))  # the rest may come by name
+        unknown = [k for k in named if k not in self.arg_names]
+        if unknown:
+            raise TypeError(f"{name}: unknown argument(s) {', '.join(unknown)}; it takes {takes}")
+        twice = [k for k in named if k in bound]
+        if twice:
+            raise TypeError(f"{name}: argument(s) {', '.join(twice)} given by position and by name")
+        bound.update(named)
+        missing = [n for n in self.arg_names if n not in bound]
+        if missing:
+            raise TypeError(f"{name}: missing argument(s) {', '.join(missing)}")
+        return {n: self._checked(n, bound[n]) for n in self.arg_names}
+
+    def _checked(self, arg: str, value: Any) -> Any:
+        need = self._needs[arg]
+        if need.nbytes is None:
+            return _scalar(f"{self.spec.name}: argument {arg}", value, need.dtype)
+        return self._buffer(arg, value, need.nbytes)
+
+    def _buffer(self, arg: str, value: Any, nbytes: int) -> cl.Buffer:
+        """``value`` as a buffer the kernel may use whole: of this context, ``nbytes`` or more."""
+        where = f"{self.spec.name}: argument {arg}"
+        if isinstance(value, cl_array.Array):
+            if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
+                raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
+            mem, size = value.base_data, value.nbytes  # the view's bytes, not its base buffer's
+        elif isinstance(value, cl.Buffer):
+            mem, size = value, value.size  # a sub-buffer's size is its own
+        else:
+            raise TypeError(f"{where} must be a pyopencl Buffer or pyopencl.array.Array, got {_kind(value)}")
+        if size < nbytes:
+            shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
+            raise ValueError(f"{where} needs {nbytes} bytes for {shown}; got a buffer of {size} bytes")
+        if mem.context != self._context:  # enqueueing it would fail, on some runtimes by crashing
+            raise ValueError(f"{where}: the buffer belongs to another OpenCL context than the queue's")
+        return self._array_data(where, value, mem) if isinstance(value, cl_array.Array) else mem
+
+    def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer) -> cl.Buffer:
+        """The buffer that starts where ``array`` (held in ``mem``) does: an argument has no offset."""
+        if not array.flags.forc:
+            raise ValueError(f"{where}: the array is not contiguous; the kernel reads its buffer in memory order")
+        if not array.offset:
+            return mem
+        if array.offset % self._align:
+            raise ValueError(f"{where}: the array starts {array.offset} bytes into its buffer, not a multiple "
+                             f"of the {self._align} bytes a sub-buffer needs on this device; copy it")
+        try:
+            return mem.get_sub_region(array.offset, array.nbytes)
+        except cl.Error as exc:  # e.g. its buffer is itself a sub-buffer
+            raise ValueError(f"{where}: cannot pass an array with an offset here ({exc}); copy it") from None
+
+
+@dataclass(frozen=True)
+class _ArgNeed:
+    """What one kernel argument takes: a buffer of ``nbytes`` or more, or (``nbytes`` None) a
+    scalar of ``dtype``."""
+
+    dtype: np.dtype[Any]
+    nbytes: int | None
+
+
+#: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
+_needs_cache: dict[tuple[str, str, tuple[tuple[str, Any], ...]], dict[str, _ArgNeed]] = {}
+
+
+def _arg_needs(spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, _ArgNeed]:
+    """What each of ``names`` takes for ``problem`` (cached per process: see :func:`_input_needs`)."""
+    key = (str(spec.path), spec.spec_hash, tuple(sorted(problem.items())))
+    if key not in _needs_cache:
+        _needs_cache[key] = _input_needs(spec, problem)
+    needs = _needs_cache[key]
+    unknown = [n for n in names if n not in needs]
+    if unknown:  # the tuner could not have run it either (Launch._arg)
+        raise SpecError(f"{spec.path}: args: {', '.join(unknown)} not returned by the reference module's inputs()")
+    return {n: needs[n] for n in names}
+
+
+def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _ArgNeed]:
+    """What the reference module's ``inputs()`` gives for ``problem``: the arrays the tuner
+    verifies with, so the one definition of the sizes (a spec need not repeat them).
+
+    Sizes only: ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that
+    touch no memory, so a 1 GiB reverse costs milliseconds, not the 5 s and 1 GiB of drawing
+    its bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
+    """
+    inputs = spec.host_module().inputs
+    try:
+        with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
+            arrays = inputs(dict(problem), _ShapeRng())
+    except Exception:  # user code the stand-in does not fit: draw for real
+        try:
+            arrays = inputs(dict(problem), np.random.default_rng(0))
+        except Exception as exc:
+            raise SpecError(f"{spec.path}: reference: inputs() failed for {dict(problem)}: {exc!r}") from exc
+    if not isinstance(arrays, Mapping):
+        raise SpecError(f"{spec.path}: reference: inputs() must return a dict of arrays by argument name, "
+                        f"got {_kind(arrays)}")
+    return {k: _need(v) for k, v in arrays.items()}
+
+
+def _need(value: Any) -> _ArgNeed:
+    array = np.asarray(value)
+    return _ArgNeed(array.dtype, array.nbytes if array.ndim else None)
+
+
+class _ShapeRng:
+    """Stands in for ``np.random.Generator`` where only the sizes of ``inputs()`` matter.
+
+    A draw of an array comes back zero-filled (np.zeros maps pages it never touches); one of a
+    scalar is real, since a size or a scalar argument may depend on it. Sizes that depend on
+    drawn array values (e.g. rejection sampling) would come out wrong: no reference does that.
+    """
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(0)
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._rng, name)
+        try:
+            signature = inspect.signature(real)
+        except (TypeError, ValueError):
+            return real
+        if "size" not in signature.parameters:
+            return real  # shuffle, permutation, bytes: sized by what they are given
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            size = bound.arguments.get("size")
+            if size is None or bound.arguments.get("out") is not None:
+                return real(*args, **kwargs)
+            bound.arguments["size"] = 1  # one real draw gives the dtype and any trailing dimensions
+            one = np.asarray(real(*bound.args, **bound.kwargs))
+            shape = (size,) if isinstance(size, numbers.Integral) else tuple(size)
+            return np.zeros((*shape, *one.shape[1:]), one.dtype)
+
+        return draw
+
+
+def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
+    """``value`` as the numpy scalar the kernel takes; TypeError unless it is a number of that kind."""
+    integral = dtype.kind in "iu"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Number):
+        raise TypeError(f"{where} must be {'an integer' if integral else 'a number'} ({dtype}), got {_kind(value)}")
+    if isinstance(value, numbers.Integral) and integral:
+        limits = np.iinfo(dtype)
+        if not limits.min <= int(value) <= limits.max:  # numpy would wrap it or raise OverflowError
+            raise ValueError(f"{where}: {value} does not fit its type {dtype}")
+    return dtype.type(value)
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, for an error message."""
+    if value is None:
+        return "None"
+    if isinstance(value, np.ndarray):
+        return "a numpy array (copy it to the device first, e.g. pyopencl.array.to_device(queue, a))"
+    return f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")

@@ -1,0 +1,229 @@
+"""``TunedKernel.__call__`` checks its arguments before anything reaches the device.
+
+Unchecked, a buffer too small was written past its end (a sub-buffer: the rest of its parent
+overwritten; a plain 64-byte buffer: the process aborted) and None crashed the caller. The tests
+of bad calls replace ``Launch.enqueue`` with a recorder, so that where the check is missing
+they fail on "nothing raised" instead of taking the test process down.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.array as cl_array
+import pytest
+
+import autotune
+from autotune import arguments, device, loader
+from autotune import spec as specs
+from autotune.kernels import mul1
+from autotune.launch import Launch
+from conftest import SCALE_YAML, needs_opencl, write_spec
+
+M = N = K = 64
+C_BYTES = 4 * M * N  # what matmul's C needs at M=N=K=64
+
+
+@pytest.fixture(scope="module")
+def queue(ocl_device: str) -> Iterator[cl.CommandQueue]:
+    _, dev = device.select(ocl_device)
+    ctx = cl.Context([dev])  # kept alive with its queue: Intel's runtime ends a released context
+    yield cl.CommandQueue(ctx)
+
+
+def load(name: str, queue: cl.CommandQueue, **problem: Any) -> loader.TunedKernel:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autotune.AutotuneWarning)  # no profile for this size: fine
+        return autotune.load_kernel(name, queue, **problem)
+
+
+@pytest.fixture
+def mm(queue: cl.CommandQueue) -> loader.TunedKernel:
+    return load("matmul", queue, M=M, N=N, K=K)
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Launches that reached ``Launch.enqueue`` (recorded, never run)."""
+    calls: list[Any] = []
+    monkeypatch.setattr(Launch, "enqueue", lambda self, queue, named, wait_for=None: calls.append(named) or [None])
+    return calls
+
+
+def buffer(queue: cl.CommandQueue, nbytes: int) -> cl.Buffer:
+    return cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, nbytes)
+
+
+def operands(queue: cl.CommandQueue) -> tuple[np.ndarray, np.ndarray, cl_array.Array, cl_array.Array]:
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    return a, b, cl_array.to_device(queue, a.ravel()), cl_array.to_device(queue, b.ravel())
+
+
+def small_buffers(queue: cl.CommandQueue) -> dict[str, Any]:
+    """Too small for C, each a way a caller can get one."""
+    parent = buffer(queue, 1 << 20)
+    big = cl_array.zeros(queue, 1 << 16, np.float32)
+    return {
+        "plain 64 bytes": buffer(queue, 64),
+        "sub-buffer": parent.get_sub_region(0, 64),  # its parent is large: its own size counts
+        "array": cl_array.zeros(queue, 16, np.float32),
+        "view of a large array": big[: M * N - 1],  # one float short; its buffer is large
+    }
+
+
+@needs_opencl
+@pytest.mark.parametrize("kind", ["plain 64 bytes", "sub-buffer", "array", "view of a large array"])
+def test_a_buffer_too_small_is_a_value_error_and_nothing_is_enqueued(mm, queue, enqueued, kind):
+    small = small_buffers(queue)[kind]
+    given = small.size if isinstance(small, cl.Buffer) else small.nbytes
+    with pytest.raises(ValueError, match=rf"argument C needs {C_BYTES} bytes .*M=64.*got a buffer of {given} bytes"):
+        mm(buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), small)
+    with pytest.raises(ValueError, match="argument A needs"):  # by name too, and for an input
+        mm(A=small, B=buffer(queue, 4 * K * N), C=buffer(queue, C_BYTES))
+    assert enqueued == []
+
+
+@needs_opencl
+@pytest.mark.parametrize("value, shown", [
+    (None, "got None"),
+    (C_BYTES, "got int"),
+    (np.int32(0), "got numpy.int32"),
+    (np.zeros(M * N, np.float32), "got a numpy array"),
+    ("C", "got str"),
+], ids=["None", "int", "numpy scalar", "numpy array", "str"])
+def test_an_argument_of_the_wrong_kind_is_a_type_error(mm, queue, enqueued, value, shown):
+    a, b = buffer(queue, 4 * M * K), buffer(queue, 4 * K * N)
+    with pytest.raises(TypeError, match=rf"argument C must be a pyopencl Buffer .*{shown}"):
+        mm(a, b, value)
+    with pytest.raises(TypeError, match=rf"argument B must be a pyopencl Buffer .*{shown}"):
+        mm(a, value, C=buffer(queue, C_BYTES))
+    assert enqueued == []
+
+
+@needs_opencl
+def test_unknown_and_repeated_keywords_are_type_errors(mm, queue, enqueued):
+    a, b, c = buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) c, alpha; it takes A, B, C"):
+        mm(a, b, c=c, alpha=1.0)
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) alpha"):
+        mm(a, b, c, alpha=1.0)
+    with pytest.raises(TypeError, match=r"argument\(s\) A given by position and by name"):
+        mm(a, b, c, A=a)
+    with pytest.raises(TypeError, match=r"missing argument\(s\) C"):
+        mm(a, b)
+    assert enqueued == []
+    mm(a, B=b, C=c)  # the check passes a correct call on
+    assert len(enqueued) == 1 and enqueued[0] == {"A": a, "B": b, "C": c}
+
+
+@needs_opencl
+def test_a_buffer_of_another_context_is_refused(mm, queue, enqueued):
+    other = cl.Context(queue.context.devices)
+    with pytest.raises(ValueError, match="argument C: the buffer belongs to another OpenCL context"):
+        mm(buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), cl.Buffer(other, cl.mem_flags.READ_WRITE, C_BYTES))
+    assert enqueued == []
+
+
+@needs_opencl
+def test_arrays_of_the_right_size_work(mm, queue):
+    a, b, a_dev, b_dev = operands(queue)
+    c_dev = cl_array.empty(queue, M * N, np.float32)
+    mm(a_dev, b_dev, c_dev).wait()
+    want = a.astype(np.float64) @ b
+    np.testing.assert_allclose(c_dev.get().reshape(M, N), want, rtol=1e-4, atol=1e-4)
+
+
+@needs_opencl
+def test_an_array_view_with_an_offset_is_written_and_nothing_beside_it(mm, queue):
+    a, b, a_dev, b_dev = operands(queue)
+    skip = queue.device.mem_base_addr_align // 8 // 4  # floats: a sub-buffer may start there
+    big = cl_array.to_device(queue, np.full(skip + M * N + 64, -7.0, np.float32))
+    mm(a_dev, b_dev, big[skip: skip + M * N]).wait()
+    got = big.get()
+    np.testing.assert_allclose(got[skip: skip + M * N].reshape(M, N), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert (got[:skip] == -7).all() and (got[skip + M * N:] == -7).all()
+    with pytest.raises(ValueError, match="not contiguous"):
+        mm(a_dev, b_dev, cl_array.zeros(queue, 2 * M * N, np.float32)[::2])
+    if skip > 1:  # a start the device cannot make a sub-buffer at
+        with pytest.raises(ValueError, match="bytes into its buffer"):
+            mm(a_dev, b_dev, big[1: 1 + M * N])
+
+
+@needs_opencl
+def test_a_scalar_argument_must_be_a_number_that_fits(queue, enqueued):
+    m1 = load("mul1", queue, N=1024)
+    x, z = buffer(queue, 4 * 1024), buffer(queue, 4 * 1026)
+    for bad in (None, 1.5, x, np.zeros(1, np.int32), True):
+        with pytest.raises(TypeError, match="argument k must be an integer"):
+            m1(x, z, bad)
+    with pytest.raises(ValueError, match="argument k: 1099511627776 does not fit its type int32"):
+        m1(x, z, 2 ** 40)
+    assert enqueued == []
+    m1(x, z, -5)
+    assert enqueued[0]["k"] == -5 and isinstance(enqueued[0]["k"], np.int32)
+
+
+@needs_opencl
+def test_a_python_int_for_a_scalar_argument_runs(queue):
+    n, log_base = 1024, 30
+    m1 = load("mul1", queue, N=n)
+    x = mul1.extreme_digits(n, log_base, np.random.default_rng(1))
+    k = -(2 ** log_base - 3)
+    z = cl_array.zeros(queue, n + 2, np.int32)
+    m1(cl_array.to_device(queue, x), z, k).wait()
+    np.testing.assert_array_equal(z.get(), mul1.digits(x, k, log_base))
+
+
+@pytest.mark.parametrize("name", specs.builtin_names())
+def test_sizes_are_those_of_inputs_without_drawing_them(name, monkeypatch):
+    spec = specs.load(name)
+    problem = spec.resolve_problem()
+    real = spec.host_module().inputs(problem, np.random.default_rng(0))
+    made: list[Any] = []  # generators loader asks numpy for
+    monkeypatch.setattr(np.random, "default_rng", lambda *a: made.append(a) or np.random.Generator(np.random.PCG64()))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, problem, tuple(real))
+    assert len(made) == 1  # the stand-in's own, for scalar draws: inputs() did not need a real one
+    for arg, value in real.items():
+        value = np.asarray(value)
+        assert (needs[arg].dtype, needs[arg].nbytes) == (value.dtype, value.nbytes if value.ndim else None), arg
+    assert arguments._arg_needs(spec, problem, tuple(real)) == needs and len(made) == 1  # cached
+
+
+def test_a_reference_the_stand_in_does_not_fit_gets_a_real_generator(tmp_path: Path, monkeypatch):
+    ref = '''
+import numpy as np
+
+def inputs(problem, rng):
+    assert isinstance(rng, np.random.Generator)
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float64)}
+
+def reference(problem, arrays):
+    return {"y": 2.0 * arrays["x"]}
+'''
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, {"N": 300}, ("x", "y"))
+    assert (needs["x"].nbytes, needs["y"].nbytes, needs["y"].dtype) == (1200, 2400, np.float64)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("    return None\n", "inputs() must return a dict of arrays by argument name, got None"),
+    ("    raise RuntimeError('no data')\n", "inputs() failed for {'N': 256}: RuntimeError('no data')"),
+    ("    return {'x': np.zeros(4, np.float32)}\n", "args: y not returned by the reference module's inputs()"),
+])
+def test_a_reference_that_gives_no_sizes_is_a_spec_error(tmp_path: Path, monkeypatch, body, message):
+    ref = f"import numpy as np\ndef inputs(problem, rng):\n{body}def reference(problem, arrays):\n    return {{}}\n"
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    with pytest.raises(autotune.AutotuneError, match=re.escape(message)):
+        arguments._arg_needs(spec, {"N": 256}, ("x", "y"))

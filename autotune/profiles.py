@@ -70,7 +70,7 @@ class Entry:
             return cls(
                 problem=dict(raw["problem"]),
                 params=dict(raw["params"]),
-                build_flags=tuple(raw.get("build_flags") or ()),
+                build_flags=tuple(_text(f) for f in raw.get("build_flags") or ()),
                 time_ms=float(raw["time_ms"]),
                 throughput={str(k): float(v) for k, v in dict(raw.get("throughput") or {}).items()},
                 trials=int(raw.get("trials", 0)),
@@ -84,8 +84,14 @@ class Entry:
                 tolerance_used=raw.get("tolerance_used"),
                 extra=dict(raw.get("extra") or {}),
             )
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"a build flag must be text, got {value!r}")
+    return value
 
 
 def path_for(slug: str, folder: Path) -> Path:
@@ -226,7 +232,7 @@ def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
     for k, v in a.items():
         w = b.get(k)
         if isinstance(v, int) and isinstance(w, int) and v > 0 and w > 0:
-            total += abs(math.log2(v / w))
+            total += abs(math.log2(v) - math.log2(w))  # a ratio of huge ints underflows to 0
         elif v != w:
             return math.inf  # options such as layout must match
     return total

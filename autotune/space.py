@@ -57,12 +57,16 @@ def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
         value = e(env)
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: {key}: {exc}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _integral(value):
         raise SpecError(
             f"{spec.path}: {key}: {e.source!r} gave {value!r}, not an integer; "
             "use // for integer division and keep sizes divisible"
         )
     return int(value)
+
+
+def _integral(value: int | float) -> bool:
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
 
 
 def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
@@ -142,6 +146,8 @@ def _local_memory(spec: KernelSpec, env: Mapping[str, Any], facts: Facts) -> str
         need = spec.local_memory(env)
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: local_memory: {exc}") from None
+    if isinstance(need, bool) or not isinstance(need, (int, float)) or not _integral(need):
+        raise SpecError(f"{spec.path}: local_memory: {spec.local_memory.source!r} gave {need!r}, not a number of bytes")
     if need > facts["local_mem_size"]:
         return f"local memory {need} B > device {facts['local_mem_size']} B"
     return None

@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.util
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -77,7 +78,7 @@ _TOP_KEYS = {
 _UNHASHED = ("description", "baseline", "default", "hints", "ceiling")
 CEILINGS = ("copy", "fp32", "sgemm")
 _STEP_KEYS = {"entry", "global", "local", "args", "when"}
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: "N\n" is not a name
 
 
 @dataclass(frozen=True)
@@ -322,13 +323,16 @@ def resolve(name_or_path: str) -> Path:
     """The YAML file for a built-in kernel name or a path ending in ``.yaml``/``.yml``."""
     if name_or_path.endswith((".yaml", ".yml")) or "/" in name_or_path:
         path = Path(name_or_path).expanduser()
-        if path.is_dir():
-            raise SpecError(f"{path} is a folder; give the spec's YAML file inside it")
-        if not path.is_file():
-            raise SpecError(f"spec file {path} does not exist; check the path")
+        try:
+            if path.is_dir():
+                raise SpecError(f"{path} is a folder; give the spec's YAML file inside it")
+        except (OSError, ValueError):
+            pass  # a name the system cannot look up: it is no file either
+        if not _is_file(path):
+            raise SpecError(f"spec file {str(path)[:200]!r} does not exist; check the path")
         return path.resolve()
     path = data_dir("search_spaces") / f"{name_or_path}.yaml"
-    if not path.is_file():
+    if not _is_file(path):
         known = builtin_names()
         hint = difflib.get_close_matches(name_or_path, known, n=1)
         suggestion = f"did you mean {hint[0]!r}? " if hint else ""
@@ -364,7 +368,8 @@ class _Validator:
         self.path = path
 
     def fail(self, key: str, message: str) -> SpecError:
-        return SpecError(f"{self.path}: {key}: {message}")
+        # one line, whatever the YAML's keys and values hold
+        return SpecError(f"{self.path}: {key}: {message}".replace("\n", "\\n").replace("\r", "\\r"))
 
     def expr(self, key: str, source: Any, known: set[str]) -> Expr:
         try:
@@ -382,6 +387,9 @@ class _Validator:
             return {}
         if not isinstance(raw, dict) or (not raw and not allow_empty):
             raise self.fail(key, f"expected a mapping of name: value, got {raw!r}")
+        odd = [k for k in raw if not isinstance(k, str)]
+        if odd:
+            raise self.fail(key, f"{odd[0]!r} is not a name: keys must be text (quote them in YAML)")
         return raw
 
     def check_keys(self, where: str, raw: Mapping[str, Any], allowed: Any) -> None:
@@ -414,8 +422,8 @@ class _Validator:
         metrics = tuple((str(k), self.expr(f"metrics.{k}", v, of_problem | {"seconds"}))
                         for k, v in self.mapping("metrics", raw["metrics"]).items())
         rtol, atol = self.tolerance(raw.get("tolerance"), of_problem)
-        digest = _spec_hash(self.source(template), raw)
-        return self.checked(KernelSpec(
+        source = self.source(template)
+        spec = KernelSpec(
             name=name, description=str(raw.get("description", "")).strip(), path=self.path,
             template=template, reference=self.reference(raw["reference"]), problem=problem,
             parameters=parameters,
@@ -430,14 +438,15 @@ class _Validator:
             metrics=metrics, rtol=rtol, atol=atol,
             baseline=self.config("baseline", raw.get("baseline"), parameters),
             default=self.config("default", raw.get("default"), parameters),
-            spec_hash=digest,
+            spec_hash="",  # below, once every key is known to be a name
             ceiling=self.ceiling(raw.get("ceiling"), metrics),
             inplace=self.inplace(raw.get("inplace"), outputs),
             hints=tuple(self.config(f"hints[{i}]", h, parameters)
                         for i, h in enumerate(self.sequence("hints", raw.get("hints") or []))),
             derived=derived,
             requires=self.exprs("requires", raw.get("requires"), of_problem),
-        ))
+        )
+        return self.checked(replace(spec, spec_hash=_spec_hash(source, raw)))
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
         """Evaluate what depends on the problem alone on the default problem, so a metric or a
@@ -450,8 +459,7 @@ class _Validator:
         for key, e in [*((f"metrics.{k}", e) for k, e in spec.metrics),
                        ("tolerance.rtol", spec.rtol), ("tolerance.atol", spec.atol)]:
             value = self.value(key, e, env)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
-                    or value == float("inf"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
                 raise self.fail(key, f"{e.source!r} gives {value!r} for the default problem; it must be a "
                                      "finite number, 0 or more")
         return spec
@@ -513,9 +521,9 @@ class _Validator:
 
     def template(self, raw: Any) -> Path:
         for base in (self.path.parent, data_dir("kernel_templates")):
-            candidate = (base / str(raw)).resolve()
-            if candidate.is_file():
-                return candidate
+            candidate = base / str(raw)
+            if _is_file(candidate):
+                return candidate.resolve()
         raise self.fail(
             "template",
             f"template file {raw!r} not found next to the spec or in kernel_templates/; "
@@ -525,12 +533,12 @@ class _Validator:
     def reference(self, raw: Any) -> str:
         ref = str(raw)
         if ref.endswith(".py"):
-            path = (self.path.parent / ref).resolve()
-            if not path.is_file():
+            path = self.path.parent / ref
+            if not _is_file(path):
                 raise self.fail(
                     "reference", f"reference module {ref!r} not found (looked for {path})"
                 )
-            return str(path)
+            return str(path.resolve())
         if not _IDENT.match(ref):
             raise self.fail("reference", "give a .py file next to the spec, or a built-in name")
         return ref
@@ -625,6 +633,21 @@ class _Validator:
         return tuple((p.name, values.get(p.name, p.values[0])) for p in params)
 
 
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer past float's range
+        return False
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a name the system cannot look up (too long, NUL)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _behind(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> set[str]:
     """``names`` with each derived name replaced by what it is computed from (transitively)."""
     table, out, todo = dict(derived), set(), list(names)
@@ -659,7 +682,12 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
         '#line 1 "matmul.cl"'
     """
     out = [f'#line 1 "{path.name}"']
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                        "save it as UTF-8") from None
+    for n, line in enumerate(text.splitlines(), 1):
         m = _INCLUDE.match(line)
         if m is None:
             out.append(line)

@@ -84,8 +84,8 @@ class TuneOptions:
         for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config)):
             if value is not None and not 0 < value < math.inf:
                 raise ProblemError(f"{name} must be a positive number of seconds (got {value})")
-        if self.seed is not None and self.seed < 0:
-            raise ProblemError(f"--seed must be 0 or more (got {self.seed})")
+        if self.seed is not None and not 0 <= self.seed < 2**32:
+            raise ProblemError(f"--seed must be 0 to 2**32 - 1 (got {self.seed})")
         if self.compile_ahead is not None and self.compile_ahead < 0:
             raise ProblemError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
 

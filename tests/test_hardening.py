@@ -88,7 +88,8 @@ def test_an_unwritable_home_is_one_line(scale, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"seed": -1}, "--seed must be 0 or more"),
+    ({"seed": -1}, r"--seed must be 0 to 2\*\*32 - 1"),
+    ({"seed": 2**32}, r"--seed must be 0 to 2\*\*32 - 1"),
     ({"prune": float("nan")}, "--prune must be 0"),
     ({"compile_ahead": -3}, "--compile-ahead must be 0 or more"),
 ])

@@ -100,8 +100,8 @@ def test_bad_options_are_refused(options, message):
 
 def test_a_problem_too_large_stops_before_the_study(tmp_path):
     # numpy refuses 15 TiB at once, or (where memory is overcommitted) the device check does
-    with pytest.raises(ProblemError, match="needs (more memory than this machine can give|14902.11 GiB of buffers)"):
-        tune("matmul", TuneOptions(timeout_s=None), problem={"M": 2_000_000, "N": 2_000_000, "K": 64}, info=FAKE)
+    with pytest.raises(ProblemError, match=r"needs (more memory than this machine can give|[\d.]+ GiB of buffers)"):
+        tune("matmul", TuneOptions(timeout_s=None), problem={"M": 2_000_000, "N": 2_000_000, "K": 8}, info=FAKE)
     small = replace(FAKE, global_mem_size=2**28)
     with pytest.raises(ProblemError, match=r"needs 0\.75 GiB of buffers.*has 0\.25 GiB"):
         tune("matmul", TuneOptions(timeout_s=None), problem={"M": 8192, "N": 8192, "K": 8192}, info=small)

@@ -81,6 +81,24 @@ def verified(m: Any, what: Any) -> bool:
     return True
 
 
+class QuietEvaluator:
+    """The Evaluator protocol's housekeeping for fake evaluators; they define evaluate()."""
+
+    def prefetch(self, upcoming: list[dict[str, Any]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def scale(tmp_path: Path) -> Any:
+    """The small scale spec (y = 2x) of SCALE_YAML, loaded."""
+    from autotune import spec as specs
+
+    return specs.load(write_spec(tmp_path, SCALE_YAML))
+
+
 #: One launch, no warm-up: for tests that check results, not speed.
 FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 

@@ -14,7 +14,7 @@ from autotune.diagnose import Located, SameBuildError, errors, explain, signatur
 from autotune.errors import BuildError
 from autotune.result import Measurement, Status
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, needs_opencl, write_spec
+from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
 
 # The same error as runtimes print it: with autotune's #line directives, and without them
 # (Intel numbers its programs, NVIDIA and PoCL name a pseudo-file).
@@ -62,7 +62,7 @@ def test_explain_names_the_line_the_clash_or_the_device(tmp_path: Path) -> None:
     assert "unknown target CPU 'generic'" in device and "--device" in device and "autotune[cpu]" in device
 
 
-class BrokenCompiler:
+class BrokenCompiler(QuietEvaluator):
     """Every configuration fails to build with one message, as on a compiler that cannot target the CPU."""
 
     def __init__(self, message: str) -> None:
@@ -72,11 +72,6 @@ class BrokenCompiler:
         self.calls += 1
         return Measurement(Status.COMPILE_ERROR, self.message)
 
-    def prefetch(self, upcoming):
-        pass
-
-    def close(self):
-        pass
 
 
 def test_tuning_stops_after_three_identical_build_errors_and_keeps_them(tmp_path: Path) -> None:

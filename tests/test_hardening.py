@@ -20,26 +20,16 @@ from autotune.measure import make_workload
 from autotune.result import Measurement, Status
 from autotune.study import exclusive, open_storage
 from autotune.tuner import TuneOptions, study_name, tune
-from conftest import FAKE, SCALE_YAML, needs_opencl, write_spec
+from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
 
 
-class Fast:
+class Fast(QuietEvaluator):
     """Every configuration verifies in 1 ms / (WPT * WG)."""
 
     def evaluate(self, params, limit_s, cutoff_ms=None):
         t = 1.0 / (params["WPT"] * params["WG"])
         return Measurement(Status.OK, times_ms=(t, t, t), error=0.0)
 
-    def prefetch(self, upcoming):
-        pass
-
-    def close(self):
-        pass
-
-
-@pytest.fixture
-def scale(tmp_path):
-    return specs.load(write_spec(tmp_path, SCALE_YAML))
 
 
 def run(spec, **kw):

@@ -10,10 +10,10 @@ from autotune.errors import ProblemError
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, SCALE_YAML, write_spec
+from conftest import FAKE, SCALE_YAML, QuietEvaluator, write_spec
 
 
-class FakeEvaluator:
+class FakeEvaluator(QuietEvaluator):
     """Time = 1 / (WPT * WG); WPT == 8 gives a wrong answer (and would otherwise be fastest)."""
 
     def __init__(self):
@@ -30,16 +30,6 @@ class FakeEvaluator:
         t = 100.0 / (params["WPT"] * params["WG"]) + (0.01 if params["mad"] else 0.0)
         return Measurement(Status.OK, "", (t, t * 1.1, t * 0.9), 0.0, 0.0, 0.01)
 
-    def prefetch(self, upcoming):
-        pass
-
-    def close(self):
-        pass
-
-
-@pytest.fixture
-def scale(tmp_path):
-    return specs.load(write_spec(tmp_path, SCALE_YAML))
 
 
 def run(spec, ev, **kw):

@@ -222,7 +222,7 @@ def _progress(spec: Any) -> Any:
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "
-            once = "  (timed once)" if rec.pruned else ""  # two launches: the cut-off's minimum
+            once = "  (pruned)" if rec.pruned else ""
             print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}{once}",
                   flush=True)
         else:
@@ -265,7 +265,7 @@ def format_report(report: Any) -> str:
                  f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused; "
                  f"study total {report.study_trials}; valid space {report.valid_space} of {report.full_space}")
     if report.pruned:
-        lines.append(f"    {report.pruned:>4} timed once: a launch took over --prune times the best so far")
+        lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {report.failure_examples.get(status, '')[:150]}")
     stop = {"trials": "trial budget reached", "timeout": "--timeout reached",

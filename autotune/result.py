@@ -55,7 +55,7 @@ class Measurement:
     build_s: float = 0.0
     wall_s: float = 0.0
     context_lost: bool = False  # a failed enqueue or run: measure the next one in a fresh context
-    pruned: bool = False  # timed once: that launch was already slower than the cut-off
+    pruned: bool = False  # timing cut short: two timed launches were slower than the cut-off
     params: Mapping[str, Value] = field(default_factory=dict)
     number: int = -1
 

@@ -83,21 +83,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-s", "--size", default="",
                      help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
-    run.add_argument("-d", "--device", help="device selector (see `autotune devices`); "
-                     "default: $AUTOTUNE_DEVICE, else the first GPU, else the first device")
+    run.add_argument("-d", "--device", help="device selector (see `autotune devices`); default: "
+                     "$AUTOTUNE_DEVICE, else the first GPU that builds, else the first CPU device that builds")
     run.add_argument("-n", "--trials", type=_number(int), default=40,
                      help="new configurations to measure (invalid and repeated ones do not count; "
                      "default 40)")
     run.add_argument("-t", "--timeout", type=_number(float), default=150.0,
-                     help="stop starting new trials after this many seconds (default 150)")
+                     help="end the run after this many seconds; a candidate still running then is "
+                     "stopped and measured again next time (default 150)")
     run.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                      help="tpe (default; multivariate, grouped), random, or grid (every valid "
                      "configuration in order)")
     run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
-    run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME)")
+    run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME; "
+                     ":memory: for a study that is not kept)")
     run.add_argument("--max-time-per-config", type=_number(float), metavar="SECONDS",
                      help="kill and record as timeout a candidate that takes longer to build, "
-                     "verify and time (default: max(30 s, 10x the baseline's))")
+                     "verify and time (default: max(30 s, 10x the baseline's); 300 s for the baseline)")
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process (faster start, but a hung or crashing "
                      "kernel stops the run)")
@@ -105,9 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="build the next N known candidates in the background while one is "
                      "timed (default: 2 on GPUs, 0 on CPU devices, whose kernels the builds would slow)")
     run.add_argument("--prune", type=_number(float), default=3.0, metavar="FACTOR",
-                     help="time a candidate only once when a launch of it takes over FACTOR times "
-                     "the best so far, which it cannot beat (default 3; 0: time every candidate "
-                     "in full)")
+                     help="stop timing a candidate when its first two timed launches (after the "
+                     "warm-up) both take over FACTOR times the best so far, which it cannot beat "
+                     "(default 3; 0: time every candidate in full)")
     run.add_argument("--no-save", action="store_true", help="do not write the profile")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
@@ -123,7 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("-d", "--device", help="device selector (default as for run)")
     probe.add_argument("-n", "--repeats", type=_number(int), default=1000, help="launches per batch (at least 1)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
-                           "ceilings (copy bandwidth, FP32 peak, cuBLAS when torch is there)")
+                           "ceilings (copy bandwidth, FP32 FMA rate; for matmul cuBLAS on a GPU, "
+                           "numpy on a CPU)")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
     bench.add_argument("-s", "--size", default="", help="problem, as for run")
     bench.add_argument("-d", "--device", help="device selector (default as for run)")

@@ -25,6 +25,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 
 from .errors import SpecError
+from .measure import host_inputs
 from .spec import KernelSpec
 
 
@@ -128,18 +129,11 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     touch no memory, so a 1 GiB reverse costs milliseconds, not the 5 s and 1 GiB of drawing
     its bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
     """
-    inputs = spec.host_module().inputs
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
-            arrays = inputs(dict(problem), _ShapeRng())
-    except Exception:  # user code the stand-in does not fit: draw for real
-        try:
-            arrays = inputs(dict(problem), np.random.default_rng(0))
-        except Exception as exc:
-            raise SpecError(f"{spec.path}: reference: inputs() failed for {dict(problem)}: {exc!r}") from exc
-    if not isinstance(arrays, Mapping):
-        raise SpecError(f"{spec.path}: reference: inputs() must return a dict of arrays by argument name, "
-                        f"got {_kind(arrays)}")
+            arrays = host_inputs(spec, problem, _ShapeRng())
+    except SpecError:  # user code the stand-in does not fit: draw for real (a mistake raises again)
+        arrays = host_inputs(spec, problem, np.random.default_rng(0))
     return {k: _need(v) for k, v in arrays.items()}
 
 

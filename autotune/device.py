@@ -152,8 +152,9 @@ def _require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[Device
     check = build_checks([item])[d.selector]
     if check.ok:
         return item
+    built = build_checks(found)  # one look (or probe) for all the others
     others = [f"{o.selector} ({o.name}, {o.platform})" for o, _ in found
-              if o.selector != d.selector and build_checks([(o, _)])[o.selector].ok]
+              if o.selector != d.selector and built[o.selector].ok]
     fix = f"use --device {' or '.join(others)}" if others else CPU_FIX
     raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot build OpenCL kernels: "
                       f"{check.message}; {fix}")

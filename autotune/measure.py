@@ -53,8 +53,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
     module rather than a failure deep inside a measurement.
     """
     host = spec.host_module()
-    rng = np.random.default_rng(seed)
-    inputs = _mapping(spec, "inputs", _call(spec, host.inputs, dict(problem), rng))
+    inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     if fits is not None:  # before the reference, which may take long for a size that cannot run
         fits(inputs)
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
@@ -71,6 +70,12 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
                             f"buffer of {getattr(got, 'size', 'no')} elements; they must match")
         expected[name] = want
     return Workload(inputs, expected)
+
+
+def host_inputs(spec: KernelSpec, problem: Mapping[str, Any], rng: Any) -> dict[str, Any]:
+    """The reference module's ``inputs(problem, rng)``, checked to be a dict (SpecError if not,
+    or if it raises)."""
+    return _mapping(spec, "inputs", _call(spec, spec.host_module().inputs, dict(problem), rng))
 
 
 def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:

@@ -127,9 +127,15 @@ def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, A
         for c in spec.constraints:
             if not _holds(spec, c, env):
                 return f"constraint {c.source!r}"
-        return _local_memory(spec, env, facts) or check_geometry(geometry(spec, params, problem, facts), facts)
+        return _fits_device(spec, env, params, problem, facts)
     except AutotuneError as exc:
         return str(exc)
+
+
+def _fits_device(spec: KernelSpec, env: Mapping[str, Any], params: Mapping[str, Value],
+                 problem: Mapping[str, Any], facts: Facts) -> str | None:
+    """Why the configuration's local memory or launch does not fit the device, or None."""
+    return _local_memory(spec, env, facts) or check_geometry(geometry(spec, params, problem, facts), facts)
 
 
 def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
@@ -198,8 +204,7 @@ def _iter_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
             else:
                 params = {n: env[n] for n in names}
                 try:
-                    if _local_memory(spec, env, facts) or check_geometry(
-                            geometry(spec, params, problem, facts), facts):
+                    if _fits_device(spec, env, params, problem, facts):
                         continue
                 except AutotuneError:
                     continue

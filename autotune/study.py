@@ -91,6 +91,9 @@ class StudyLog:
         self.study = study
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
+        #: configurations built and run in this study, whatever the outcome (counted as noted,
+        #: since the loop asks for it every iteration)
+        self.measured_total = 0
         _discard_orphans(study)
         for t in study.get_trials(deepcopy=False):
             if "status" in t.user_attrs and t.user_attrs["status"] != Status.INTERRUPTED.value:
@@ -105,11 +108,6 @@ class StudyLog:
         except Exception as exc:  # a database that opened but cannot hold studies  # noqa: BLE001
             raise ProblemError(_storage_problem(storage or settings.default_storage(), exc)) from None
         return cls(study)
-
-    @property
-    def measured_total(self) -> int:
-        """Configurations built and run in this study, whatever the outcome."""
-        return sum(1 for m in self.seen.values() if m.status is not Status.INVALID)
 
     def get(self, params: Mapping[str, Value]) -> Measurement | None:
         return self.seen.get(config_key(params))
@@ -139,7 +137,10 @@ class StudyLog:
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _note(self, m: Measurement) -> None:
-        self.seen.setdefault(config_key(m.params), m)
+        key = config_key(m.params)
+        if key not in self.seen:
+            self.seen[key] = m
+            self.measured_total += m.status is not Status.INVALID
         if m.ok and (self.best is None or m.median_ms < self.best.median_ms):
             self.best = m
 

@@ -38,11 +38,12 @@ class TimingOptions:
 
 @dataclass(frozen=True)
 class Workload:
-    """Host inputs (arrays and scalars by argument name) and the expected outputs."""
+    """Host inputs (arrays and scalars by argument name), the expected outputs and, where the
+    reference module derives them, per-element error bounds of the outputs."""
 
     inputs: Mapping[str, Any]
     expected: Mapping[str, np.ndarray]
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    bounds: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
@@ -69,7 +70,24 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
             raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements, inputs() a "
                             f"buffer of {getattr(got, 'size', 'no')} elements; they must match")
         expected[name] = want
-    return Workload(inputs, expected)
+    return Workload(inputs, expected, _bounds(spec, problem, inputs, expected))
+
+
+def _bounds(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any],
+            expected: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The module's ``error_bound(problem, arrays)``, if it has one: for some outputs, the
+    largest |error| a correct kernel can make in each element (added to the spec's tolerance)."""
+    fn = getattr(spec.host_module(), "error_bound", None)
+    if fn is None:
+        return {}
+    bounds = _mapping(spec, "error_bound", _call(spec, fn, dict(problem), dict(inputs)))
+    for name, bound in list(bounds.items()):
+        bound = np.asarray(bound, dtype=np.float64)
+        if name not in expected or bound.size != expected[name].size:
+            raise SpecError(f"{spec.reference}: error_bound() must give outputs of reference() with one "
+                            f"bound per element; {name!r} does not")
+        bounds[name] = bound.reshape(expected[name].shape)
+    return bounds
 
 
 def host_inputs(spec: KernelSpec, problem: Mapping[str, Any], rng: Any) -> dict[str, Any]:
@@ -95,10 +113,11 @@ def _mapping(spec: KernelSpec, what: str, value: Any) -> dict[str, Any]:
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
-            problem: Mapping[str, Any]) -> tuple[str | None, float, float]:
+            problem: Mapping[str, Any], bound: np.ndarray | None = None) -> tuple[str | None, float, float]:
     """(why the output is wrong or None, ‖got−want‖/‖want‖, share of the tolerance used).
 
-    The share is the largest |got−want| / (atol + rtol·|want|) over the elements: at most 1
+    The share is the largest |got−want| / (atol + rtol·|want| + bound) over the elements, where
+    ``bound`` is the reference module's per-element error bound (0 without one): at most 1
     when the output passes, and 0 for exact (integer) outputs and custom checks.
     """
     host = spec.host_module()
@@ -125,15 +144,18 @@ def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
     env = spec.env(problem)
     rtol, atol = float(spec.rtol(env)), float(spec.atol(env))
     allowed = atol + rtol * np.abs(w)
+    if bound is not None:
+        allowed = allowed + bound
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(allowed > 0, np.abs(g - w) / allowed, np.where(g == w, 0.0, np.inf))
     used = float(share.max()) if share.size else 0.0
     if used > 1.0:
         off = share > 1.0
         i = int(np.flatnonzero(off)[0])
+        rule = f"rtol={rtol:.3g}, atol={atol:.3g}" + (", plus the reference's error bound" if bound is not None else "")
         return (f"{name}: {int(np.count_nonzero(off))} of {g.size} elements off "
-                f"(first at {i}: got {g.flat[i]:.9g}, want {w.flat[i]:.9g}; "
-                f"rtol={rtol:.3g}, atol={atol:.3g}; worst element {used:.3g}x its tolerance)"), rel, used
+                f"(first at {i}: got {g.flat[i]:.9g}, want {w.flat[i]:.9g}, allowed ±{allowed.flat[i]:.3g}; "
+                f"{rule}; worst element {used:.3g}x its tolerance)"), rel, used
     return None, rel, used
 
 
@@ -204,7 +226,8 @@ class Bench:
             want = self.workload.expected[name]
             got = np.empty_like(self.workload.inputs[name])
             cl.enqueue_copy(self.queue, got, self.args[name])
-            why, err, used = compare(self.spec, name, got, want, self.problem)
+            why, err, used = compare(self.spec, name, got, want, self.problem,
+                                     self.workload.bounds.get(name))
             if why:
                 return Measurement(Status.WRONG_RESULT, why, error=err, tolerance_used=used)
             worst, worst_max = max(worst, err), max(worst_max, used)

@@ -54,10 +54,11 @@ class Setup:
 
 
 def save_workload(workload: Workload, folder: Path) -> str:
-    """Write inputs and expected outputs to an ``.npz`` the worker can load quickly."""
+    """Write inputs, expected outputs and bounds to an ``.npz`` the worker can load quickly."""
     path = folder / "workload.npz"
     arrays = {f"in__{k}": np.asarray(v) for k, v in workload.inputs.items()}
     arrays.update({f"ex__{k}": np.asarray(v) for k, v in workload.expected.items()})
+    arrays.update({f"bd__{k}": np.asarray(v) for k, v in workload.bounds.items()})
     np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     return str(path)
 
@@ -66,14 +67,15 @@ def load_workload(path: str) -> Workload:
     with np.load(path) as data:
         inputs: dict[str, Any] = {}
         expected: dict[str, np.ndarray] = {}
+        bounds: dict[str, np.ndarray] = {}
         for key in data.files:
             kind, name = key.split("__", 1)
             arr = data[key]
             if kind == "in":
                 inputs[name] = arr[()] if arr.ndim == 0 else arr
             else:
-                expected[name] = arr
-    return Workload(inputs, expected)
+                (expected if kind == "ex" else bounds)[name] = arr
+    return Workload(inputs, expected, bounds)
 
 
 def make_bench(setup: Setup, workload: Workload | None = None) -> Bench:

@@ -14,6 +14,13 @@
 // Storage: LAYOUT_ROW (default) or LAYOUT_COL. Column-major C = A*B is computed as the
 // row-major product C^T = B^T * A^T, which reads the same buffers with M and N swapped.
 // All parameters arrive as -D macros; the defaults below let the file compile alone.
+//
+// Any M, N, K (edges): where the tiles do not divide the matrix, the last tile along M or N
+// is shifted back to end at the matrix's edge, overlapping its neighbour (the rows and
+// columns they share are computed twice, with the same operations in the same order, so both
+// write the same value); that needs no test in any loop. A partial last K-tile (tiled) is
+// filled with zeros. The naive variant returns from work-items outside C. All of it is under
+// #if, so sizes the tiles divide compile exactly as before.
 
 #ifndef M
 #define M 256        // rows of A and C
@@ -103,6 +110,9 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
                      __global float* restrict C) {
     const int col = get_global_id(0);  // along NR (contiguous in R)
     const int row = get_global_id(1);  // along MR
+#if MR % MDIMC || NR % NDIMC
+    if (row >= MR || col >= NR) return;
+#endif
     const __global float* x = XPTR + (size_t)row * K;
     const __global float* y = YPTR + col;
     float acc = 0.0f;
@@ -116,8 +126,13 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
 
 __kernel void matmul(__global const float* restrict A, __global const float* restrict B,
                      __global float* restrict C) {
+#if NR % NWG || MR % MWG  // edge items shift back to end at the edge (vload needs no alignment)
+    const int n0 = min((int)get_global_id(0) * WPTN, NR - WPTN);
+    const int m0 = min((int)get_global_id(1) * WPTM, MR - WPTM);
+#else
     const int n0 = get_global_id(0) * WPTN;
     const int m0 = get_global_id(1) * WPTM;
+#endif
     const __global float* X = XPTR + (size_t)m0 * K;
     const __global float* Y = YPTR + n0;
     floatv acc[WPTM][WPTN / VW];
@@ -171,21 +186,32 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
 #define YVECS (KWG * NWG / VW / NT)
 
 // Global → registers: this work-item's share of the next K-tile. The offsets are multiples of
-// VW (the constraints make K, KWG, NR and NWG so), so a vector pointer is aligned: one wide
-// load, where vloadN of a float pointer compiles to VW scalar loads on NVIDIA.
+// VW (the constraints make K, KWG, NR and NWG so, and so a tile shifted back to NR - NWG), so
+// a vector pointer is aligned: one wide load, where vloadN of a float pointer compiles to VW
+// scalar loads on NVIDIA.
 inline void fetch(const __global float* restrict X, const __global float* restrict Y,
                   int bm, int bn, int k0, int tid, floatv* xr, floatv* yr) {
     #pragma unroll
     for (int i = 0; i < XVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (KWG / VW), c = v % (KWG / VW);
+#if K % KWG  // the last K-tile is partial: zeros beyond K (K % VW == 0, so vectors are whole)
+        xr[i] = k0 + c * VW < K ? *(const __global floatv*)(X + (size_t)(bm + r) * K + k0 + c * VW)
+                                : (floatv)(0.0f);
+#else
         xr[i] = *(const __global floatv*)(X + (size_t)(bm + r) * K + k0 + c * VW);
+#endif
     }
     #pragma unroll
     for (int i = 0; i < YVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (NWG / VW), c = v % (NWG / VW);
+#if K % KWG
+        yr[i] = k0 + r < K ? *(const __global floatv*)(Y + (size_t)(k0 + r) * NR + bn + c * VW)
+                           : (floatv)(0.0f);
+#else
         yr[i] = *(const __global floatv*)(Y + (size_t)(k0 + r) * NR + bn + c * VW);
+#endif
     }
 }
 
@@ -251,7 +277,11 @@ void matmul(__global const float* restrict A, __global const float* restrict B,
             __global float* restrict C) {
     const int tn = get_local_id(0), tm = get_local_id(1);
     const int tid = tm * NDIMC + tn;
+#if NR % NWG || MR % MWG  // the last tiles shift back to end at the edge (see the top)
+    const int bn = min((int)get_group_id(0) * NWG, NR - NWG), bm = min((int)get_group_id(1) * MWG, MR - MWG);
+#else
     const int bn = get_group_id(0) * NWG, bm = get_group_id(1) * MWG;
+#endif
     const __global float* X = XPTR;
     const __global float* Y = YPTR;
 

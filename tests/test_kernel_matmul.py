@@ -49,3 +49,89 @@ def test_config_verifies(bench: Any, config: dict[str, Any]) -> None:
         warnings.simplefilter("ignore")  # PoCL's compiler chatter
         m = bench.measure(params)
     assert m.status is Status.OK, m.message
+
+
+# Every awkward size appears in some dimension; the other dimensions stay small so the
+# reference is quick. Each shape takes the edge code of every variant that is valid there.
+ODD_SHAPES = [(1, 7, 1001), (7, 1, 3000), (4097, 7, 8), (33, 1001, 40), (100, 68, 36), (8, 8, 1)]
+EDGE_CONFIGS: list[dict[str, Any]] = [
+    {"ALGO": "naive", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8},
+    {"ALGO": "blocked", "MDIMC": 8, "NDIMC": 8, "MWG": 16, "NWG": 64, "VW": 8},
+    {"ALGO": "blocked", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8, "VW": 1},
+    {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 32, "KWG": 8, "VW": 1, "PAD": 1},
+    {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 64, "KWG": 16, "VW": 4, "PAD": 4,
+     "SM": 2, "SN": 2, "DB": 1, "UNROLL": 8},
+    {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8, "KWG": 32, "VW": 1, "DB": 1},
+]
+
+
+def _bench(ocl_device: str, spec: Any, sizes: dict[str, Any], seed: int = 2) -> Any:
+    from autotune.worker import Setup, make_bench
+
+    problem = spec.resolve_problem(sizes)
+    return make_bench(Setup(spec, ocl_device, problem, "", FAST), make_workload(spec, problem, seed=seed))
+
+
+@needs_opencl
+@pytest.mark.parametrize("layout", ["row", "col"])
+@pytest.mark.parametrize("shape", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_any_size_verifies(ocl_device: str, shape: tuple[int, int, int], layout: str) -> None:
+    spec = specs.load("matmul")
+    bench = _bench(ocl_device, spec, {"M": shape[0], "N": shape[1], "K": shape[2], "layout": layout})
+    ran = 0
+    for config in EDGE_CONFIGS:
+        params = spec.complete(config)
+        if check(spec, params, bench.problem, bench.facts) is None:
+            m = bench.measure(params)
+            assert m.status is Status.OK, f"{config}: {m.message}"
+            ran += 1
+    assert ran >= 2  # the naive variant and at least one tiled or blocked one
+
+
+@needs_opencl
+def test_long_dot_products_pass_the_derived_bound(ocl_device: str) -> None:
+    """K = 65536: float32 rounding is far above the old sqrt(K) tolerance, yet within γ_K."""
+    spec = specs.load("matmul")
+    bench = _bench(ocl_device, spec, {"M": 16, "N": 16, "K": 65536})
+    tiled = spec.complete({"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 16, "NWG": 16, "KWG": 32,
+                           "VW": 4, "DB": 1})
+    for params in (spec.baseline_config, tiled):
+        m = bench.measure(params)
+        assert m.status is Status.OK, m.message
+        assert m.tolerance_used is not None and 0 < m.tolerance_used < 1
+
+
+# Wrong kernels, made by editing one line of the template: each must fail verification.
+TILED_8 = {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 32, "KWG": 8, "VW": 1}
+MUTANTS = {
+    "drops-one-K-tile": (
+        "    for (int k0 = 0; k0 < K; k0 += KWG) {\n        fetch(",
+        "    for (int k0 = KWG; k0 < K; k0 += KWG) {\n        fetch(",
+        TILED_8, (64, 64, 512)),
+    "swaps-two-outputs": (
+        "    C[(size_t)row * NR + col] = acc;",
+        "    C[(size_t)row * NR + (row == 0 && col < 2 ? 1 - col : col)] = acc;",
+        {"ALGO": "naive", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8}, (64, 64, 512)),
+    "skips-the-edge-tile": (
+        "#if NR % NWG || MR % MWG  // the last tiles shift back",
+        "if (get_group_id(1) + 1 == get_num_groups(1)) return;\n#if NR % NWG || MR % MWG  // the last tiles shift back",
+        TILED_8, (70, 64, 64)),
+}
+
+
+@needs_opencl
+@pytest.mark.parametrize("mutant", sorted(MUTANTS))
+def test_wrong_kernels_fail_verification(ocl_device: str, tmp_path: Any, mutant: str) -> None:
+    from autotune.resources import data_dir
+
+    old, new, config, (m, n, k) = MUTANTS[mutant]
+    source = (data_dir("kernel_templates") / "matmul.cl").read_text()
+    assert source.count(old) == 1, "the mutation no longer applies: update MUTANTS"
+    (tmp_path / "matmul.cl").write_text(source.replace(old, new))
+    (tmp_path / "autotune.h").write_text((data_dir("kernel_templates") / "autotune.h").read_text())
+    yaml_path = tmp_path / "matmul.yaml"
+    yaml_path.write_text((data_dir("search_spaces") / "matmul.yaml").read_text())
+    spec = specs.load(str(yaml_path))
+    bench = _bench(ocl_device, spec, {"M": m, "N": n, "K": k})
+    result = bench.measure(spec.complete(config))
+    assert result.status is Status.WRONG_RESULT, result.message

@@ -123,18 +123,22 @@ def _arg_needs(spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, .
 
 def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _ArgNeed]:
     """What the reference module's ``inputs()`` gives for ``problem``: the arrays the tuner
-    verifies with, so the one definition of the sizes (a spec need not repeat them).
+    verifies with, so the one definition of the sizes (a spec need not repeat them)."""
+    return {k: _need(v) for k, v in shaped_inputs(spec, problem).items()}
 
-    Sizes only: ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that
-    touch no memory, so a 1 GiB reverse costs milliseconds, not the 5 s and 1 GiB of drawing
-    its bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
+
+def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any]:
+    """The reference module's ``inputs()`` with the arrays' sizes and types but not their values.
+
+    ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that touch no
+    memory, so a 1 GiB reverse costs milliseconds, not the 5 s and 1 GiB of drawing its
+    bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
     """
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
-            arrays = host_inputs(spec, problem, _ShapeRng())
+            return host_inputs(spec, problem, _ShapeRng())
     except SpecError:  # user code the stand-in does not fit: draw for real (a mistake raises again)
-        arrays = host_inputs(spec, problem, np.random.default_rng(0))
-    return {k: _need(v) for k, v in arrays.items()}
+        return host_inputs(spec, problem, np.random.default_rng(0))
 
 
 def _need(value: Any) -> _ArgNeed:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import ceilings
+from . import ceilings, firstuse
 from . import device as devices
 from . import spec as specs
 from .ceilings import Ceiling
@@ -44,13 +44,13 @@ class BenchResult:
 
 def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None,
         selector: str | None = None, copy_bytes: int = 1 << 30) -> BenchResult:
-    """Verify and time the configuration ``load_kernel`` would use and the spec's baseline
+    """Verify and time the configuration ``load_kernel`` would use (chosen the same way) and the spec's baseline
     variant (the write-up's starting point); then measure the ceilings."""
     spec = kernel if isinstance(kernel, specs.KernelSpec) else specs.load(kernel)
     prob = spec.resolve_problem(problem)
     info, dev = devices.select(selector)
     ctx = cl.Context([dev])
-    choice = choose(spec, info, prob)
+    choice = choose(spec, info, prob, timer=firstuse.timer(spec, prob, ctx, dev, info.facts()))
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(),
                   TimingOptions(warmup=3, min_repeats=20, max_repeats=200, min_time_s=0.5))
     m = bench.measure(choice.params)

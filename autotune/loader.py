@@ -1,21 +1,36 @@
 """``load_kernel``: the tuned configuration of a kernel for a queue's device, ready to call.
 
-Lookup order: the exact problem in the user's profile, then in the shipped profiles; else the
-nearest tuned problem whose parameters are valid for the requested one; else the kernel's
-default configuration, with one warning. It never fails for lack of a profile.
+How the configuration is chosen (``TunedKernel.origin`` says which way):
+
+- ``exact``: a tuning run's entry for this very problem, from the user's profile or the
+  shipped ones (of the current template and space).
+- ``measured``: no entry for the problem, so the device's tuned configurations that are valid
+  for it (those of the nearest problems first, at most a dozen) are timed there once, on
+  scratch buffers, and the fastest is kept; the pick is saved to the user's profile, so later
+  processes find it at once (see :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0``
+  turns this off).
+- ``nearest``: one tuned configuration is valid (or measuring is off): the nearest problem's.
+- ``default``: nothing tuned is valid: the spec's default configuration, or where that is
+  invalid too, the valid configuration most like it. One warning names the command that
+  tunes the problem.
+
+It never fails for lack of a profile.
 
 Example:
     >>> import pyopencl as cl, numpy as np, autotune
     >>> ctx = cl.create_some_context(interactive=False)
     >>> queue = cl.CommandQueue(ctx)
     >>> mm = autotune.load_kernel("matmul", queue, M=64, N=64, K=64)  # doctest: +SKIP
-    >>> event = mm(a_buf, b_buf, c_buf)  # doctest: +SKIP
+    >>> run = mm(a_buf, b_buf, c_buf)  # doctest: +SKIP
+    >>> run.wait(); run.seconds  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import math
+import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +38,15 @@ from typing import Any
 import pyopencl as cl
 
 from . import device as devices
-from . import profiles, settings
+from . import firstuse, profiles, record, settings
 from . import spec as specs
 from .arguments import Arguments
-from .errors import AutotuneError, ProblemError
-from .launch import CandidateError, Launch
-from .space import check, enumerate_valid
+from .errors import AutotuneError, ProblemError, ProfileError
+from .launch import CandidateError, Launch, ProgramCache
+from .space import check, closest_valid
 from .spec import KernelSpec, Value
 
-_warned: set[tuple[str, str]] = set()
+_warned: set[tuple[str, str, str]] = set()
 
 
 class AutotuneWarning(UserWarning):
@@ -40,12 +55,44 @@ class AutotuneWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Choice:
-    """Which configuration the loader picked and how: ``origin`` is exact, nearest or default."""
+    """Which configuration the loader picked and how (see the module docstring for ``origin``)."""
 
     params: Mapping[str, Value]
     origin: str
     entry: profiles.Entry | None = None
     profile: Path | None = None
+    programs: ProgramCache | None = None  # what measuring built, for the kernel to reuse
+
+
+@dataclass(frozen=True)
+class Run:
+    """One call of a tuned kernel: its events, one per launch step, in order.
+
+    ``seconds`` is the whole call's device time, from the start of the first step to the end
+    of the last (the queue needs ``PROFILING_ENABLE``); the last event alone would time only
+    the last step of a multi-step kernel.
+    """
+
+    events: tuple[cl.Event, ...]
+
+    @property
+    def event(self) -> cl.Event:
+        """The last step's event: when it completes, the call's outputs are written (in-order queue)."""
+        return self.events[-1]
+
+    def wait(self) -> None:
+        cl.wait_for_events(list(self.events))
+
+    @property
+    def seconds(self) -> float:
+        """Device time of the whole call (waits for it)."""
+        self.wait()
+        try:
+            return (self.events[-1].profile.end - self.events[0].profile.start) * 1e-9
+        except cl.Error as exc:
+            raise AutotuneError(
+                f"no profiling information ({exc}); create the queue with "
+                "properties=cl.command_queue_properties.PROFILING_ENABLE to time calls") from None
 
 
 class TunedKernel:
@@ -53,7 +100,7 @@ class TunedKernel:
 
     Attributes:
         params: the configuration in use (parameters and build-flag switches).
-        origin: ``exact``, ``nearest`` or ``default`` (how it was chosen).
+        origin: ``exact``, ``measured``, ``nearest`` or ``default`` (how it was chosen).
         global_size, local_size: the NDRange of the (first) launch step.
         arg_names: the arguments ``__call__`` takes, in order.
     """
@@ -67,7 +114,7 @@ class TunedKernel:
         self.entry = choice.entry
         self._context = _context(queue)
         try:
-            self._launch = Launch(self._context, spec, self.params, self.problem, facts)
+            self._launch = Launch(self._context, spec, self.params, self.problem, facts, choice.programs)
         except CandidateError as exc:
             raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
         first = self._launch.geometry.steps[0]
@@ -76,14 +123,17 @@ class TunedKernel:
         self.arg_names = self._launch.arg_names
         self._arguments = Arguments(spec, self.problem, self.arg_names, self._context, queue.device)
 
-    def __call__(self, *args: Any, wait_for: list[cl.Event] | None = None, **named: Any) -> cl.Event:
-        """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the last event.
+    def __call__(self, *args: Any, wait_for: Sequence[cl.Event | Run] | None = None, **named: Any) -> Run:
+        """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the call's :class:`Run`.
 
         Buffers are ``pyopencl.Buffer`` (sub-buffers too) or contiguous ``pyopencl.array.Array``
         of at least the bytes the problem needs. A missing, unknown or repeated argument or one of
         the wrong kind raises TypeError, a buffer too small ValueError; nothing is enqueued then.
+        ``wait_for`` takes events and earlier runs.
         """
-        return self._launch.enqueue(self.queue, self._arguments.bind(args, named), wait_for)[-1]
+        after = [e for w in wait_for or () for e in (w.events if isinstance(w, Run) else (w,))]
+        bound = self._arguments.bind(args, named)
+        return Run(tuple(self._launch.enqueue(self.queue, bound, after or None)))
 
     def __repr__(self) -> str:
         return f"TunedKernel({self.spec.name!r}, {self.origin}, params={self.params})"
@@ -100,51 +150,131 @@ def _context(queue: cl.CommandQueue) -> cl.Context:
 
 
 def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-           folders: list[Path] | None = None) -> Choice:
-    """Pick the configuration for ``problem`` on ``info`` (see the module docstring)."""
+           folders: list[Path] | None = None, timer: firstuse.Timer | None = None) -> Choice:
+    """Pick the configuration for ``problem`` on ``info`` (see the module docstring).
+
+    ``folders``: where profiles are looked up, the user's (where a pick is saved) first;
+    ``timer``: how candidates are timed (none: no measuring, the nearest problem's).
+    """
+    folders = folders or profiles.search_folders(settings.profiles_dir())
     facts = info.facts()
-
-    def usable(e: profiles.Entry) -> bool:
-        params = spec.from_stored(e.params, e.build_flags)
-        try:
-            return params is not None and check(spec, params, problem, facts) is None
-        except AutotuneError:
-            return False
-
-    found = profiles.collect(
-        spec.name, info.slug, folders or profiles.search_folders(settings.profiles_dir()),
+    found = [(e, p) for e, p in profiles.collect(
+        spec.name, info.slug, folders,
         lambda exc: warnings.warn(AutotuneWarning(f"ignoring profile: {exc}"), stacklevel=5))
-    best = profiles.nearest([e for e, _ in found], problem, spec.spec_hash, usable)
-    if best is not None:
-        path = next(p for e, p in found if e is best)
-        origin = "exact" if dict(best.problem) == dict(problem) else "nearest"
-        params = spec.from_stored(best.params, best.build_flags)
-        assert params is not None  # usable() checked it
-        return Choice(params, origin, best, path)
+        if e.spec_hash == spec.spec_hash]
+    here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
+    if here:  # a tuning run's entry before a pick made at an earlier first use
+        entry, path = here[0]
+        params = spec.from_stored(entry.params, entry.build_flags)
+        if params is not None and _valid(spec, params, problem, facts):
+            return Choice(params, "measured" if entry.picked else "exact", entry, path)
+    candidates = _candidates(spec, found, problem, facts)
+    if len(candidates) > 1 and timer is not None and settings.measure_untuned():
+        picked = _measure(spec, info, problem, candidates, timer, folders[0])
+        if picked is not None:
+            return picked
+    if candidates:
+        params, entry, path = candidates[0]
+        return Choice(params, "nearest", entry, path)
+    return _fallback(spec, info, problem, facts)
 
-    key = (spec.name, info.slug)
+
+def _valid(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
+           facts: Mapping[str, Any]) -> bool:
+    try:
+        return check(spec, params, problem, facts) is None
+    except AutotuneError:
+        return False
+
+
+def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], problem: Mapping[str, Any],
+                facts: Mapping[str, Any]) -> list[tuple[dict[str, Value], profiles.Entry, Path]]:
+    """The distinct tuned configurations valid for ``problem``: those of the nearest problems
+    (other layouts after the same one), then the faster, first."""
+    def order(ep: tuple[profiles.Entry, Path]) -> tuple[float, float, float]:
+        d = profiles.distance(dict(problem), dict(ep[0].problem))
+        sizes_only = profiles.distance({k: v for k, v in problem.items() if isinstance(v, int)},
+                                       {k: v for k, v in ep[0].problem.items() if isinstance(v, int)})
+        return (not math.isfinite(d), sizes_only, ep[0].time_ms)
+
+    out: list[tuple[dict[str, Value], profiles.Entry, Path]] = []
+    for entry, path in sorted((ep for ep in found if not ep[0].picked), key=order):
+        params = spec.from_stored(entry.params, entry.build_flags)
+        if params is not None and all(params != c for c, _, _ in out) and _valid(spec, params, problem, facts):
+            out.append((params, entry, path))
+    return out
+
+
+def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+             candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
+             folder: Path) -> Choice | None:
+    """Time the candidates, save the fastest as a picked entry; None when none ran."""
+    t0 = time.perf_counter()
+    timed = timer([c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]])
+    best = timed.fastest
+    if best is None or best.params is None:
+        return None
+    entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
+    path = profiles.path_for(info.slug, folder)
+    try:
+        profiles.save(entry, spec.name, info.profile_header(), path)
+        saved = f"saved to {path}"
+    except ProfileError as exc:
+        saved = f"not saved: {exc}"
+    _warn_once(spec, info, problem, (
+        f"no tuned {spec.name} for {info.name} at {_size(problem)}: timed {len(timed.measurements)} tuned "
+        f"configurations there in {time.perf_counter() - t0:.1f} s and took the fastest "
+        f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem)}` tunes this size"))
+    return Choice(best.params, "measured", entry, path, timed.cache)
+
+
+def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+              facts: Mapping[str, Any]) -> Choice:
+    """Nothing tuned is valid: the spec's default, else the valid configuration most like it."""
+    params = (spec.default_config if _valid(spec, spec.default_config, problem, facts)
+              else closest_valid(spec, spec.default_config, problem, facts))
+    if params is None:
+        raise ProblemError(f"no configuration of {spec.name} is valid for {_size(problem)} on {info.name}; "
+                           "the spec's constraints exclude every one")
+    what = "default configuration" if params == spec.default_config else "valid configuration nearest the default"
+    _warn_once(spec, info, problem, (
+        f"no tuned {spec.name} for {info.name} at {_size(problem)}; using the {what} "
+        f"(`{tune_command(spec, problem)}` tunes it)"))
+    return Choice(params, "default")
+
+
+def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any], message: str) -> None:
+    key = (str(spec.path), info.slug, _size(problem))
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(AutotuneWarning(
-            f"no tuned {spec.name} for {info.name} at {problem}; using the default configuration "
-            f"(run `autotune run {spec.name}` to tune it)"), stacklevel=3)
-    for candidate in (spec.default_config, spec.baseline_config):
-        if check(spec, candidate, problem, facts) is None:
-            return Choice(candidate, "default")
-    valid = enumerate_valid(spec, problem, facts, limit=1)
-    if not valid:
-        raise ProblemError(f"no configuration of {spec.name} is valid for {problem} on {info.name}; "
-                           "use sizes the kernel's tiles divide")
-    return Choice(valid[0], "default")
+        warnings.warn(AutotuneWarning(message), stacklevel=4)
+
+
+def _size(problem: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in problem.items())
+
+
+def tune_command(spec: KernelSpec, problem: Mapping[str, Any]) -> str:
+    """The command that tunes ``problem``: the built-in name, or the spec's path."""
+    name = spec.name if spec.path.parent == _builtin_folder() else str(spec.path)
+    return f"autotune run {name} -s {_size(problem)}"
+
+
+def _builtin_folder() -> Path:
+    from .resources import data_dir
+
+    return data_dir("search_spaces").resolve()
 
 
 def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKernel:
     """The tuned ``name`` kernel (built-in name or spec path) for ``queue``'s device.
 
     Problem keys not given take the spec's defaults. Raises AutotuneError only for bad input
-    (unknown kernel, bad size) — never for a missing profile.
+    (unknown kernel, bad size) — never for a missing profile. A problem without a tuned entry
+    may take a moment the first time (see the module docstring).
     """
     spec = specs.load(name)
     prob = spec.resolve_problem(problem)
     info = devices.info(queue.device)
-    return TunedKernel(spec, queue, prob, choose(spec, info, prob), info.facts())
+    timer = firstuse.timer(spec, prob, _context(queue), queue.device, info.facts())
+    return TunedKernel(spec, queue, prob, choose(spec, info, prob, timer=timer), info.facts())

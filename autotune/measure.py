@@ -164,10 +164,10 @@ class Bench:
 
     def __init__(self, spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context,
                  workload: Workload, facts: Mapping[str, Any],
-                 timing: TimingOptions = TimingOptions()) -> None:
+                 timing: TimingOptions = TimingOptions(), device: cl.Device | None = None) -> None:
         self.spec, self.problem, self.ctx = spec, dict(problem), ctx
         self.facts, self.timing, self.workload = dict(facts), timing, workload
-        self.queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = ProgramCache(timing.compile_threads)
         mf = cl.mem_flags
         self.args: dict[str, Any] = {}
@@ -182,11 +182,13 @@ class Bench:
         if check_config(self.spec, params, self.problem, self.facts) is None:
             self.cache.prefetch(self.ctx, self.spec.source, self.spec.build_options(params, self.problem))
 
-    def measure(self, params: Mapping[str, Value], cutoff_ms: float | None = None) -> Measurement:
+    def measure(self, params: Mapping[str, Value], cutoff_ms: float | None = None,
+                verify: bool = True) -> Measurement:
         """Build, verify and time ``params``; failures become a non-OK Measurement.
 
         A launch (warm-up or timed) slower than ``cutoff_ms`` ends the timing there: that one
         time is the result, marked ``pruned`` (a candidate that far behind cannot win).
+        ``verify=False`` only times (a workload without expected outputs).
         """
         t0 = time.perf_counter()
         params = dict(params)
@@ -196,7 +198,7 @@ class Bench:
         try:
             launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache)
             build_s = time.perf_counter() - t0
-            errors = self._verify(launch)
+            errors = self._verify(launch) if verify else (None, None)
             if isinstance(errors, Measurement):
                 return replace(errors, params=params, build_s=build_s,
                                wall_s=time.perf_counter() - t0)
@@ -213,7 +215,7 @@ class Bench:
         except cl.Error as exc:
             raise CandidateError("launch_error", f"while running: {exc}", context_lost=True) from None
 
-    def _verify(self, launch: Launch) -> tuple[float, float] | Measurement:
+    def _verify(self, launch: Launch) -> tuple[float | None, float | None] | Measurement:
         for name in self.spec.outputs:
             buf = self.args[name]
             if name in self.spec.inplace:  # read and written: start from the inputs' values

@@ -1,4 +1,4 @@
-"""Per-device YAML profiles: read, merge, locked atomic write, nearest-problem lookup.
+"""Per-device YAML profiles: read, merge, locked atomic write, entries ranked by problem.
 
 A profile file ``<device-slug>.yaml`` holds the device's facts and, per kernel, a list of
 entries (one per problem). Writing takes a file lock, re-reads, merges, keeps a ``.bak`` of
@@ -34,7 +34,9 @@ from .yamlload import read_yaml
 
 @dataclass(frozen=True)
 class Entry:
-    """One tuned result: the best verified configuration for a kernel and problem."""
+    """One result for a kernel and problem: the best verified configuration of a tuning run,
+    or (``picked``) the fastest of the device's tuned configurations, timed there at first use
+    by ``load_kernel``; a tuning run's entry always replaces a picked one."""
 
     problem: Mapping[str, Any]
     params: Mapping[str, Any]
@@ -49,6 +51,7 @@ class Entry:
     spread_ms: tuple[float, float] | None = None
     error: float | None = None
     tolerance_used: float | None = None
+    picked: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_yaml(self) -> dict[str, Any]:
@@ -59,6 +62,8 @@ class Entry:
         d["spread_ms"] = list(self.spread_ms) if self.spread_ms else None
         if not self.extra:
             d.pop("extra")
+        if not self.picked:
+            d.pop("picked")
         return {k: v for k, v in d.items() if v is not None}
 
     @classmethod
@@ -82,6 +87,7 @@ class Entry:
                 error=raw.get("error"),
                 # max_error (a relative error, huge near zero) was replaced by this: not carried
                 tolerance_used=raw.get("tolerance_used"),
+                picked=bool(raw.get("picked", False)),
                 extra=dict(raw.get("extra") or {}),
             )
         except (TypeError, ValueError, OverflowError) as exc:
@@ -148,10 +154,12 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
     for i, raw in enumerate(items):
         if dict(raw.get("problem", {})) == dict(entry.problem):
             old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
+            if entry.picked and not old.picked and old.spec_hash == entry.spec_hash:
+                return new, "kept"  # a choice among tuned configurations never displaces a tuned one
             # a time that is not a number (edited by hand, say) must not shut out every result
             better = entry.time_ms < old.time_ms or not math.isfinite(old.time_ms)
-            if old.spec_hash != entry.spec_hash or better or (old.partial and not entry.partial
-                                                              and entry.time_ms <= old.time_ms):
+            if (old.spec_hash != entry.spec_hash or better or (old.picked and not entry.picked)
+                    or (old.partial and not entry.partial and entry.time_ms <= old.time_ms)):
                 items[i] = entry.to_yaml()
                 return new, "replaced"
             if entry.trials > old.trials:  # the study measured more: the count stays true
@@ -242,15 +250,7 @@ def ranked(candidates: Iterable[Entry], problem: Mapping[str, Any],
            spec_hash: str) -> list[Entry]:
     """Entries that can stand in for ``problem``, best first: nearest problem (log-distance
     over sizes; options must match), then entries of the current spec before stale ones, then
-    the faster. The loader takes the first current one that is valid; a re-tune starts from
-    the first few of either kind."""
+    the faster. A re-tune starts from the first few."""
     keyed = [(distance(dict(problem), dict(e.problem)), e.spec_hash != spec_hash, e.time_ms, i, e)
              for i, e in enumerate(candidates)]
     return [e for d, *_, e in sorted(keyed, key=lambda k: k[:4]) if math.isfinite(d)]
-
-
-def nearest(candidates: Iterable[Entry], problem: Mapping[str, Any], spec_hash: str,
-            usable: Callable[[Entry], bool]) -> Entry | None:
-    """The exact entry, else the nearest one of the current spec that ``usable`` accepts."""
-    return next((e for e in ranked(candidates, problem, spec_hash)
-                 if e.spec_hash == spec_hash and usable(e)), None)

@@ -39,3 +39,9 @@ def cache_dir() -> Path:
 def system_opencl_only() -> bool:
     """``$AUTOTUNE_SYSTEM_OPENCL``: use only the system's OpenCL, register no bundled runtime."""
     return os.environ.get("AUTOTUNE_SYSTEM_OPENCL", "").strip().lower() in ("1", "true", "yes")
+
+
+def measure_untuned() -> bool:
+    """``$AUTOTUNE_MEASURE_UNTUNED`` (default on): ``load_kernel`` times the device's tuned
+    configurations on a problem without an entry; ``0`` takes the nearest tuned problem's."""
+    return os.environ.get("AUTOTUNE_MEASURE_UNTUNED", "1").strip().lower() not in ("0", "false", "no")

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -215,6 +216,46 @@ def _iter_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
 
     if names:
         yield from walk(0)
+
+
+def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mapping[str, Any],
+                  facts: Facts, budget: int = 20_000) -> dict[str, Value] | None:
+    """The valid configuration most like ``target``: the fewest parameters changed, then the
+    values nearest (in each parameter's list) to the target's. None when nothing is valid.
+
+    It tries one changed parameter, then two, and so on; after ``budget`` checks it ranks the
+    enumerated valid configurations the same way instead.
+
+    Example: the matmul default (128x128 tiles) at M = N = 100 keeps all but the tile sizes.
+    """
+    names = spec.parameter_names
+    index = [{v: i for i, v in enumerate(p.values)} for p in spec.parameters]
+    start = [index[i].get(target[n], 0) if n in target else 0 for i, n in enumerate(names)]
+
+    def cost(config: Mapping[str, Value]) -> tuple[int, int]:
+        moves = [abs(index[i][config[n]] - start[i]) for i, n in enumerate(names)]
+        return sum(1 for m in moves if m), sum(moves)
+
+    def others(i: int) -> list[Value]:  # the other values, nearest first
+        values = spec.parameters[i].values
+        return sorted((v for j, v in enumerate(values) if j != start[i]), key=lambda v: abs(index[i][v] - start[i]))
+
+    base = {n: spec.parameters[i].values[start[i]] for i, n in enumerate(names)}
+    checks = 0
+    for changed in range(len(names) + 1):
+        found: list[dict[str, Value]] = []
+        for subset in itertools.combinations(range(len(names)), changed):
+            for values in itertools.product(*(others(i) for i in subset)):
+                config = dict(base, **{names[i]: v for i, v in zip(subset, values, strict=True)})
+                checks += 1
+                if check(spec, config, problem, facts) is None:
+                    found.append(config)
+                if checks >= budget:
+                    valid = enumerate_valid(spec, problem, facts, limit=budget * 10)
+                    return min(found + valid, key=cost, default=None)
+        if found:
+            return min(found, key=cost)
+    return None
 
 
 def space_size(spec: KernelSpec) -> int:

@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,11 @@ import numpy as np
 import optuna
 
 from . import device as devices
-from . import profiles, settings
+from . import profiles, record, settings
 from . import spec as specs
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
-from .errors import AutotuneError, BuildError, ProblemError, TuningInterrupted
+from .errors import BuildError, ProblemError, TuningInterrupted
 from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
@@ -414,33 +413,10 @@ def default_time_limit(baseline: Measurement) -> float:
 
 
 def profile_entry(report: TuneReport, partial: bool) -> profiles.Entry:
-    """The profile entry of a run's best configuration: the one place a result becomes one."""
-    best, spec = report.best, report.spec
-    assert best is not None and best.ok
-    baseline = report.baseline if report.baseline and report.baseline.ok else None
-    return profiles.Entry(
-        problem=dict(report.problem),
-        params=spec.without_flags(best.params),
-        build_flags=tuple(spec.enabled_flags(best.params)),
-        time_ms=round(best.median_ms, 6),
-        throughput={k: round(v, 3) for k, v in _throughput(report).items()},
-        trials=report.study_trials,
-        tuned_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        spec_hash=spec.spec_hash,
-        partial=partial,
-        baseline_ms=round(baseline.median_ms, 6) if baseline else None,
-        spread_ms=(round(best.spread[0], 6), round(best.spread[1], 6)),
-        error=float(f"{best.error:.3g}") if best.error is not None else None,
-        tolerance_used=float(f"{best.tolerance_used:.3g}") if best.tolerance_used is not None else None,
-    )
-
-
-def _throughput(report: TuneReport) -> dict[str, float]:
-    """The metrics to store; none when they cannot be computed, which must not lose the result."""
-    try:
-        return report.throughput()
-    except AutotuneError:
-        return {}
+    """The profile entry of a run's best configuration (see :mod:`autotune.record`)."""
+    assert report.best is not None
+    return record.entry(report.spec, report.problem, report.best, report.study_trials,
+                        partial=partial, baseline=report.baseline)
 
 
 def _save(report: TuneReport, partial: bool) -> TuneReport:

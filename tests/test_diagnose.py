@@ -93,7 +93,9 @@ def test_errors_that_differ_by_configuration_do_not_stop_the_run(tmp_path: Path)
     class PerConfig(BrokenCompiler):
         def evaluate(self, params, limit_s, cutoff_ms=None):
             self.calls += 1
-            return Measurement(Status.COMPILE_ERROR, f"<kernel>:{params['WPT']}:1: error: too many registers")
+            # a line of its own for every configuration (WPT alone repeats: that was flaky)
+            line = 1000 * params["WPT"] + params["WG"] + 512 * params["mad"]
+            return Measurement(Status.COMPILE_ERROR, f"<kernel>:{line}:1: error: too many registers")
 
     ev = PerConfig("")
     report = tune(spec, TuneOptions(trials=8, timeout_s=None), evaluator=ev, info=FAKE)

@@ -110,7 +110,7 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "/tmp/does/not/exist.yaml"], "does not exist"),
     (["run", "matmul", "--size", "abc"], "--size 'abc'"),
     (["run", "matmul", "--size", "M=0"], "sizes must be positive"),
-    (["run", "matmul", "--size", "100x100x100"], "no configuration of matmul is valid"),
+    (["run", "matmul", "--size", "layout=diag"], "layout='diag': choose one of row, col"),
     (["run", "matmul", "--device", "no-such-gpu"], "no OpenCL device matches 'no-such-gpu'"),
     (["run", "matmul", "--trials", "0"], "must be at least 1"),
     (["run", "matmul", "--trials", "many"], "is not an integer"),
@@ -148,3 +148,53 @@ def test_a_queue_whose_context_was_released_is_a_clear_error():
 
     with pytest.raises(autotune.AutotuneError, match="keep a reference to the cl.Context"):
         autotune.load_kernel("matmul", Orphan(), M=64, N=64, K=64)
+
+
+def test_a_size_without_an_entry_is_measured_once_without_touching_the_callers_buffers(queue):
+    spec = autotune.spec.load("matmul")
+    user = settings.profiles_dir()
+    info = device.info(queue.device)
+    small = spec.complete({"ALGO": "blocked", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8, "VW": 1})
+    for n, params in [(64, small), (256, spec.complete({"ALGO": "naive", "MDIMC": 8, "NDIMC": 8, "MWG": 8,
+                                                         "NWG": 8}))]:
+        m = autotune.result.Measurement(autotune.result.Status.OK, "", (1.0,), params=params)
+        profiles.save(autotune.record.entry(spec, spec.resolve_problem({"M": n, "N": n, "K": n}), m, 5),
+                      "matmul", info.profile_header(), profiles.path_for(info.slug, user))
+    mf = cl.mem_flags
+    sentinel = np.full(101 * 67, 7.0, np.float32)
+    c_buf = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=sentinel)
+    with pytest.warns(autotune.AutotuneWarning, match=r"timed 2 tuned configurations .* -s M=101,N=67,K=45"):
+        mm = autotune.load_kernel("matmul", queue, M=101, N=67, K=45)
+    assert mm.origin == "measured"
+    after = np.empty_like(sentinel)
+    cl.enqueue_copy(queue, after, c_buf)
+    assert (after == sentinel).all()  # measuring used scratch buffers of its own
+    picked = profiles.entries(profiles.read(profiles.path_for(info.slug, user)), "matmul")
+    assert [e.picked for e in picked if e.problem["M"] == 101] == [True]
+    assert matmul_check(queue, "row", 101, 67, 45).origin == "measured"  # the pick, not measured again
+
+
+def test_a_call_times_all_of_its_steps(ocl_device, tmp_path):
+    from conftest import SCALE_YAML, write_spec
+
+    two_steps = SCALE_YAML.replace(
+        "launch:\n  entry: scale\n  global: [\"N // WPT\"]\n  local: [WG]",
+        "launch:\n  - {entry: scale, global: [\"N // WPT\"], local: [WG]}\n"
+        "  - {entry: scale, global: [\"N // WPT\"], local: [WG]}")
+    assert two_steps != SCALE_YAML
+    path = write_spec(tmp_path, two_steps)
+    _, dev = device.select(ocl_device)
+    ctx = cl.Context([dev])
+    plain, timed = cl.CommandQueue(ctx), cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    n = 1 << 20
+    x = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * n)
+    y = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4 * n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autotune.AutotuneWarning)
+        run = autotune.load_kernel(str(path), timed, N=n)(x, y)
+        untimed = autotune.load_kernel(str(path), plain, N=n)(x, y, wait_for=[run])
+    assert len(run.events) == 2
+    steps = [(e.profile.end - e.profile.start) * 1e-9 for e in run.events]
+    assert run.seconds >= sum(steps) > 0 and run.event is run.events[-1]
+    with pytest.raises(autotune.AutotuneError, match="PROFILING_ENABLE"):
+        _ = untimed.seconds

@@ -1,8 +1,9 @@
-"""Profile merge, atomic save, corruption handling and nearest-problem lookup (no device)."""
+"""Profile merge, atomic save, corruption handling and ranking by problem (no device)."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+from dataclasses import replace
 
 import pytest
 
@@ -68,17 +69,24 @@ def test_concurrent_writers_lose_nothing(tmp_path):
     assert {k: len(v) for k, v in doc["kernels"].items()} == {"k0": 15, "k1": 15, "k2": 15}
 
 
-def test_nearest_prefers_exact_then_closest_usable():
+def test_ranked_puts_the_nearest_problem_first_and_drops_other_layouts():
     es = [entry({"N": 64, "layout": "row"}, 1.0, params={"TS": 64}),
           entry({"N": 1024, "layout": "row"}, 1.0, params={"TS": 128}),
           entry({"N": 512, "layout": "col"}, 1.0),
-          entry({"N": 512, "layout": "row"}, 1.0, spec_hash="old")]
-    def pick(prob, usable=lambda e: True):
-        return profiles.nearest(es, prob, "h1", usable)
-    assert pick({"N": 64, "layout": "row"}).params == {"TS": 64}
-    assert pick({"N": 700, "layout": "row"}).params == {"TS": 128}
-    assert pick({"N": 700, "layout": "row"}, lambda e: e.params["TS"] != 128).params == {"TS": 64}
-    assert pick({"N": 512, "layout": "diag"}) is None
+          entry({"N": 700, "layout": "row"}, 1.0, spec_hash="old", params={"TS": 8})]
+    ranked = profiles.ranked(es, {"N": 700, "layout": "row"}, "h1")
+    assert [e.params["TS"] for e in ranked] == [8, 128, 64]  # exact (even if stale), then by distance
+    assert profiles.ranked(es, {"N": 512, "layout": "diag"}, "h1") == []
+
+
+def test_a_pick_never_displaces_a_tuned_entry_and_a_tuned_one_always_displaces_a_pick():
+    tuned, picked = entry({"N": 64}, 2.0), replace(entry({"N": 64}, 1.0), picked=True)
+    doc, verdict = profiles.merge({}, "k", tuned)
+    assert profiles.merge(doc, "k", picked)[1] == "kept"  # faster, but only picked
+    doc, _ = profiles.merge({}, "k", picked)
+    doc, verdict = profiles.merge(doc, "k", replace(tuned, time_ms=3.0))
+    assert verdict == "replaced" and not profiles.entries(doc, "k")[0].picked
+    assert profiles.entries(profiles.merge({}, "k", picked)[0], "k")[0].picked  # survives YAML
 
 
 def test_an_empty_profile_never_replaces_the_last_good_backup(tmp_path):

@@ -1,0 +1,68 @@
+"""First use of a problem without a tuned entry: time the device's tuned configurations there.
+
+Triton's way (``@autotune(configs, key=...)`` benchmarks its candidates the first time it sees
+a key), with the candidates a tuning run already chose for other problems on this device:
+each is built (several at once), launched once to warm up and timed on scratch buffers of the
+problem's size, zero-filled, so the caller's buffers are never written. The fastest is the pick.
+
+Costs of the first call: one build per candidate (the drivers' own caches make repeats cheap)
+and a few launches each; the scratch buffers (the size of the problem's arguments) are freed
+on return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyopencl as cl
+
+from .arguments import shaped_inputs
+from .launch import ProgramCache
+from .measure import Bench, TimingOptions, Workload
+from .result import Measurement
+from .spec import KernelSpec, Value
+
+#: At most this many candidates are timed, those tuned for the nearest problems first.
+MAX_CANDIDATES = 12
+#: One warm-up, then at least 3 launches and 20 ms of device time, at most 10 launches.
+TIMING = TimingOptions(warmup=1, min_repeats=3, max_repeats=10, min_time_s=0.02, compile_threads=4)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """The candidates' measurements (timing only, unverified), in the order given."""
+
+    measurements: tuple[Measurement, ...]
+    cache: ProgramCache  # the programs built for them, for the caller to reuse
+
+    @property
+    def fastest(self) -> Measurement | None:
+        ok = [m for m in self.measurements if m.ok]
+        return min(ok, key=lambda m: m.median_ms) if ok else None
+
+
+def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context, device: cl.Device,
+                    facts: Mapping[str, Any], candidates: Sequence[Mapping[str, Value]]) -> Timed:
+    """Build and time each of ``candidates`` on scratch buffers of ``problem``'s size.
+
+    A candidate that fails to build or launch comes back as a failed Measurement.
+    """
+    workload = Workload(shaped_inputs(spec, problem), {})
+    bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
+    for params in candidates:  # build them all in the background, on TIMING.compile_threads
+        bench.prefetch(params)
+    return Timed(tuple(bench.measure(params, verify=False) for params in candidates), bench.cache)
+
+
+#: Times candidate configurations of one problem (what :func:`timer` makes).
+Timer = Callable[[Sequence[Mapping[str, Value]]], Timed]
+
+
+def timer(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context, device: cl.Device,
+          facts: Mapping[str, Any]) -> Timer:
+    """:func:`time_candidates` bound to one problem and device, for ``loader.choose``."""
+    def run(candidates: Sequence[Mapping[str, Value]]) -> Timed:
+        return time_candidates(spec, problem, ctx, device, facts, candidates)
+    return run

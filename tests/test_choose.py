@@ -1,0 +1,116 @@
+"""How load_kernel chooses for a problem: exact entry, a configuration measured at first use
+(and saved), the nearest, or the default / the valid configuration most like it (no device:
+the timer is a fake)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune import loader, profiles, record
+from autotune import spec as specs
+from autotune.firstuse import Timed
+from autotune.launch import ProgramCache
+from autotune.result import Measurement, Status
+from conftest import FAKE
+
+MM = specs.load("matmul")
+T128 = MM.complete({"ALGO": "tiled", "MDIMC": 16, "NDIMC": 16, "MWG": 128, "NWG": 128, "KWG": 16, "VW": 4})
+T64 = dict(T128, MWG=64, NWG=64)
+T32 = dict(T128, MWG=32, NWG=32, MDIMC=8, NDIMC=8)
+
+
+class FakeTimer:
+    """Times a configuration as ``ms[MWG]`` (None: it fails to build)."""
+
+    def __init__(self, ms: Mapping[int, float | None]) -> None:
+        self.ms, self.calls = ms, []
+
+    def __call__(self, candidates: Sequence[Mapping[str, Any]]) -> Timed:
+        self.calls.append([c["MWG"] for c in candidates])
+        return Timed(tuple(self._one(dict(c)) for c in candidates), ProgramCache())
+
+    def _one(self, c: dict[str, Any]) -> Measurement:
+        ms = self.ms.get(c["MWG"])
+        if ms is None:
+            return Measurement(Status.COMPILE_ERROR, "no", params=c)
+        return Measurement(Status.OK, "", (ms, ms, ms), params=c)
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> list[Path]:
+    """A user folder (empty) and a 'shipped' one holding tuned entries at 1024, 4096 and 256."""
+    user, shipped = tmp_path / "user", tmp_path / "shipped"
+    for n, params, ms in [(4096, T128, 3.0), (1024, T64, 0.07), (256, T32, 0.01), (2048, T128, 0.4)]:
+        problem = MM.resolve_problem({"M": n, "N": n, "K": n})
+        m = Measurement(Status.OK, "", (ms,), params=params)
+        profiles.save(record.entry(MM, problem, m, trials=50), "matmul", FAKE.profile_header(),
+                      profiles.path_for(FAKE.slug, shipped))
+    return [user, shipped]
+
+
+def choose(folders: list[Path], timer: Any = None, **sizes: Any) -> loader.Choice:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", loader.AutotuneWarning)
+        return loader.choose(MM, FAKE, MM.resolve_problem(sizes), folders, timer)
+
+
+def test_an_exact_entry_is_used_without_measuring(folders):
+    timer = FakeTimer({})
+    c = choose(folders, timer, M=1024, N=1024, K=1024)
+    assert c.origin == "exact" and c.params == T64 and timer.calls == []
+
+
+def test_a_new_size_times_the_valid_tuned_configurations_once_and_keeps_the_fastest(folders):
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    c = choose(folders, timer, M=3000, N=3000, K=3000)
+    assert c.origin == "measured" and c.params == T64
+    assert timer.calls == [[128, 64, 32]]  # each distinct configuration once, nearest problem first
+    saved = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, folders[0])), "matmul")
+    assert [(e.picked, e.problem["M"], e.time_ms, e.trials) for e in saved] == [(True, 3000, 0.9, 3)]
+    again = choose(folders, timer, M=3000, N=3000, K=3000)  # a later process: the saved pick
+    assert again.origin == "measured" and again.params == T64 and len(timer.calls) == 1
+
+
+def test_only_configurations_valid_for_the_size_are_candidates(folders):
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    c = choose(folders, timer, M=100, N=100, K=100)  # 128 x 128 tiles do not fit in 100 rows
+    assert timer.calls == [[32, 64]] and c.params == T64  # the 256 entry is nearest to 100
+
+
+def test_candidates_that_fail_are_skipped_and_if_all_fail_the_nearest_is_used(folders):
+    assert choose(folders, FakeTimer({128: None, 64: 0.9, 32: 0.5}), M=3000, N=3000, K=3000).params == T32
+    c = choose(folders, FakeTimer({}), M=5000, N=5000, K=5000)
+    assert c.origin == "nearest" and c.params == T128  # 4096 is nearest to 5000
+
+
+def test_measuring_can_be_turned_off(folders, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    timer = FakeTimer({128: 1.0})
+    c = choose(folders, timer, M=3000, N=3000, K=3000)
+    assert c.origin == "nearest" and c.params == T128 and timer.calls == []  # 2048 is nearest
+
+
+def test_without_a_valid_tuned_configuration_the_default_or_the_one_most_like_it(folders):
+    c = choose(folders, FakeTimer({}), M=7, N=9, K=5)  # no tuned tile fits
+    assert c.origin == "default"
+    assert c.params != MM.complete({})  # not the first configuration in declaration order
+    assert choose([folders[0]], FakeTimer({}), M=512, N=512, K=512).params == MM.default_config
+
+
+def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(loader, "_warned", set())
+    copy = tmp_path / "mine" / "matmul.yaml"
+    copy.parent.mkdir()
+    copy.write_text(MM.path.read_text().replace("template: matmul.cl", f"template: {MM.template}"))
+    mine = specs.load(str(copy))
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        loader.choose(mine, FAKE, mine.resolve_problem({"M": 1000}), [tmp_path / "none"])
+    assert f"`autotune run {copy} -s M=1000,N=512,K=512,layout=row` tunes it" in str(caught[0].message)
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])
+    assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row`" in str(caught[0].message)

@@ -185,17 +185,25 @@ __kernel void matmul(__global const float* restrict A, __global const float* res
 #define XVECS (MWG * KWG / VW / NT)  // vectors of X each work-item loads per K-tile
 #define YVECS (KWG * NWG / VW / NT)
 
-// Global → registers: this work-item's share of the next K-tile. The offsets are multiples of
-// VW (the constraints make K, KWG, NR and NWG so, and so a tile shifted back to NR - NWG), so
-// a vector pointer is aligned: one wide load, where vloadN of a float pointer compiles to VW
-// scalar loads on NVIDIA.
+// Global → registers: this work-item's share of the next K-tile. Where K and NR are multiples
+// of VW, so are the offsets (KWG and NWG are, and so is a tile shifted back to NR - NWG), and a
+// vector pointer is aligned: one wide load, where vloadN of a float pointer compiles to VW
+// scalar loads on NVIDIA. Other sizes load element by element.
 inline void fetch(const __global float* restrict X, const __global float* restrict Y,
                   int bm, int bn, int k0, int tid, floatv* xr, floatv* yr) {
     #pragma unroll
     for (int i = 0; i < XVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (KWG / VW), c = v % (KWG / VW);
-#if K % KWG  // the last K-tile is partial: zeros beyond K (K % VW == 0, so vectors are whole)
+#if K % VW  // rows of X are not whole vectors (nor aligned): element by element, zeros beyond K
+        float e[VW];
+        #pragma unroll
+        for (int w = 0; w < VW; ++w) {
+            const int k = k0 + c * VW + w;
+            e[w] = k < K ? X[(size_t)(bm + r) * K + k] : 0.0f;
+        }
+        xr[i] = VLOAD(0, e);
+#elif K % KWG  // the last K-tile is partial: zeros beyond K (vectors are whole)
         xr[i] = k0 + c * VW < K ? *(const __global floatv*)(X + (size_t)(bm + r) * K + k0 + c * VW)
                                 : (floatv)(0.0f);
 #else
@@ -206,7 +214,13 @@ inline void fetch(const __global float* restrict X, const __global float* restri
     for (int i = 0; i < YVECS; ++i) {
         const int v = tid + i * NT;
         const int r = v / (NWG / VW), c = v % (NWG / VW);
-#if K % KWG
+#if NR % VW  // rows of Y are not aligned to vectors: element by element (a tile is inside NR)
+        float e[VW];
+        #pragma unroll
+        for (int w = 0; w < VW; ++w)
+            e[w] = k0 + r < K ? Y[(size_t)(k0 + r) * NR + bn + c * VW + w] : 0.0f;
+        yr[i] = VLOAD(0, e);
+#elif K % KWG
         yr[i] = k0 + r < K ? *(const __global floatv*)(Y + (size_t)(k0 + r) * NR + bn + c * VW)
                            : (floatv)(0.0f);
 #else

@@ -53,7 +53,8 @@ def test_config_verifies(bench: Any, config: dict[str, Any]) -> None:
 
 # Every awkward size appears in some dimension; the other dimensions stay small so the
 # reference is quick. Each shape takes the edge code of every variant that is valid there.
-ODD_SHAPES = [(1, 7, 1001), (7, 1, 3000), (4097, 7, 8), (33, 1001, 40), (100, 68, 36), (8, 8, 1)]
+ODD_SHAPES = [(1, 7, 1001), (7, 1, 3000), (4097, 7, 8), (33, 1001, 40), (100, 68, 36), (8, 8, 1),
+              (70, 66, 41), (130, 65, 34)]
 EDGE_CONFIGS: list[dict[str, Any]] = [
     {"ALGO": "naive", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8},
     {"ALGO": "blocked", "MDIMC": 8, "NDIMC": 8, "MWG": 16, "NWG": 64, "VW": 8},

@@ -9,7 +9,10 @@
 //                VW, optional padding of the local tiles (PAD), strided or contiguous ownership of
 //                outputs (SM, SN), double-buffered local tiles with register prefetch (DB), and a
 //                K loop unrolled by UNROLL. The NVIDIA-SDK BLOCK_SIZE kernel is MWG = NWG = KWG =
-//                MDIMC = NDIMC = BLOCK_SIZE; "two outputs per thread" is WPTN = 2.
+//                MDIMC = NDIMC = BLOCK_SIZE; "two outputs per thread" is WPTN = 2. With KSPLIT > 1
+//                (split-K, for a C too small to fill the device), work-group z takes the z-th
+//                chunk of K and writes its partial product to a scratch buffer; matmul_reduce
+//                sums them into C.
 //
 // Storage: LAYOUT_ROW (default) or LAYOUT_COL. Column-major C = A*B is computed as the
 // row-major product C^T = B^T * A^T, which reads the same buffers with M and N swapped.
@@ -67,6 +70,9 @@
 #ifndef UNROLL
 #define UNROLL 1     // unroll factor of the inner K loop
 #endif
+#ifndef KSPLIT
+#define KSPLIT 1     // tiled: K split over this many work-groups, whose partial products are summed
+#endif
 // The tiled variant was tuned for GPUs, where mad() and a contracted a*b + c are the same
 // FFMA; the blocked variant runs on CPUs too, where mad() is slow (see autotune.h).
 #if !defined(USE_CL_MAD) && defined(ALGO_TILED)
@@ -90,6 +96,7 @@
 #define WPTM (MWG / MDIMC)  // outputs per work-item along M
 #define WPTN (NWG / NDIMC)  // outputs per work-item along N
 #define NT (MDIMC * NDIMC)  // work-items per work-group
+#define KCHUNK (((K + KSPLIT - 1) / KSPLIT + KWG - 1) / KWG * KWG)  // split-K: K per work-group
 
 // floatv: the vector of VW floats that global loads (and the blocked variant's stores) use
 #if VW == 1
@@ -298,6 +305,15 @@ void matmul(__global const float* restrict A, __global const float* restrict B,
 #endif
     const __global float* X = XPTR;
     const __global float* Y = YPTR;
+#if KSPLIT > 1  // this work-group's chunk of K (a multiple of KWG), and its partial product's place
+    const int k_begin = get_group_id(2) * KCHUNK, k_end = min(K, k_begin + KCHUNK);
+    C += (size_t)get_group_id(2) * MR * NR;
+#define K_BEGIN k_begin
+#define K_END k_end
+#else
+#define K_BEGIN 0
+#define K_END K
+#endif
 
     __local float xs[(DB + 1) * KWG * LDX] __attribute__((aligned(16)));
     __local float ys[(DB + 1) * KWG * LDY] __attribute__((aligned(16)));
@@ -313,12 +329,12 @@ void matmul(__global const float* restrict A, __global const float* restrict B,
 #if DB
     // Two local buffers: while tile t is multiplied from one, tile t+1 is already in
     // registers and goes to the other, so each K-tile needs one barrier instead of two.
-    fetch(X, Y, bm, bn, 0, tid, xr, yr);
+    fetch(X, Y, bm, bn, K_BEGIN, tid, xr, yr);
     stash(xs, ys, tid, xr, yr);
     barrier(CLK_LOCAL_MEM_FENCE);
     int cur = 0;
-    for (int k0 = 0; k0 < K; k0 += KWG) {
-        const int more = k0 + KWG < K;
+    for (int k0 = K_BEGIN; k0 < K_END; k0 += KWG) {
+        const int more = k0 + KWG < K_END;
         if (more) fetch(X, Y, bm, bn, k0 + KWG, tid, xr, yr);
         multiply(xs + cur * KWG * LDX, ys + cur * KWG * LDY, tm, tn, acc);
         if (more) stash(xs + (1 - cur) * KWG * LDX, ys + (1 - cur) * KWG * LDY, tid, xr, yr);
@@ -326,7 +342,7 @@ void matmul(__global const float* restrict A, __global const float* restrict B,
         cur = 1 - cur;
     }
 #else
-    for (int k0 = 0; k0 < K; k0 += KWG) {
+    for (int k0 = K_BEGIN; k0 < K_END; k0 += KWG) {
         fetch(X, Y, bm, bn, k0, tid, xr, yr);
         stash(xs, ys, tid, xr, yr);
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -342,5 +358,16 @@ void matmul(__global const float* restrict A, __global const float* restrict B,
         for (int j = 0; j < WPTN; ++j) C[row + bn + OWN_N(tn, j)] = acc[i][j];
     }
 }
+
+#if KSPLIT > 1
+// Split-K, second step: C = the sum of the KSPLIT partial products in P (each MR x NR).
+__kernel void matmul_reduce(__global const float* restrict P, __global float* restrict C) {
+    const size_t i = get_global_id(0);
+    if (i >= (size_t)MR * NR) return;
+    float sum = P[i];
+    for (int s = 1; s < KSPLIT; ++s) sum += P[(size_t)s * MR * NR + i];
+    C[i] = sum;
+}
+#endif
 
 #endif

@@ -28,6 +28,7 @@ CONFIGS: list[dict[str, Any]] = [
      "SM": 2, "SN": 2, "DB": 1, "UNROLL": 8},
     {"ALGO": "tiled", "MDIMC": 16, "NDIMC": 8, "MWG": 64, "NWG": 32, "KWG": 8, "VW": 2,
      "SN": 2, "UNROLL": 4, "fast_math": True},
+    {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 32, "KWG": 8, "VW": 4, "DB": 1, "KSPLIT": 2},
 ]
 
 
@@ -41,7 +42,8 @@ def bench(request: pytest.FixtureRequest, ocl_device: str) -> Any:
 
 
 @needs_opencl
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c['ALGO']}-VW{c.get('VW', 1)}-PAD{c.get('PAD', 0)}")
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"{c['ALGO']}-VW{c.get('VW', 1)}-PAD{c.get('PAD', 0)}"
+                         f"-KSPLIT{c.get('KSPLIT', 1)}")
 def test_config_verifies(bench: Any, config: dict[str, Any]) -> None:
     params = bench.spec.complete(config)
     assert check(bench.spec, params, bench.problem, bench.facts) is None
@@ -63,6 +65,8 @@ EDGE_CONFIGS: list[dict[str, Any]] = [
     {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 64, "KWG": 16, "VW": 4, "PAD": 4,
      "SM": 2, "SN": 2, "DB": 1, "UNROLL": 8},
     {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8, "KWG": 32, "VW": 1, "DB": 1},
+    {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 32, "KWG": 8, "VW": 4, "KSPLIT": 4},
+    {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 8, "NWG": 8, "KWG": 16, "VW": 1, "DB": 1, "KSPLIT": 16},
 ]
 
 
@@ -106,8 +110,8 @@ def test_long_dot_products_pass_the_derived_bound(ocl_device: str) -> None:
 TILED_8 = {"ALGO": "tiled", "MDIMC": 8, "NDIMC": 8, "MWG": 32, "NWG": 32, "KWG": 8, "VW": 1}
 MUTANTS = {
     "drops-one-K-tile": (
-        "    for (int k0 = 0; k0 < K; k0 += KWG) {\n        fetch(",
-        "    for (int k0 = KWG; k0 < K; k0 += KWG) {\n        fetch(",
+        "    for (int k0 = K_BEGIN; k0 < K_END; k0 += KWG) {\n        fetch(",
+        "    for (int k0 = K_BEGIN + KWG; k0 < K_END; k0 += KWG) {\n        fetch(",
         TILED_8, (64, 64, 512)),
     "swaps-two-outputs": (
         "    C[(size_t)row * NR + col] = acc;",

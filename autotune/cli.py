@@ -266,7 +266,7 @@ def format_report(report: Any) -> str:
     failed = sum(report.failures.values())
     lines.append(f"  trials      {report.measured} measured this run ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused; "
-                 f"study total {report.study_trials}; valid space {report.valid_space} of {report.full_space}")
+                 f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
     if report.pruned:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
@@ -277,6 +277,10 @@ def format_report(report: Any) -> str:
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({report.profile_verdict})")
     return "\n".join(lines)
+
+
+def _valid_space(report: Any) -> str:
+    return str(report.valid_space) if report.valid_space_exact else f"~{report.valid_space} (estimated)"
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -1,15 +1,20 @@
-"""What to measure next: the valid list, drawn in order, at random, or balanced per parameter.
+"""What to measure next: valid configurations in order, or drawn at random balanced per parameter.
 
 optuna's TPE proposes configurations once it has a model; before that (its start-up trials),
-and always for the ``random`` and ``grid`` samplers, configurations come from the valid list
-here, so invalid ones are never drawn and a variant with few valid configurations is drawn as
-often as one with thousands (:func:`balanced_index`). Configurations known in advance are
-drawn early and announced (compile ahead), so the worker builds them while it times another.
+and always for the ``random`` and ``grid`` samplers, configurations come from the valid space
+here (:class:`~autotune.space.ValidSpace`, walked lazily, never listed), so invalid ones are
+never drawn and a variant with few valid configurations is drawn as often as one with
+thousands. Configurations known in advance are drawn early and announced (compile ahead), so
+the worker builds them while it times another.
 
 Example:
-    >>> p = Proposer(Sampler.GRID, [{"TS": 4}, {"TS": 8}], ("TS",), seed=0)
-    >>> p.next(seen=lambda c: False), p.next(seen=lambda c: False), p.next(seen=lambda c: False)
-    ({'TS': 4}, {'TS': 8}, None)
+    >>> from autotune import spec as S
+    >>> from autotune.space import ValidSpace
+    >>> sp = S.load("reverse")
+    >>> space = ValidSpace(sp, sp.default_problem(), {"max_work_group_size": 256})
+    >>> p = Proposer(Sampler.GRID, space, seed=0)
+    >>> p.next(seen=lambda c: False) == space.first()
+    True
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ import enum
 import math
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import optuna
 
+from .space import ValidSpace
 from .spec import Value
 
 Config = dict[str, Value]
@@ -49,40 +55,29 @@ def startup_trials(valid: int, budget: int) -> int:
     return max(3, min(int(round(math.sqrt(valid))), 30, max(3, budget // 3)))
 
 
-def balanced_index(configs: list[Config], names: tuple[str, ...], rng: random.Random) -> int:
-    """Index of a random configuration, drawn parameter by parameter.
-
-    Each parameter's value is chosen uniformly among the values that still have a valid
-    completion, so a variant with few valid configurations (e.g. the naive kernel) is drawn
-    as often as one with thousands; uniform sampling over the valid list would not.
-    """
-    idx = list(range(len(configs)))
-    for name in names:
-        values = sorted({repr(configs[i][name]) for i in idx})
-        chosen = values[rng.randrange(len(values))]
-        idx = [i for i in idx if repr(configs[i][name]) == chosen]
-    return idx[rng.randrange(len(idx))]
+#: Random draws that all hit measured configurations before the grid walk takes over.
+_REDRAWS = 64
 
 
 class Proposer:
-    """Draws unmeasured configurations from the valid list (``unmeasured``, in order)."""
+    """Draws configurations of the valid space that ``seen`` has not measured."""
 
-    def __init__(self, sampler: Sampler, unmeasured: list[Config], names: tuple[str, ...],
-                 seed: int | None) -> None:
-        self.sampler, self.names = sampler, names
+    def __init__(self, sampler: Sampler, space: ValidSpace, seed: int | None) -> None:
+        self.sampler, self.space = sampler, space
         self.rng = random.Random(seed)
-        self.pool = list(unmeasured)
-        if sampler is Sampler.RANDOM:
-            self.rng.shuffle(self.pool)
+        self._grid: Iterator[Config] | None = iter(space) if sampler is Sampler.GRID else None
         self.upcoming: list[Config] = []  # drawn early, announced for compile ahead
 
     def _draw(self, seen: Callable[[Config], bool]) -> Config | None:
-        while self.pool:
-            at = 0 if self.sampler is Sampler.GRID else balanced_index(self.pool, self.names, self.rng)
-            c = self.pool.pop(at)
-            if not seen(c):
-                return c
-        return None
+        if self._grid is None:  # random: balanced draws while they find new configurations
+            for _ in range(_REDRAWS):
+                c = self.space.draw(self.rng)
+                if c is None:
+                    return None
+                if not seen(c) and c not in self.upcoming:
+                    return c
+            self._grid = iter(self.space)  # nearly all measured: walk to the ones left
+        return next((c for c in self._grid if not seen(c) and c not in self.upcoming), None)
 
     def next(self, seen: Callable[[Config], bool]) -> Config | None:
         """The next unmeasured configuration, or None when every valid one was measured."""

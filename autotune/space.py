@@ -9,8 +9,8 @@ Example:
     >>> sp = S.load("matmul")
     >>> facts = {"max_work_group_size": 256, "local_mem_size": 49152, "compute_units": 8,
     ...          "max_work_item_sizes": (1024, 1024, 64), "global_mem_size": 2**33, "is_gpu": True}
-    >>> configs = enumerate_valid(sp, sp.default_problem(), facts)
-    >>> all(check(sp, c, sp.default_problem(), facts) is None for c in configs[:5])
+    >>> configs = enumerate_valid(sp, sp.default_problem(), facts, limit=5)
+    >>> all(check(sp, c, sp.default_problem(), facts) is None for c in configs)
     True
 """
 
@@ -19,13 +19,16 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterator, Mapping
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .errors import AutotuneError, ExpressionError, SpecError
 from .expr import Expr
-from .spec import KernelSpec, Value
+from .spec import KernelSpec, LaunchStep, Value
 
 Facts = Mapping[str, Any]
 
@@ -160,62 +163,153 @@ def _local_memory(spec: KernelSpec, env: Mapping[str, Any], facts: Facts) -> str
     return None
 
 
+def _work_group_fits(step: LaunchStep, facts: Facts, env: Mapping[str, Any]) -> bool:
+    """Whether an active step's work-group is within the device's limits (the rest of the
+    geometry is checked on the whole configuration)."""
+    if step.when is not None and not step.when(env):
+        return True
+    local = [e(env) for e in step.local_size or ()]
+    limit, items = facts.get("max_work_group_size"), facts.get("max_work_item_sizes")
+    return ((limit is None or math.prod(local) <= limit)
+            and (items is None or all(w <= m for w, m in zip(local, items, strict=False))))
+
+
 def enumerate_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
                     limit: int = 500_000) -> list[dict[str, Value]]:
-    """Every valid configuration (in parameter-value order), up to ``limit``.
+    """The first ``limit`` valid configurations, in parameter-value order (see :class:`ValidSpace`)."""
+    return list(itertools.islice(ValidSpace(spec, problem, facts), limit))
 
-    Each constraint is checked as soon as the parameters it names are bound, so large
-    products with restrictive constraints are pruned early.
+
+class ValidSpace:
+    """The valid configurations of one problem on one device, walked lazily, never listed.
+
+    Parameters are bound in declaration order and each constraint is checked as soon as the
+    parameters it names are bound, so a subtree that cannot hold a valid configuration is
+    never entered. So it can walk them in order (``iter``), draw one at random balanced per
+    parameter (:meth:`draw`) and count them, exactly or, when that would take longer than a
+    second, by an estimate marked as one (:meth:`count`).
+
+    Example:
+        >>> from autotune import spec as S
+        >>> sp = S.load("matmul")
+        >>> facts = {"max_work_group_size": 256, "local_mem_size": 49152, "compute_units": 8,
+        ...          "max_work_item_sizes": (1024, 1024, 64), "global_mem_size": 2**33}
+        >>> space = ValidSpace(sp, sp.default_problem(), facts)
+        >>> import random; c = space.draw(random.Random(0))
+        >>> check(sp, c, sp.default_problem(), facts) is None
+        True
     """
-    return list(_iter_valid(spec, problem, facts, limit))
 
+    def __init__(self, spec: KernelSpec, problem: Mapping[str, Any], facts: Facts) -> None:
+        self.spec, self.problem, self.facts = spec, dict(problem), facts
+        self.names = spec.parameter_names
+        position = {n: i for i, n in enumerate(self.names)}
 
-def _iter_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
-                limit: int) -> Iterator[dict[str, Value]]:
-    names = spec.parameter_names
-    position = {n: i for i, n in enumerate(names)}
+        def depth(e: Expr) -> int:  # the parameter after which an expression can be evaluated
+            return max((position[n] for n in spec.behind(e.names) if n in position), default=-1)
 
-    def depth(e: Expr) -> int:  # the parameter after which an expression can be evaluated
-        return max((position[n] for n in spec.behind(e.names) if n in position), default=-1)
+        self._checks: list[list[Expr]] = [[] for _ in self.names]
+        for c in spec.constraints:
+            self._checks[max(depth(c), 0)].append(c)
+        self._derived: list[list[tuple[str, Expr]]] = [[] for _ in self.names]
+        for name, e in spec.derived:
+            if depth(e) >= 0:
+                self._derived[depth(e)].append((name, e))
+        # the device's limits on work-groups and local memory, checked as early as the
+        # constraints (a work-group over the limit rules out every configuration below it)
+        self._limits: list[list[Callable[[dict[str, Any]], bool]]] = [[] for _ in self.names]
+        for step in spec.launch:
+            if step.local_size is not None:
+                exprs = [*step.local_size, *((step.when,) if step.when else ())]
+                self._limits[max(max(depth(e) for e in exprs), 0)].append(partial(_work_group_fits, step, facts))
+        if spec.local_memory is not None and "local_mem_size" in facts:
+            memory = spec.local_memory
+            self._limits[max(depth(memory), 0)].append(lambda env: memory(env) <= facts["local_mem_size"])
+        self._env = spec.env(problem, facts=facts)  # with the derived values of the problem alone
+        self._dead: set[tuple[Value, ...]] = set()  # prefixes of values with no valid completion
 
-    at_depth: list[list[Expr]] = [[] for _ in names]
-    for c in spec.constraints:
-        at_depth[max(depth(c), 0)].append(c)
-    derived_at: list[list[tuple[str, Expr]]] = [[] for _ in names]
-    for name, e in spec.derived:
-        if depth(e) >= 0:
-            derived_at[depth(e)].append((name, e))
-    env = spec.env(problem, facts=facts)  # with the derived values of the problem alone
-    count = 0
+    def _bind(self, level: int, value: Value) -> bool:
+        """Bind parameter ``level`` to ``value``: whether the constraints known by now hold."""
+        env = self._env
+        env[self.names[level]] = value
+        try:
+            for name, e in self._derived[level]:
+                env[name] = e(env)
+            return (all(_holds(self.spec, c, env) for c in self._checks[level])
+                    and all(fits(env) for fits in self._limits[level]))
+        except (AutotuneError, TypeError):  # fails for these values: invalid (check() says why)
+            return False
 
-    def walk(level: int) -> Iterator[dict[str, Value]]:
-        nonlocal count
-        param = spec.parameters[level]
-        for value in param.values:
-            env[param.name] = value
-            try:
-                for name, e in derived_at[level]:
-                    env[name] = e(env)
-                if not all(_holds(spec, c, env) for c in at_depth[level]):
+    def _leaf(self) -> dict[str, Value] | None:
+        """The fully bound configuration if it also fits the device."""
+        params = {n: self._env[n] for n in self.names}
+        try:
+            return None if _fits_device(self.spec, self._env, params, self.problem, self.facts) else params
+        except AutotuneError:
+            return None
+
+    def __iter__(self) -> Iterator[dict[str, Value]]:
+        def walk(level: int) -> Iterator[dict[str, Value]]:
+            for value in self.spec.parameters[level].values:
+                if not self._bind(level, value):
                     continue
-            except AutotuneError:  # fails for these values: invalid (check() says why)
-                continue
-            if level + 1 < len(names):
-                yield from walk(level + 1)
-            else:
-                params = {n: env[n] for n in names}
-                try:
-                    if _fits_device(spec, env, params, problem, facts):
-                        continue
-                except AutotuneError:
-                    continue
-                count += 1
-                yield params
-            if count >= limit:
-                return
+                if level + 1 < len(self.names):
+                    yield from walk(level + 1)
+                elif (leaf := self._leaf()) is not None:
+                    yield leaf
 
-    if names:
-        yield from walk(0)
+        return walk(0) if self.names else iter(())
+
+    def first(self) -> dict[str, Value] | None:
+        return next(iter(self), None)
+
+    def draw(self, rng: random.Random) -> dict[str, Value] | None:
+        """A random valid configuration, drawn parameter by parameter: each value uniformly
+        among those that still have a valid completion, so a variant with few configurations
+        (the naive kernel) is drawn as often as one with thousands. None if there is none."""
+        def walk(level: int, prefix: tuple[Value, ...]) -> dict[str, Value] | None:
+            values = list(self.spec.parameters[level].values)
+            rng.shuffle(values)  # the first value with a completion is uniform among those that have one
+            for value in values:
+                here = (*prefix, value)
+                if here in self._dead or not self._bind(level, value):
+                    continue
+                found = walk(level + 1, here) if level + 1 < len(self.names) else self._leaf()
+                if found is not None:
+                    return found
+                self._dead.add(here)  # searched through: the next draws skip it
+            return None
+
+        return walk(0, ()) if self.names else None
+
+    def count(self, budget_s: float = 0.5, seed: int = 0) -> tuple[int, bool]:
+        """(number of valid configurations, whether exact). Counting stops after ``budget_s``
+        (the estimate takes half as long again);
+        then the number is Knuth's estimate: the mean over random paths down the pruned tree of
+        the product of the branching factors (unbiased; each leaf is checked against the device)."""
+        deadline = time.perf_counter() + budget_s
+        total = 0
+        for i, _ in enumerate(self):
+            total += 1
+            if i % 256 == 0 and time.perf_counter() > deadline:
+                return self._estimate(random.Random(seed), deadline + budget_s / 2), False
+        return total, True
+
+    def _estimate(self, rng: random.Random, deadline: float) -> int:
+        probes, total = 0, 0.0
+        while probes < 200 or (time.perf_counter() < deadline and probes < 20_000):
+            probes += 1
+            weight = 1.0
+            for level, param in enumerate(self.spec.parameters):
+                ok = [v for v in param.values if self._bind(level, v)]
+                if not ok:
+                    weight = 0.0
+                    break
+                weight *= len(ok)
+                self._bind(level, rng.choice(ok))
+            if weight and self._leaf() is not None:
+                total += weight
+        return round(total / probes)
 
 
 def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mapping[str, Any],

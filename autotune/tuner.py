@@ -38,7 +38,7 @@ from .errors import BuildError, ProblemError, TuningInterrupted
 from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
-from .space import check, config_key, enumerate_valid, space_size
+from .space import ValidSpace, check, space_size
 from .spec import KernelSpec, Value
 from .study import StudyLog, exclusive, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
@@ -112,6 +112,7 @@ class TuneReport:
     profile_path: Path | None = None
     profile_verdict: str | None = None
     pruned: int = 0
+    valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
 
     def throughput(self) -> dict[str, float]:
         """The spec's metrics for the best configuration ({} without one)."""
@@ -208,21 +209,21 @@ class _Run:
     """One tuning run's parts, wired together; :meth:`loop` is the search."""
 
     def __init__(self, spec: KernelSpec, info: DeviceInfo, problem: dict[str, Any],
-                 options: TuneOptions, valid: list[dict[str, Value]], say: Progress, t_start: float) -> None:
+                 options: TuneOptions, valid: ValidSpace, say: Progress, t_start: float) -> None:
         self.spec, self.info, self.problem, self.options, self.say = spec, info, problem, options, say
         self.t_start = t_start
         self.facts = info.facts()
-        self.n_startup = startup_trials(len(valid), options.trials)
+        self.valid_count, self.valid_exact = valid.count()
+        self.n_startup = startup_trials(self.valid_count, options.trials)
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
                                  options.sampler.optuna(options.seed, self.n_startup))
         baseline = spec.baseline_config
         self.baseline = baseline if check(spec, baseline, problem, self.facts) is None else None
         self.state = RunState(budget=options.trials, best=self.log.best,
                               baseline=self.log.get(baseline) if self.baseline else None)
-        self.valid_keys = {config_key(c) for c in valid}
-        self.proposer = Proposer(options.sampler, [c for c in valid if self.log.get(c) is None],
-                                 spec.parameter_names, options.seed)
-        self.remaining = len(self.proposer.pool)
+        self.proposer = Proposer(options.sampler, valid, options.seed)
+        # only valid configurations are measured, so this many are left (when the count is exact)
+        self.remaining = self.valid_count - self.log.measured_total if self.valid_exact else None
         self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                               for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
@@ -259,7 +260,7 @@ class _Run:
         left = self._time_left()
         if left is not None and left <= 0:
             return "timeout"
-        return "exhausted" if self.remaining == 0 else None
+        return "exhausted" if self.remaining is not None and self.remaining <= 0 else None
 
     def loop(self, evaluator: Evaluator) -> str:
         """Measure candidates until the budget, the time or the valid space runs out."""
@@ -312,7 +313,8 @@ class _Run:
             raise _OutOfTime
         m = self.log.tell(trial, replace(m, params=params))
         self.in_flight = None
-        self.remaining -= config_key(params) in self.valid_keys
+        if self.remaining is not None:
+            self.remaining -= 1
         self.state.add(m, is_baseline)
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
@@ -324,8 +326,8 @@ class _Run:
             spec=self.spec, device=self.info, problem=self.problem, best=s.best, baseline=s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
-            study_trials=self.log.measured_total, pruned=s.pruned, valid_space=len(self.valid_keys),
-            full_space=full_space, stopped_by=stopped_by, wall_s=wall_s,
+            study_trials=self.log.measured_total, pruned=s.pruned, valid_space=self.valid_count,
+            full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
 
 
@@ -342,8 +344,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     spec = kernel if isinstance(kernel, KernelSpec) else specs.load(kernel)
     info = info or devices.select(options.device)[0]
     prob = spec.resolve_problem(problem)
-    valid = enumerate_valid(spec, prob, info.facts())
-    if not valid:
+    valid = ValidSpace(spec, prob, info.facts())
+    if valid.first() is None:
         why = check(spec, spec.default_config, prob, info.facts())
         raise ProblemError(
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "

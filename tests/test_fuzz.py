@@ -810,15 +810,17 @@ def _stop_measuring(*args: Any, **kwargs: Any) -> Any:
 @contextmanager
 def _fake_device(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Device selection finds the fake device; a tuning run stops before its first measurement, and
-    enumerates at most 200 valid configurations (all of correlate's take 20 s)."""
-    def bounded(spec: Any, problem: Any, facts: Any, limit: int = 200) -> Any:
-        return space.enumerate_valid(spec, problem, facts, limit=min(limit, 200))
+    counts its valid space for 10 ms at most (then estimates it)."""
+    count = space.ValidSpace.count
+
+    def bounded(self: Any, budget_s: float = 0.5, seed: int = 0) -> Any:
+        return count(self, min(budget_s, 0.01), seed)
 
     with monkeypatch.context() as m:
         m.setattr(devices, "select", lambda selector=None, require_build=True: (FAKE, None))
         m.setattr(tuner, "_workload", lambda *args, **kwargs: None)
         m.setattr(tuner, "_evaluator", _stop_measuring)
-        m.setattr(tuner, "enumerate_valid", bounded)
+        m.setattr(space.ValidSpace, "count", bounded)
         yield
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import random
+from collections import Counter
 
 import pytest
 
 from autotune import spec as specs
 from autotune.errors import SpecError
-from autotune.space import check, closest_valid, config_key, enumerate_valid, geometry, space_size
+from autotune.space import ValidSpace, check, closest_valid, config_key, enumerate_valid, geometry, space_size
 from conftest import FAKE, SCALE_YAML, write_spec
 
 
@@ -28,6 +30,50 @@ def test_enumeration_matches_brute_force(scale):
             brute.append(params)
     assert [config_key(c) for c in valid] == [config_key(c) for c in brute]
     assert 0 < len(valid) < space_size(scale)
+
+
+def test_the_lazy_space_counts_draws_and_walks_exactly_the_valid_configurations(scale):
+    facts = FAKE.facts()
+    space = ValidSpace(scale, {"N": 256}, facts)
+    valid = [config_key(c) for c in enumerate_valid(scale, {"N": 256}, facts)]
+    assert [config_key(c) for c in space] == valid and space.count() == (len(valid), True)
+    rng = random.Random(0)
+    drawn = {config_key(space.draw(rng)) for _ in range(400)}
+    assert drawn == set(valid)  # every valid configuration is reachable, nothing else
+
+
+def test_draws_are_balanced_per_variant_and_reach_every_one():
+    """correlate's swept variant has ~half the valid space, direct few: each is drawn ~1/3 of
+    the time (the list capped at 500,000 held no swept configuration at all)."""
+    sp = specs.load("correlate")
+    space = ValidSpace(sp, sp.default_problem(), FAKE.facts())
+    rng = random.Random(1)
+    variants = Counter(space.draw(rng)["VARIANT"] for _ in range(150))
+    assert set(variants) == {"direct", "local", "swept"} and min(variants.values()) >= 30
+
+
+def _sum_spec(tmp_path):
+    """8 parameters of 10 values (10⁸ combinations), valid when they sum to less than 30."""
+    params = "".join(f"  P{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n" for i in range(8))
+    text = SCALE_YAML.replace("  MODE: [0]\n", params).replace(
+        'constraints:\n  - "(N // WPT) % WG == 0"',
+        'constraints:\n  - "(N // WPT) % WG == 0"\n  - "P0 + P1 + P2 + P3 + P4 + P5 + P6 + P7 < 30"')
+    return specs.load(write_spec(tmp_path, text))
+
+
+def test_a_space_too_large_to_count_is_estimated_and_marked(tmp_path):
+    sp = _sum_spec(tmp_path)
+    ways = [1]  # ways[s]: 8-tuples of digits summing to s, by dynamic programming
+    for _ in range(8):
+        ways = [sum(ways[s - d] for d in range(10) if 0 <= s - d < len(ways)) for s in range(len(ways) + 9)]
+    base = len(enumerate_valid(specs.load(write_spec(tmp_path / "scale", SCALE_YAML)), {"N": 256}, FAKE.facts()))
+    truth = base * sum(ways[:30])  # (WPT, WG) pairs times digit tuples
+    estimate, exact = ValidSpace(sp, {"N": 256}, FAKE.facts()).count(budget_s=0.01)
+    assert not exact and abs(estimate - truth) / truth < 0.25
+    space = ValidSpace(sp, {"N": 256}, FAKE.facts())
+    rng = random.Random(0)
+    draws = [space.draw(rng) for _ in range(50)]
+    assert all(c is not None and sum(c[f"P{i}"] for i in range(8)) < 30 for c in draws)
 
 
 def test_device_limits_reject_before_building(scale):

@@ -116,11 +116,21 @@ void correlate(__global const float4* restrict A, __global const float4* restric
     }
 }
 
+// A plane's offset is an int wherever the last one fits; more planes than that need a long.
+// -DPLANE=long tests that path at any size.
+#ifndef PLANE
+#if KSG * OW * OH <= 2147483648
+#define PLANE int
+#else
+#define PLANE long
+#endif
+#endif
+
 // Adds the KSG planes of partial sums, in a fixed order (so results repeat bit for bit).
 __kernel void correlate_sum(__global const float* restrict part, __global float* restrict out) {
     const int i = get_global_id(0);
     if (i >= OW * OH) return;
     float s = 0.0f;
-    for (int g = 0; g < KSG; ++g) s += part[g * (OW * OH) + i];
+    for (PLANE g = 0; g < KSG; ++g) s += part[g * (OW * OH) + i];
     out[i] = s;
 }

@@ -54,6 +54,15 @@
 #define CHUNK (WG * IPT)  // elements per work-group
 // Only sizes the chunk does not divide pay for a bounds check.
 #define RAGGED (N % CHUNK != 0)
+// Indexes are ints wherever the grid's last one (below N + CHUNK) fits, as for every N up to
+// 2^31 - CHUNK; only larger sizes pay for 64-bit indexes. -DINDEX=long tests that path at any N.
+#ifndef INDEX
+#if N + CHUNK <= 2147483648
+#define INDEX int
+#else
+#define INDEX long
+#endif
+#endif
 
 #if defined(FORMULA_MUL)
 // P-1 multiplications, left to right like a hand-written x*x*...*x.
@@ -103,10 +112,10 @@ inline float formula(float x) {
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void mathpath(__global const float* restrict x, __global float* restrict y) {
-    const int base = get_group_id(0) * CHUNK + get_local_id(0);
+    const INDEX base = get_group_id(0) * CHUNK + get_local_id(0);
     #pragma unroll
     for (int k = 0; k < IPT; ++k) {
-        const int i = base + k * WG;
+        const INDEX i = base + k * WG;
 #if RAGGED
         if (i >= N) return;
 #endif

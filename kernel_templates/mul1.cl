@@ -41,6 +41,16 @@
 #endif
 
 #define NOUT (N + 2)     // digits of the product: two more than the input
+// Digit indexes are ints wherever the grid's last one (below NOUT + WG·BLOCK_SIZE) fits, as for
+// every N up to 2^31 - 2^16 in every configuration; only larger numbers pay for 64-bit indexes.
+// -DINDEX=long tests that path at any N.
+#ifndef INDEX
+#if NOUT + WG * BLOCK_SIZE <= 2147483648
+#define INDEX int
+#else
+#define INDEX long
+#endif
+#endif
 #define MASK ((1L << LOG_BASE) - 1)
 
 // Components of p = x·k: each fits an int, and lo + mid + hi cannot overflow an int.
@@ -49,7 +59,7 @@
 #define HI(p) ((int)((p) >> (2 * LOG_BASE)))
 
 // Product of digit i, or 0 outside 0..N-1 (positions -2, -1, N, N+1 contribute nothing).
-inline long product(__global const int* x, const int i, const int k) {
+inline long product(__global const int* x, const INDEX i, const int k) {
     return (i >= 0 && i < N) ? (long)x[i] * (long)k : 0L;
 }
 
@@ -57,7 +67,7 @@ inline long product(__global const int* x, const int i, const int k) {
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void mul1(__global const int* x, __global int* z, const int k) {
-    const int i = get_global_id(0);
+    const INDEX i = get_global_id(0);
     if (i >= NOUT) return;
     z[i] = LO(product(x, i, k)) + MID(product(x, i - 1, k)) + HI(product(x, i - 2, k));
 }
@@ -68,11 +78,11 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void mul1(__global const int* x, __global int* z, const int k) {
     __local long prod[WG + 2];  // prod[j] = product of digit g0 - 2 + j
     const int l = get_local_id(0);
-    const int g0 = get_group_id(0) * WG;
+    const INDEX g0 = get_group_id(0) * WG;
     prod[l + 2] = product(x, g0 + l, k);
     if (l < 2) prod[l] = product(x, g0 - 2 + l, k);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int i = g0 + l;
+    const INDEX i = g0 + l;
     if (i < NOUT) z[i] = LO(prod[l + 2]) + MID(prod[l + 1]) + HI(prod[l]);
 }
 
@@ -80,7 +90,7 @@ void mul1(__global const int* x, __global int* z, const int k) {
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void mul1(__global const int* x, __global int* z, const int k) {
-    const int i0 = get_global_id(0) * BLOCK_SIZE;
+    const INDEX i0 = get_global_id(0) * BLOCK_SIZE;
     if (i0 >= NOUT) return;
     long p2 = product(x, i0 - 2, k);  // product of digit i-2
     long p1 = product(x, i0 - 1, k);  // product of digit i-1
@@ -123,7 +133,7 @@ void mul1(__global const int* x, __global int* z, const int k) {
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void mul1_split(__global const int* x, const int k, __global int* lo, __global int* mid,
                 __global int* hi) {
-    const int i = get_global_id(0);
+    const INDEX i = get_global_id(0);
     if (i >= N) return;
     const long p = (long)x[i] * (long)k;
     lo[i] = LO(p);
@@ -134,7 +144,7 @@ void mul1_split(__global const int* x, const int k, __global int* lo, __global i
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void mul1_sum(__global const int* lo, __global const int* mid, __global const int* hi,
               __global int* z) {
-    const int i = get_global_id(0);
+    const INDEX i = get_global_id(0);
     if (i >= NOUT) return;
     z[i] = (i < N ? lo[i] : 0) + (i >= 1 && i <= N ? mid[i - 1] : 0) + (i >= 2 ? hi[i - 2] : 0);
 }

@@ -349,7 +349,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         why = check(spec, spec.default_config, prob, info.facts())
         raise ProblemError(
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
-            f"(the default's reason: {why}); use sizes the tile sizes divide (e.g. multiples of 64)")
+            f"(the default's reason: {why}); the spec's constraints rule out every configuration for "
+            "this problem: choose a problem they allow, or widen the space")
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         profiles.read(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)

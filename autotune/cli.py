@@ -252,6 +252,12 @@ def format_report(report: Any) -> str:
         lines.append(f"  best        {_fmt_params(shown)}" + (f"  flags: {' '.join(flags)}" if flags else ""))
         lo, hi = best.spread
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
+        if report.confirmed and report.runner_up is not None:
+            ru = report.runner_up
+            lines.append(f"  confirmed   the {report.confirmed} fastest timed again, interleaved; runner-up "
+                         f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
+                         + ("; their spreads overlap, so another run may rank them the other way"
+                            if report.close_call else ""))
         lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
         if best.error is not None:
             lines.append(f"  error       {_describe_error(best)}")

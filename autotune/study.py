@@ -119,6 +119,11 @@ class StudyLog:
             self.study.enqueue_trial(dict(fixed))
         return self.study.ask(dict(distributions))
 
+    def leaders(self, count: int) -> list[Measurement]:
+        """The ``count`` fastest verified configurations timed in full (not pruned), fastest first."""
+        timed = [m for m in self.seen.values() if m.ok and not m.pruned]
+        return sorted(timed, key=lambda m: m.median_ms)[:count]
+
     def tell(self, trial: optuna.Trial, m: Measurement, repeat: bool = False) -> Measurement:
         """Store ``m`` as the trial's outcome (``repeat``: an earlier trial's measurement)."""
         for key, value in m.attrs().items():

@@ -38,7 +38,7 @@ from .errors import BuildError, ProblemError, TuningInterrupted
 from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
-from .space import ValidSpace, check, space_size
+from .space import ValidSpace, check, config_key, space_size
 from .spec import KernelSpec, Value
 from .study import StudyLog, exclusive, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
@@ -47,6 +47,8 @@ _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unm
 #: The baseline's time limit when --max-time-per-config is not given (the others' limit is
 #: derived from the baseline's time): generous, but a hanging baseline must not run forever.
 BASELINE_LIMIT_S = 300.0
+#: After the search the leaders are timed again, interleaved (see _Run.confirm).
+CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
 
 
 class _OutOfTime(Exception):
@@ -113,6 +115,14 @@ class TuneReport:
     profile_verdict: str | None = None
     pruned: int = 0
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
+    runner_up: Measurement | None = None  # second best when the leaders were timed again
+    confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
+
+    @property
+    def close_call(self) -> bool:
+        """The best two's spreads overlap: another run might rank them the other way."""
+        return (self.best is not None and self.runner_up is not None
+                and self.runner_up.spread[0] <= self.best.spread[1])
 
     def throughput(self) -> dict[str, float]:
         """The spec's metrics for the best configuration ({} without one)."""
@@ -137,6 +147,8 @@ class RunState:
     pruned: int = 0
     best: Measurement | None = None
     baseline: Measurement | None = None
+    runner_up: Measurement | None = None  # second after the leaders were timed again
+    confirmed: int = 0  # leaders timed again after the search
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
 
@@ -249,10 +261,13 @@ class _Run:
         return (self.options.sampler is not Sampler.TPE or self.log.measured_total < self.n_startup
                 or stuck >= _STUCK_AFTER)
 
-    def _time_left(self) -> float | None:
-        if self.options.timeout_s is None:
+    def _time_left(self, for_search: bool = True) -> float | None:
+        """Seconds left of --timeout; the search leaves a tenth of it (at most 15 s) to confirm."""
+        timeout = self.options.timeout_s
+        if timeout is None:
             return None
-        return self.options.timeout_s - (time.perf_counter() - self.t_start)
+        reserve = min(0.1 * timeout, 15.0) if for_search else 0.0
+        return timeout - reserve - (time.perf_counter() - self.t_start)
 
     def _stop(self) -> str | None:
         if self.state.measured >= self.options.trials:
@@ -320,6 +335,30 @@ class _Run:
             self.limit = default_time_limit(m)
         return m
 
+    def confirm(self, evaluator: Evaluator) -> None:
+        """Time the leaders again in interleaved rounds (timing only: they were verified) and
+        make the best median over those rounds the winner, with their spread: one lucky or
+        unlucky measurement on a noisy device does not decide what is saved."""
+        leaders = self.log.leaders(CONFIRM_LEADERS)
+        if len(leaders) < 2:
+            return
+        times: dict[str, list[float]] = {config_key(m.params): [] for m in leaders}
+        limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
+        for round_ in range(CONFIRM_ROUNDS):
+            left = self._time_left(for_search=False)
+            if left is not None and left <= 0:
+                break
+            for m in leaders[round_:] + leaders[:round_]:  # another order each round
+                again = evaluator.evaluate(m.params, limit, None, verify=False)
+                if again.ok:
+                    times[config_key(m.params)].extend(again.times_ms)
+        timed = [replace(m, times_ms=tuple(times[config_key(m.params)])) for m in leaders
+                 if times[config_key(m.params)]]
+        if len(timed) >= 2:
+            timed.sort(key=lambda m: m.median_ms)
+            self.state.best, self.state.runner_up = timed[0], timed[1]
+            self.state.confirmed = len(timed)
+
     def report(self, stopped_by: str, wall_s: float, full_space: int) -> TuneReport:
         s = self.state
         return TuneReport(
@@ -327,6 +366,7 @@ class _Run:
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.log.measured_total, pruned=s.pruned, valid_space=self.valid_count,
+            runner_up=s.runner_up, confirmed=s.confirmed,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
 
@@ -363,6 +403,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         try:
             evaluator = evaluator or _evaluator(run, workload, Path(folder))
             stopped_by = run.loop(evaluator)
+            if stopped_by != "broken":
+                run.confirm(evaluator)
         except KeyboardInterrupt:
             stopped_by = "interrupted"
             hold()  # finish saving before another Ctrl-C

@@ -34,7 +34,7 @@ class Evaluator(Protocol):
     """What the tuner needs: measure one configuration within a time limit."""
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
-                 cutoff_ms: float | None = None) -> Measurement: ...
+                 cutoff_ms: float | None = None, verify: bool = True) -> Measurement: ...
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None: ...
 
@@ -105,8 +105,8 @@ class InProcessEvaluator:
         self.bench = make_bench(setup, workload)
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
-                 cutoff_ms: float | None = None) -> Measurement:
-        return self.bench.measure(params, cutoff_ms)
+                 cutoff_ms: float | None = None, verify: bool = True) -> Measurement:
+        return self.bench.measure(params, cutoff_ms, verify)
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
         for params in upcoming:
@@ -137,8 +137,8 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
                 for upcoming in payload:
                     bench.prefetch(upcoming)
                 continue
-            params, cutoff_ms = payload
-            conn.send(("result", bench.measure(params, cutoff_ms)))
+            params, cutoff_ms, verify = payload
+            conn.send(("result", bench.measure(params, cutoff_ms, verify)))
     except EOFError:
         return
     except AutotuneError as exc:  # the spec's or reference module's mistake, said in one line
@@ -193,9 +193,9 @@ class IsolatedEvaluator:
         self._proc = self._conn = None
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
-                 cutoff_ms: float | None = None) -> Measurement:
+                 cutoff_ms: float | None = None, verify: bool = True) -> Measurement:
         t0 = time.perf_counter()
-        conn = self._send(("measure", (dict(params), cutoff_ms)))
+        conn = self._send(("measure", (dict(params), cutoff_ms, verify)))
         try:
             ready = conn.poll(limit_s)
         except KeyboardInterrupt:

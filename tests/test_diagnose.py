@@ -68,7 +68,7 @@ class BrokenCompiler(QuietEvaluator):
     def __init__(self, message: str) -> None:
         self.message, self.calls = message, 0
 
-    def evaluate(self, params, limit_s, cutoff_ms=None):
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
         self.calls += 1
         return Measurement(Status.COMPILE_ERROR, self.message)
 
@@ -91,7 +91,7 @@ def test_errors_that_differ_by_configuration_do_not_stop_the_run(tmp_path: Path)
     spec = specs.load(write_spec(tmp_path, SCALE_YAML))
 
     class PerConfig(BrokenCompiler):
-        def evaluate(self, params, limit_s, cutoff_ms=None):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
             self.calls += 1
             # a line of its own for every configuration (WPT alone repeats: that was flaky)
             line = 1000 * params["WPT"] + params["WG"] + 512 * params["mad"]

@@ -26,7 +26,7 @@ from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
 class Fast(QuietEvaluator):
     """Every configuration verifies in 1 ms / (WPT * WG)."""
 
-    def evaluate(self, params, limit_s, cutoff_ms=None):
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
         t = 1.0 / (params["WPT"] * params["WG"])
         return Measurement(Status.OK, times_ms=(t, t, t), error=0.0)
 
@@ -203,7 +203,7 @@ def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
     calls = []
 
     class Counting(Fast):
-        def evaluate(self, params, limit_s, cutoff_ms=None):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
             calls.append(params)
             return super().evaluate(params, limit_s, cutoff_ms)
 

@@ -17,12 +17,16 @@ class FakeEvaluator(QuietEvaluator):
     """Time = 1 / (WPT * WG); WPT == 8 gives a wrong answer (and would otherwise be fastest)."""
 
     def __init__(self):
-        self.calls: list[dict] = []
+        self.calls: list[dict] = []  # measurements of the search (verified)
         self.cutoffs: list[float | None] = []
+        self.confirms: list[dict] = []  # the leaders timed again after it
 
-    def evaluate(self, params, limit_s, cutoff_ms=None):
-        self.calls.append(dict(params))
-        self.cutoffs.append(cutoff_ms)
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        if verify:
+            self.calls.append(dict(params))
+            self.cutoffs.append(cutoff_ms)
+        else:
+            self.confirms.append(dict(params))
         if params["WPT"] == 8:
             return Measurement(Status.WRONG_RESULT, "y: 3 of 256 elements off")
         if params["WPT"] == 16 and params["WG"] == 16:
@@ -86,7 +90,7 @@ def test_no_valid_configuration_is_a_clear_error(scale):
 
 def test_all_failing_saves_nothing(scale):
     class Broken(FakeEvaluator):
-        def evaluate(self, params, limit_s, cutoff_ms=None):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
             return Measurement(Status.WRONG_RESULT, "bad")
     report = run(scale, Broken(), trials=5)
     assert report.best is None and report.profile_path is None
@@ -97,8 +101,8 @@ def test_candidates_far_behind_the_best_are_timed_once_and_the_baseline_in_full(
     class Pruning(FakeEvaluator):
         """Honours the cut-off as Bench does: one launch over it ends the timing."""
 
-        def evaluate(self, params, limit_s, cutoff_ms=None):
-            m = super().evaluate(params, limit_s, cutoff_ms)
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
             if m.ok and cutoff_ms is not None and m.times_ms[0] > cutoff_ms:
                 return Measurement(Status.OK, "", m.times_ms[:1], 0.0, 0.0, 0.01, pruned=True)
             return m
@@ -115,6 +119,31 @@ def test_candidates_far_behind_the_best_are_timed_once_and_the_baseline_in_full(
             best = min(best, m.median_ms)
     assert report.pruned > 0 and not report.best.pruned
     assert report.best.params["WPT"] * report.best.params["WG"] == 256
+
+
+class Noisy(FakeEvaluator):
+    """The search's first measurement of B (WPT 4, WG 64) is lucky: 0.5 ms against its true 2 ms;
+    A (WPT 2, WG 128) is a steady 1 ms; -cl-mad-enable adds 0.1. Every later timing is the true one."""
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        super().evaluate(params, limit_s, cutoff_ms, verify)
+        true = {(1, 16): 20.0, (2, 128): 1.0, (4, 64): 2.0}.get((params["WPT"], params["WG"]), 50.0)
+        true += 0.1 * params["mad"]
+        lucky = verify and (params["WPT"], params["WG"], params["mad"]) == (4, 64, False)
+        t = 0.5 if lucky else true
+        return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
+
+
+def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale):
+    ev = Noisy()
+    report = run(scale, ev, sampler="grid", trials=1000)
+    assert {(c["WPT"], c["WG"]) for c in ev.confirms} >= {(2, 128), (4, 64)}
+    assert len(ev.confirms) == 3 * 5  # the 5 fastest, 3 rounds, timing only
+    assert (report.best.params["WPT"], report.best.params["WG"]) == (2, 128)
+    assert report.best.median_ms == 1.0 and report.runner_up.median_ms == 1.1  # B is 2.0 when re-timed
+    assert report.confirmed == 5 and not report.close_call
+    rounds = [ev.confirms[i:i + 5] for i in range(0, 15, 5)]
+    assert rounds[0] != rounds[1] and sorted(map(config_key, rounds[0])) == sorted(map(config_key, rounds[1]))
 
 
 def test_prune_0_times_every_candidate_in_full(scale):

@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
-from .errors import SpecError
+from .errors import ProblemError, SpecError
 from .measure import host_inputs
 from .spec import KernelSpec
 
@@ -137,6 +137,10 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
             return host_inputs(spec, problem, _ShapeRng())
+    except MemoryError:  # even untouched zeros need address space: no buffers that big here either
+        shown = ", ".join(f"{k}={v}" for k, v in problem.items())
+        raise ProblemError(f"{spec.name} at {shown}: its arguments need more memory than this machine "
+                           "can give; use a smaller problem") from None
     except SpecError:  # user code the stand-in does not fit: draw for real (a mistake raises again)
         return host_inputs(spec, problem, np.random.default_rng(0))
 

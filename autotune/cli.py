@@ -340,7 +340,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             for e in profiles.entries(doc, kernel, str(path)):
                 thr = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
                 prob = ",".join(f"{k}={v}" for k, v in e.problem.items())
-                mark = " (partial)" if e.partial else ""
+                mark = " (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else ""
                 print(f"  {prob:<34} {e.time_ms:>10.4f} {thr:>18} {e.trials:>6}  "
                       f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}")
                 shown += 1
@@ -348,7 +348,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
     if not shown:
         what = f"{args.kernel} on " if args.kernel else ""
-        print(f"no tuned entries for {what}{info.name}; run `autotune run KERNEL` first")
+        print(f"no tuned entries for {what}{info.name}; run `autotune run {args.kernel or 'KERNEL'}` first")
     return 0
 
 

@@ -12,6 +12,7 @@ on return.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,10 +51,12 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
     A candidate that fails to build or launch comes back as a failed Measurement.
     """
     workload = Workload(shaped_inputs(spec, problem), {})
-    bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
-    for params in candidates:  # build them all in the background, on TIMING.compile_threads
-        bench.prefetch(params)
-    return Timed(tuple(bench.measure(params, verify=False) for params in candidates), bench.cache)
+    with warnings.catch_warnings():  # the build threads see this filter too
+        warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log is normal for tuned variants
+        bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
+        for params in candidates:  # build them all in the background, on TIMING.compile_threads
+            bench.prefetch(params)
+        return Timed(tuple(bench.measure(params, verify=False) for params in candidates), bench.cache)
 
 
 #: Times candidate configurations of one problem (what :func:`timer` makes).

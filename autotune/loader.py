@@ -123,7 +123,8 @@ class TunedKernel:
         self.arg_names = self._launch.arg_names
         self._arguments = Arguments(spec, self.problem, self.arg_names, self._context, queue.device)
 
-    def __call__(self, *args: Any, wait_for: Sequence[cl.Event | Run] | None = None, **named: Any) -> Run:
+    def __call__(self, *args: Any, wait_for: Sequence[cl.Event | Run] | cl.Event | Run | None = None,
+                 **named: Any) -> Run:
         """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the call's :class:`Run`.
 
         Buffers are ``pyopencl.Buffer`` (sub-buffers too) or contiguous ``pyopencl.array.Array``
@@ -131,7 +132,10 @@ class TunedKernel:
         the wrong kind raises TypeError, a buffer too small ValueError; nothing is enqueued then.
         ``wait_for`` takes events and earlier runs.
         """
-        after = [e for w in wait_for or () for e in (w.events if isinstance(w, Run) else (w,))]
+        waits = [wait_for] if isinstance(wait_for, (Run, cl.Event)) else list(wait_for or ())
+        if not all(isinstance(w, (Run, cl.Event)) for w in waits):
+            raise TypeError(f"{self.spec.name}: wait_for takes pyopencl Events and Runs (or one of them)")
+        after = [e for w in waits for e in (w.events if isinstance(w, Run) else (w,))]
         bound = self._arguments.bind(args, named)
         return Run(tuple(self._launch.enqueue(self.queue, bound, after or None)))
 
@@ -175,6 +179,9 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
             return picked
     if candidates:
         params, entry, path = candidates[0]
+        _warn_once(spec, info, problem, (
+            f"no tuned {spec.name} for {info.name} at {_size(problem)}; using the configuration tuned "
+            f"for {_size(entry.problem)} (`{tune_command(spec, problem)}` tunes this size)"))
         return Choice(params, "nearest", entry, path)
     return _fallback(spec, info, problem, facts)
 
@@ -210,7 +217,10 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
              folder: Path) -> Choice | None:
     """Time the candidates, save the fastest as a picked entry; None when none ran."""
     t0 = time.perf_counter()
-    timed = timer([c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]])
+    try:
+        timed = timer([c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]])
+    except (cl.Error, MemoryError):  # no room for scratch buffers of this size: take the nearest
+        return None
     best = timed.fastest
     if best is None or best.params is None:
         return None
@@ -232,7 +242,7 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
               facts: Mapping[str, Any]) -> Choice:
     """Nothing tuned is valid: the spec's default, else the valid configuration most like it."""
     params = (spec.default_config if _valid(spec, spec.default_config, problem, facts)
-              else closest_valid(spec, spec.default_config, problem, facts))
+              else _closest_default(spec, problem, facts))
     if params is None:
         raise ProblemError(f"no configuration of {spec.name} is valid for {_size(problem)} on {info.name}; "
                            "the spec's constraints exclude every one")
@@ -243,11 +253,22 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
     return Choice(params, "default")
 
 
+_closest: dict[tuple[str, str, str, str], dict[str, Value] | None] = {}
+
+
+def _closest_default(spec: KernelSpec, problem: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Value] | None:
+    """space.closest_valid to the default, once per process for each kernel, problem and device."""
+    key = (str(spec.path), spec.spec_hash, _size(problem), repr(sorted(facts.items())))
+    if key not in _closest:
+        _closest[key] = closest_valid(spec, spec.default_config, problem, facts)
+    return _closest[key]
+
+
 def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any], message: str) -> None:
     key = (str(spec.path), info.slug, _size(problem))
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(AutotuneWarning(message), stacklevel=4)
+        warnings.warn(AutotuneWarning(message), stacklevel=5)  # the caller of load_kernel
 
 
 def _size(problem: Mapping[str, Any]) -> str:

@@ -44,4 +44,4 @@ def system_opencl_only() -> bool:
 def measure_untuned() -> bool:
     """``$AUTOTUNE_MEASURE_UNTUNED`` (default on): ``load_kernel`` times the device's tuned
     configurations on a problem without an entry; ``0`` takes the nearest tuned problem's."""
-    return os.environ.get("AUTOTUNE_MEASURE_UNTUNED", "1").strip().lower() not in ("0", "false", "no")
+    return os.environ.get("AUTOTUNE_MEASURE_UNTUNED", "1").strip().lower() not in ("0", "false", "no", "off")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -113,11 +113,13 @@ class StudyLog:
         return self.seen.get(config_key(params))
 
     def ask(self, fixed: Mapping[str, Value] | None,
-            distributions: Mapping[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
-        """A new trial: ``fixed`` parameters, or the sampler's proposal when None."""
+            define: Callable[[optuna.Trial], dict[str, Value]]) -> tuple[optuna.Trial, dict[str, Value]]:
+        """A new trial and its configuration: ``fixed``, or the sampler's proposal when None,
+        through ``define`` (define-by-run suggestions, see proposer.suggest)."""
         if fixed is not None:
             self.study.enqueue_trial(dict(fixed))
-        return self.study.ask(dict(distributions))
+        trial = self.study.ask()
+        return trial, define(trial)
 
     def leaders(self, count: int) -> list[Measurement]:
         """The ``count`` fastest verified configurations timed in full (not pruned), fastest first."""

@@ -92,7 +92,15 @@ def test_measuring_can_be_turned_off(folders, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
     timer = FakeTimer({128: 1.0})
     c = choose(folders, timer, M=3000, N=3000, K=3000)
-    assert c.origin == "nearest" and c.params == T128 and timer.calls == []  # 2048 is nearest
+    assert c.origin == "nearest" and c.params == T128 and timer.calls == []  # 4096 is nearest
+
+
+def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_command(folders, monkeypatch):
+    monkeypatch.setattr(loader, "_warned", set())
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "off")
+    with pytest.warns(loader.AutotuneWarning, match=r"tuned for M=4096,N=4096,K=4096,layout=row "
+                      r"\(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row` tunes this size\)"):
+        loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, FakeTimer({}))
 
 
 def test_without_a_valid_tuned_configuration_the_default_or_the_one_most_like_it(folders):

@@ -192,7 +192,7 @@ def test_a_call_times_all_of_its_steps(ocl_device, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", autotune.AutotuneWarning)
         run = autotune.load_kernel(str(path), timed, N=n)(x, y)
-        untimed = autotune.load_kernel(str(path), plain, N=n)(x, y, wait_for=[run])
+        untimed = autotune.load_kernel(str(path), plain, N=n)(x, y, wait_for=run)
     assert len(run.events) == 2
     total = run.seconds  # waits for the call
     steps = [(e.profile.end - e.profile.start) * 1e-9 for e in run.events]

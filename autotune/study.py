@@ -7,8 +7,8 @@ storage, and nothing is measured twice.
 
 Example:
     >>> log = StudyLog.open("k|dev|N=8|abc", ":memory:", optuna.samplers.RandomSampler(0))
-    >>> trial = log.ask({"TS": 8}, {"TS": optuna.distributions.CategoricalDistribution([4, 8])})
-    >>> recorded = log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params={"TS": 8}))
+    >>> trial, params = log.ask({"TS": 8}, lambda t: {"TS": t.suggest_categorical("TS", [4, 8])})
+    >>> recorded = log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params=params))
     >>> log.measured_total, log.best.params, recorded.number
     (1, {'TS': 8}, 0)
 """

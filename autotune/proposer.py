@@ -23,15 +23,12 @@ import enum
 import math
 import random
 import warnings
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Iterator
 
 import optuna
 
-from .errors import AutotuneError
-from .expr import Expr
 from .space import ValidSpace
-from .spec import KernelSpec, Value
+from .spec import Value
 
 Config = dict[str, Value]
 
@@ -56,33 +53,6 @@ class Sampler(str, enum.Enum):
 def startup_trials(valid: int, budget: int) -> int:
     """Random start-up trials before TPE models: ~√(valid space), within a third of the budget."""
     return max(3, min(int(round(math.sqrt(valid))), 30, max(3, budget // 3)))
-
-
-def suggest(spec: KernelSpec, problem: Mapping[str, Any]) -> Callable[[optuna.Trial], Config]:
-    """Define-by-run suggestions for a trial: a parameter whose ``when`` does not hold for the
-    values chosen before it is not suggested at all but takes its first value, so TPE models
-    (and spends trials on) only the parameters the chosen variant uses. An enqueued trial's
-    fixed values come back through the same calls.
-
-    Example: with ``ALGO=naive`` matmul's tiled-only parameters (KWG, PAD, DB, ...) are not
-    suggested.
-    """
-    def define(trial: optuna.Trial) -> Config:
-        chosen: Config = {}
-        for p in spec.parameters:
-            if p.when is None or _holds(p.when, {**problem, **chosen}):
-                chosen[p.name] = cast(Value, trial.suggest_categorical(p.name, list(p.values)))
-            else:
-                chosen[p.name] = p.values[0]
-        return chosen
-    return define
-
-
-def _holds(when: Expr, env: Mapping[str, Any]) -> bool:
-    try:
-        return bool(when(env))
-    except AutotuneError:  # names a later parameter or a derived value: suggest it anyway
-        return True
 
 
 #: Random draws that all hit measured configurations before the grid walk takes over.

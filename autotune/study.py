@@ -7,8 +7,8 @@ storage, and nothing is measured twice.
 
 Example:
     >>> log = StudyLog.open("k|dev|N=8|abc", ":memory:", optuna.samplers.RandomSampler(0))
-    >>> trial, params = log.ask({"TS": 8}, lambda t: {"TS": t.suggest_categorical("TS", [4, 8])})
-    >>> recorded = log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params=params))
+    >>> trial = log.ask({"TS": 8}, {"TS": optuna.distributions.CategoricalDistribution([4, 8])})
+    >>> recorded = log.tell(trial, Measurement(Status.OK, times_ms=(1.0,), params={"TS": 8}))
     >>> log.measured_total, log.best.params, recorded.number
     (1, {'TS': 8}, 0)
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -113,13 +113,11 @@ class StudyLog:
         return self.seen.get(config_key(params))
 
     def ask(self, fixed: Mapping[str, Value] | None,
-            define: Callable[[optuna.Trial], dict[str, Value]]) -> tuple[optuna.Trial, dict[str, Value]]:
-        """A new trial and its configuration: ``fixed``, or the sampler's proposal when None,
-        through ``define`` (define-by-run suggestions, see proposer.suggest)."""
+            distributions: Mapping[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
+        """A new trial: ``fixed`` parameters, or the sampler's proposal when None."""
         if fixed is not None:
             self.study.enqueue_trial(dict(fixed))
-        trial = self.study.ask()
-        return trial, define(trial)
+        return self.study.ask(dict(distributions))
 
     def leaders(self, count: int) -> list[Measurement]:
         """The ``count`` fastest verified configurations timed in full (not pruned), fastest first."""

@@ -36,7 +36,7 @@ from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
 from .errors import BuildError, ProblemError, TuningInterrupted
 from .measure import TimingOptions, Workload, make_workload
-from .proposer import Proposer, Sampler, startup_trials, suggest
+from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import ValidSpace, check, config_key, space_size
 from .spec import KernelSpec, Value
@@ -236,7 +236,8 @@ class _Run:
         self.proposer = Proposer(options.sampler, valid, options.seed)
         # only valid configurations are measured, so this many are left (when the count is exact)
         self.remaining = self.valid_count - self.log.measured_total if self.valid_exact else None
-        self.define = suggest(spec, problem)
+        self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
+                              for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
         self.limit = options.max_time_per_config
         self.in_flight: optuna.Trial | None = None
@@ -285,8 +286,8 @@ class _Run:
                 fixed, stuck = self.proposer.next(self._seen), 0
                 if fixed is None:
                     return "exhausted"
-            trial, params = self.log.ask(fixed, self.define)
-            self.in_flight = trial
+            self.in_flight = trial = self.log.ask(fixed, self.distributions)
+            params = {n: trial.params[n] for n in self.spec.parameter_names}
             earlier = self.log.get(params)
             reason = None if earlier else check(self.spec, params, self.problem, self.facts)
             if earlier or reason:  # measured before, or invalid: costs no budget

@@ -234,28 +234,3 @@ def test_a_slow_warm_up_does_not_prune_the_winner():
     times, pruned = bench._time(Launch([0.5, 0.200, 0.190, 9, 9, 9]), cutoff)
     assert pruned and times == pytest.approx([0.200, 0.190])
 
-
-def test_tpe_never_proposes_values_for_parameters_the_variant_ignores():
-    """matmul's KWG, PAD, DB, ... apply to the tiled variant only: TPE is not asked for them
-    elsewhere (define-by-run), so no trial is spent on a naive or blocked copy that differs
-    only there."""
-    from autotune import spec as specs
-
-    mm = specs.load("matmul")
-    conditional = [p for p in mm.parameters if p.when is not None]
-
-    class Flat(FakeEvaluator):
-        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
-            self.calls.append(dict(params))
-            return Measurement(Status.OK, "", (1.0 + 0.01 * len(self.calls),), 0.0, 0.0, 0.01)
-
-    ev = Flat()
-    report = tune(mm, TuneOptions(trials=40, seed=1, timeout_s=None, storage=":memory:"),
-                  problem={"M": 64, "N": 64, "K": 64}, evaluator=ev, info=FAKE)
-    assert report.measured == 40
-    when_rules = [c for c in mm.constraints if " or " in c.source and c.source.startswith("(")]
-    assert when_rules and len(when_rules) == len(conditional)
-    problem = mm.resolve_problem({"M": 64, "N": 64, "K": 64})
-    off_variant = [c for c in ev.calls
-                   if any(c[p.name] != p.values[0] and not p.when(mm.env(problem, c)) for p in conditional)]
-    assert off_variant == []

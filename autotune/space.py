@@ -97,8 +97,6 @@ def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str
 
 def check_geometry(geo: Geometry, facts: Facts) -> str | None:
     """Why a geometry cannot launch on a device, or None."""
-    max_wg = facts.get("max_work_group_size")
-    max_items = facts.get("max_work_item_sizes")
     for step in geo.steps:
         if any(g <= 0 for g in step.global_size):
             return f"{step.entry}: global size {step.global_size} must be positive"
@@ -109,12 +107,19 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
         for g, w in zip(step.global_size, step.local_size, strict=True):
             if g % w:
                 return f"{step.entry}: global size {step.global_size} not divisible by local {step.local_size}"
-        if max_wg is not None and math.prod(step.local_size) > max_wg:
-            return f"{step.entry}: work-group {math.prod(step.local_size)} > device max {max_wg}"
-        if max_items is not None:
-            for w, m in zip(step.local_size, max_items, strict=False):  # the device may list more
-                if w > m:
-                    return f"{step.entry}: local size {step.local_size} exceeds device limits {tuple(max_items)}"
+        over = _over_work_group_limits(step.local_size, facts)
+        if over:
+            return f"{step.entry}: {over}"
+    return None
+
+
+def _over_work_group_limits(local: tuple[int, ...], facts: Facts) -> str | None:
+    """Why a work-group of ``local`` exceeds the device's limits, or None."""
+    max_wg, max_items = facts.get("max_work_group_size"), facts.get("max_work_item_sizes")
+    if max_wg is not None and math.prod(local) > max_wg:
+        return f"work-group {math.prod(local)} > device max {max_wg}"
+    if max_items is not None and any(w > m for w, m in zip(local, max_items, strict=False)):  # it may list more
+        return f"local size {local} exceeds device limits {tuple(max_items)}"
     return None
 
 
@@ -168,10 +173,7 @@ def _work_group_fits(step: LaunchStep, facts: Facts, env: Mapping[str, Any]) -> 
     geometry is checked on the whole configuration)."""
     if step.when is not None and not step.when(env):
         return True
-    local = [e(env) for e in step.local_size or ()]
-    limit, items = facts.get("max_work_group_size"), facts.get("max_work_item_sizes")
-    return ((limit is None or math.prod(local) <= limit)
-            and (items is None or all(w <= m for w, m in zip(local, items, strict=False))))
+    return _over_work_group_limits(tuple(e(env) for e in step.local_size or ()), facts) is None
 
 
 def enumerate_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
@@ -222,9 +224,9 @@ class ValidSpace:
             if step.local_size is not None:
                 exprs = [*step.local_size, *((step.when,) if step.when else ())]
                 self._limits[max(max(depth(e) for e in exprs), 0)].append(partial(_work_group_fits, step, facts))
-        if spec.local_memory is not None and "local_mem_size" in facts:
-            memory = spec.local_memory
-            self._limits[max(depth(memory), 0)].append(lambda env: memory(env) <= facts["local_mem_size"])
+        if spec.local_memory is not None:
+            self._limits[max(depth(spec.local_memory), 0)].append(
+                lambda env: _local_memory(spec, env, facts) is None)
         self._env = spec.env(problem, facts=facts)  # with the derived values of the problem alone
         self._dead: set[tuple[Value, ...]] = set()  # prefixes of values with no valid completion
 

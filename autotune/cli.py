@@ -339,7 +339,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             print(f"  {'problem':<34} {'time ms':>10} {'throughput':>18} {'trials':>6}  params")
             for e in profiles.entries(doc, kernel, str(path)):
                 thr = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
-                prob = ",".join(f"{k}={v}" for k, v in e.problem.items())
+                prob = specs.problem_label(e.problem)
                 mark = " (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else ""
                 print(f"  {prob:<34} {e.time_ms:>10.4f} {thr:>18} {e.trials:>6}  "
                       f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}")
@@ -354,11 +354,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import benchmark
+    from .spec import problem_label
 
     spec, problem = _spec_and_problem(args)
     r = benchmark.run(spec, problem, args.device)
-    prob = ",".join(f"{k}={v}" for k, v in r.problem.items())
-    print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), {prob}")
+    print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), "
+          f"{problem_label(r.problem)}")
     print(f"  config      {r.choice.origin}: {_fmt_params(r.choice.params)}")
     m = r.measurement
     if not m.ok:

@@ -44,7 +44,7 @@ from .arguments import Arguments
 from .errors import AutotuneError, ProblemError, ProfileError
 from .launch import CandidateError, Launch, ProgramCache
 from .space import check, closest_valid
-from .spec import KernelSpec, Value
+from .spec import KernelSpec, Value, problem_label
 
 _warned: set[tuple[str, str, str]] = set()
 
@@ -178,11 +178,7 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
         if picked is not None:
             return picked
     if candidates:
-        params, entry, path = candidates[0]
-        _warn_once(spec, info, problem, (
-            f"no tuned {spec.name} for {info.name} at {_size(problem)}; using the configuration tuned "
-            f"for {_size(entry.problem)} (`{tune_command(spec, problem)}` tunes this size)"))
-        return Choice(params, "nearest", entry, path)
+        return _nearest(spec, info, problem, *candidates[0])
     return _fallback(spec, info, problem, facts)
 
 
@@ -212,6 +208,15 @@ def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], prob
     return out
 
 
+def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+             params: dict[str, Value], entry: profiles.Entry, path: Path) -> Choice:
+    """The nearest problem's configuration, with the warning that names the command that tunes this one."""
+    _warn_once(spec, info, problem, (
+        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}; using the configuration tuned "
+        f"for {problem_label(entry.problem)} (`{tune_command(spec, problem)}` tunes this size)"))
+    return Choice(params, "nearest", entry, path)
+
+
 def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
              candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
              folder: Path) -> Choice | None:
@@ -232,7 +237,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except ProfileError as exc:
         saved = f"not saved: {exc}"
     _warn_once(spec, info, problem, (
-        f"no tuned {spec.name} for {info.name} at {_size(problem)}: timed {len(timed.measurements)} tuned "
+        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}: timed {len(timed.measurements)} tuned "
         f"configurations there in {time.perf_counter() - t0:.1f} s and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
@@ -244,11 +249,11 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
     params = (spec.default_config if _valid(spec, spec.default_config, problem, facts)
               else _closest_default(spec, problem, facts))
     if params is None:
-        raise ProblemError(f"no configuration of {spec.name} is valid for {_size(problem)} on {info.name}; "
+        raise ProblemError(f"no configuration of {spec.name} is valid for {problem_label(problem)} on {info.name}; "
                            "the spec's constraints exclude every one")
     what = "default configuration" if params == spec.default_config else "valid configuration nearest the default"
     _warn_once(spec, info, problem, (
-        f"no tuned {spec.name} for {info.name} at {_size(problem)}; using the {what} "
+        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}; using the {what} "
         f"(`{tune_command(spec, problem)}` tunes it)"))
     return Choice(params, "default")
 
@@ -258,27 +263,24 @@ _closest: dict[tuple[str, str, str, str], dict[str, Value] | None] = {}
 
 def _closest_default(spec: KernelSpec, problem: Mapping[str, Any], facts: Mapping[str, Any]) -> dict[str, Value] | None:
     """space.closest_valid to the default, once per process for each kernel, problem and device."""
-    key = (str(spec.path), spec.spec_hash, _size(problem), repr(sorted(facts.items())))
+    key = (str(spec.path), spec.spec_hash, problem_label(problem), repr(sorted(facts.items())))
     if key not in _closest:
         _closest[key] = closest_valid(spec, spec.default_config, problem, facts)
     return _closest[key]
 
 
 def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any], message: str) -> None:
-    key = (str(spec.path), info.slug, _size(problem))
+    key = (str(spec.path), info.slug, problem_label(problem))
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(AutotuneWarning(message), stacklevel=5)  # the caller of load_kernel
-
-
-def _size(problem: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in problem.items())
+        # the caller of load_kernel: _warn_once <- _nearest/_measure/_fallback <- choose <- load_kernel
+        warnings.warn(AutotuneWarning(message), stacklevel=5)
 
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any]) -> str:
     """The command that tunes ``problem``: the built-in name, or the spec's path."""
     name = spec.name if spec.path.parent == _builtin_folder() else str(spec.path)
-    return f"autotune run {name} -s {_size(problem)}"
+    return f"autotune run {name} -s {problem_label(problem)}"
 
 
 def _builtin_folder() -> Path:

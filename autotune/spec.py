@@ -314,6 +314,11 @@ def _macros(name: str, value: Any) -> dict[str, Value]:
 # --------------------------------------------------------------------------- loading
 
 
+def problem_label(problem: Mapping[str, Any]) -> str:
+    """A problem as ``--size`` takes it: ``M=64,N=64,K=64,layout=row``."""
+    return ",".join(f"{k}={v}" for k, v in problem.items())
+
+
 def builtin_names() -> list[str]:
     """Names of the kernels shipped in ``search_spaces/``."""
     return sorted(p.stem for p in data_dir("search_spaces").glob("*.yaml"))

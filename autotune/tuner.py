@@ -39,7 +39,7 @@ from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import ValidSpace, check, config_key, space_size
-from .spec import KernelSpec, Value
+from .spec import KernelSpec, Value, problem_label
 from .study import StudyLog, exclusive, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
@@ -164,10 +164,6 @@ class RunState:
         else:
             self.failures[m.status.value] += 1
             self.failure_examples.setdefault(m.status.value, m.message)
-
-
-def problem_label(problem: Mapping[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in problem.items())
 
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
@@ -30,6 +31,12 @@ def queue(ocl_device):
     yield cl.CommandQueue(ctx)
 
 
+def _line_of(marker: str) -> int:
+    """The line of this file that ends with the comment ``# marker``."""
+    lines = Path(__file__).read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.rstrip().endswith(f"# {marker}"))
+
+
 def matmul_check(queue, layout, m, n, k, **problem):
     rng = np.random.default_rng(0)
     order = "F" if layout == "col" else "C"
@@ -39,12 +46,15 @@ def matmul_check(queue, layout, m, n, k, **problem):
     ab = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a.ravel(order=order))
     bb = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=b.ravel(order=order))
     cb = cl.Buffer(queue.context, mf.WRITE_ONLY, m * n * 4)
-    mm = autotune.load_kernel("matmul", queue, M=m, N=n, K=k, layout=layout, **problem)
+    mm = autotune.load_kernel("matmul", queue, M=m, N=n, K=k, layout=layout, **problem)  # LOAD_LINE
     mm(ab, bb, cb).wait()
     c = np.empty(m * n, np.float32)
     cl.enqueue_copy(queue, c, cb)
     np.testing.assert_allclose(c.reshape((m, n), order=order), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     return mm
+
+
+LOAD_LINE = _line_of("LOAD_LINE")
 
 
 def test_tune_then_load_uses_the_tuned_kernel(queue):
@@ -55,8 +65,11 @@ def test_tune_then_load_uses_the_tuned_kernel(queue):
     assert profiles.entries(doc, "matmul")[0].problem == {"M": 64, "N": 64, "K": 32, "layout": "row"}
     mm = matmul_check(queue, "row", 64, 64, 32)
     assert mm.origin == "exact" and mm.params == dict(report.best.params)
-    # a size never tuned gets the nearest tuned configuration that is valid for it
-    assert matmul_check(queue, "row", 128, 64, 64).origin in ("nearest", "default")
+    # a size never tuned gets the nearest tuned configuration that is valid for it, with a
+    # warning that points at the line calling load_kernel
+    with pytest.warns(autotune.AutotuneWarning, match="tunes") as caught:
+        assert matmul_check(queue, "row", 128, 64, 64).origin in ("nearest", "default")
+    assert (caught[0].filename, caught[0].lineno) == (__file__, LOAD_LINE)
 
 
 def test_load_without_profile_falls_back_to_default_with_one_warning(queue, monkeypatch):
@@ -163,8 +176,9 @@ def test_a_size_without_an_entry_is_measured_once_without_touching_the_callers_b
     mf = cl.mem_flags
     sentinel = np.full(101 * 67, 7.0, np.float32)
     c_buf = cl.Buffer(queue.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=sentinel)
-    with pytest.warns(autotune.AutotuneWarning, match=r"timed 2 tuned configurations .* -s M=101,N=67,K=45"):
+    with pytest.warns(autotune.AutotuneWarning, match=r"timed 2 tuned configurations .* -s M=101,N=67,K=45") as caught:
         mm = autotune.load_kernel("matmul", queue, M=101, N=67, K=45)
+    assert caught[0].filename == __file__
     assert mm.origin == "measured"
     after = np.empty_like(sentinel)
     cl.enqueue_copy(queue, after, c_buf)

@@ -113,6 +113,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-save", action="store_true", help="do not write the profile")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
+    rp = sub.add_parser("replay", help="tune against recorded spaces (Kernel Tuner cache files), no device",
+                        description="Run the tuning loop against each recorded space: a Kernel Tuner "
+                        "cache file (.json or .json.gz) answers every measurement, so search "
+                        "strategies can be compared in seconds. Reports how many configurations "
+                        "were measured until the best came within --target of the recorded optimum.")
+    rp.add_argument("cache", nargs="+", metavar="CACHE_FILE")
+    rp.add_argument("-n", "--trials", type=_number(int), default=400,
+                    help="stop a search after this many measured configurations (default 400)")
+    rp.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
+                    help="as for run (default tpe)")
+    rp.add_argument("--seeds", type=_number(int), default=1,
+                    help="replay with seeds 0..SEEDS-1 and summarize (default 1)")
+    rp.add_argument("--target", type=_number(float), default=5.0, metavar="PERCENT",
+                    help="within this many percent of the optimum counts as found (default 5)")
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel")
@@ -380,6 +394,34 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from . import replay
+
+    if args.seeds < 1 or args.trials < 1 or not 0 <= args.target < math.inf:
+        raise ProblemError("--seeds and --trials must be at least 1, --target a percentage of 0 or more")
+    recs = [replay.load(path) for path in args.cache]  # every file read before the first search
+    for rec in recs:
+        print(f"{rec.name} ({rec.device}): {rec.valid} valid configurations, optimum {rec.optimum_ms:.4g} ms")
+        summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),
+                                      args.target / 100, each=_replayed(args.target))
+        if args.seeds > 1:
+            print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within())} measured "
+                  f"to within {args.target:g}%; within 100: {summary.share_within(100):.0%}, "
+                  f"within {args.trials}: {summary.share_within(args.trials):.0%}")
+    return 0
+
+
+def _replayed(target: float) -> Any:
+    def show(r: Any) -> None:
+        found = f"within {target:g}% after {r.within}" if r.within else f"not within {target:g}% after {r.measured}"
+        print(f"  seed {r.seed}: {found} measured (best {r.best_ms:.4g} ms, {r.ratio:.3f}x the optimum)")
+    return show
+
+
+def _count(n: float) -> str:
+    return f"{n:g}" if math.isfinite(n) else "> all"
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     from . import device, probe
 
@@ -392,4 +434,4 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"bench": _cmd_bench, "probe": _cmd_probe, "run": _cmd_run, "list": _cmd_list,
-             "devices": _cmd_devices, "show": _cmd_show}
+             "devices": _cmd_devices, "show": _cmd_show, "replay": _cmd_replay}

@@ -23,7 +23,7 @@ import enum
 import math
 import random
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import optuna
 
@@ -36,7 +36,7 @@ Config = dict[str, Value]
 class Sampler(str, enum.Enum):
     """How candidates are chosen (``--sampler``)."""
 
-    TPE = "tpe"  # multivariate, grouped TPE after random start-up trials
+    TPE = "tpe"  # multivariate TPE after random start-up trials
     RANDOM = "random"  # balanced random draws from the valid list
     GRID = "grid"  # every valid configuration, in order
 
@@ -45,14 +45,17 @@ class Sampler(str, enum.Enum):
         if self is Sampler.TPE:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.samplers.TPESampler(multivariate=True, group=True,
-                                                  n_startup_trials=n_startup, seed=seed)
+                # every ask names every parameter (inactive ones are made canonical by the
+                # tuner), so there is one group: grouping would only cost time per ask
+                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed)
         return optuna.samplers.RandomSampler(seed=seed)
 
 
 def startup_trials(valid: int, budget: int) -> int:
-    """Random start-up trials before TPE models: ~√(valid space), within a third of the budget."""
-    return max(3, min(int(round(math.sqrt(valid))), 30, max(3, budget // 3)))
+    """Random start-up trials before TPE models: ~√(valid space), at most 10 and a third of the
+    budget (more start-up draws were slower to the optimum on recorded spaces; see
+    benchmarks/replay_table.py)."""
+    return max(3, min(int(round(math.sqrt(valid))), 10, max(3, budget // 3)))
 
 
 #: Random draws that all hit measured configurations before the grid walk takes over.
@@ -86,6 +89,22 @@ class Proposer:
             if not seen(c):
                 return c
         return self._draw(seen)
+
+    def neighbour(self, centre: Mapping[str, Value], seen: Callable[[Config], bool]) -> Config | None:
+        """An unmeasured valid configuration one parameter away from ``centre``: the nearest
+        values in each parameter's list first, in random order among equally near ones."""
+        params = self.space.spec.parameters
+        for step in range(1, max(len(p.values) for p in params)):
+            moves = []
+            for p in params:
+                i = p.values.index(centre[p.name])
+                moves += [(p.name, p.values[j]) for j in (i - step, i + step) if 0 <= j < len(p.values)]
+            self.rng.shuffle(moves)
+            for name, value in moves:
+                c = {**centre, name: value}
+                if not seen(c) and self.space.valid(c):
+                    return c
+        return None
 
     def ahead(self, count: int, seen: Callable[[Config], bool]) -> list[Config]:
         """The next ``count`` configurations :meth:`next` will return, drawn now."""

@@ -141,6 +141,27 @@ def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, A
         return str(exc)
 
 
+def canonical(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
+              facts: Facts) -> dict[str, Value]:
+    """``params`` with every parameter whose ``when`` does not hold set to its first value: the
+    one copy of the configuration that is measured (the others differ only in values the
+    kernel ignores).
+
+    Example: a blocked-variant proposal with the naive variant's parameters left as drawn
+    becomes the naive configuration itself.
+    """
+    env = spec.env(problem, params, facts)
+    out = dict(params)
+    for p in spec.parameters:
+        try:
+            active = p.when is None or bool(p.when(env))
+        except AutotuneError:
+            active = True  # let check() report the broken condition
+        if not active:
+            out[p.name] = p.values[0]
+    return out
+
+
 def _fits_device(spec: KernelSpec, env: Mapping[str, Any], params: Mapping[str, Value],
                  problem: Mapping[str, Any], facts: Facts) -> str | None:
     """Why the configuration's local memory or launch does not fit the device, or None."""
@@ -264,6 +285,9 @@ class ValidSpace:
 
     def first(self) -> dict[str, Value] | None:
         return next(iter(self), None)
+
+    def valid(self, config: Mapping[str, Value]) -> bool:
+        return check(self.spec, config, self.problem, self.facts) is None
 
     def draw(self, rng: random.Random) -> dict[str, Value] | None:
         """A random valid configuration, drawn parameter by parameter: each value uniformly

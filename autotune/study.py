@@ -1,7 +1,8 @@
 """The study log: a tuning run's trials in optuna storage, and what was measured so far.
 
 One study per kernel, device, problem and spec hash, so running the same command again
-resumes it. Every trial carries its :class:`~autotune.result.Measurement` as user attributes
+resumes it. The sampler works on a copy in memory; finished trials are stored one transaction
+each (see :class:`StudyLog`). Every trial carries its :class:`~autotune.result.Measurement` as user attributes
 (:meth:`Measurement.attrs`), so ``seen`` (configuration → measurement) is rebuilt from any
 storage, and nothing is measured twice.
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import queue
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -85,29 +88,42 @@ def quiet_optuna() -> Iterator[None]:
 
 
 class StudyLog:
-    """The trials of one study, and the measurements they hold, by configuration."""
+    """The trials of one study, and the measurements they hold, by configuration.
 
-    def __init__(self, study: optuna.Study) -> None:
+    The sampler works on a copy of the study in memory (``study``): with the trials in a
+    database, every ask would read them all back and every parameter and attribute would be a
+    commit of its own. Each finished trial is written to the stored study (``store``) in one
+    transaction, by a thread of its own, so the writing overlaps the next measurement. Invalid
+    proposals and repeats are not stored: they cost no measurement to find again. Call
+    :meth:`close` to finish the writing.
+    """
+
+    def __init__(self, study: optuna.Study, store: optuna.Study | None = None) -> None:
         self.study = study
+        self._writer = _Writer(store) if store is not None else None
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
         #: configurations built and run in this study, whatever the outcome (counted as noted,
         #: since the loop asks for it every iteration)
         self.measured_total = 0
-        _discard_orphans(study)
         for t in study.get_trials(deepcopy=False):
             if "status" in t.user_attrs and t.user_attrs["status"] != Status.INTERRUPTED.value:
                 self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
 
     @classmethod
     def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler) -> StudyLog:
+        work = optuna.create_study(study_name=name, direction="minimize", sampler=sampler)
+        if storage == IN_MEMORY:
+            return cls(work)
         opened = open_storage(storage)
         try:
-            study = optuna.create_study(study_name=name, storage=opened, direction="minimize",
-                                        load_if_exists=True, sampler=sampler)
+            store = optuna.create_study(study_name=name, storage=opened, direction="minimize",
+                                        load_if_exists=True)
         except Exception as exc:  # a database that opened but cannot hold studies  # noqa: BLE001
             raise ProblemError(_storage_problem(storage or settings.default_storage(), exc)) from None
-        return cls(study)
+        _discard_orphans(store)
+        work.add_trials(store.get_trials(deepcopy=False))
+        return cls(work, store)
 
     def get(self, params: Mapping[str, Value]) -> Measurement | None:
         return self.seen.get(config_key(params))
@@ -126,11 +142,13 @@ class StudyLog:
 
     def tell(self, trial: optuna.Trial, m: Measurement, repeat: bool = False) -> Measurement:
         """Store ``m`` as the trial's outcome (``repeat``: an earlier trial's measurement)."""
-        for key, value in m.attrs().items():
+        attrs = {**m.attrs(), **({"repeat": True} if repeat else {})}
+        for key, value in attrs.items():
             trial.set_user_attr(key, value)
-        if repeat:
-            trial.set_user_attr("repeat", True)
-        self.study.tell(trial, m.median_ms * 1e-3 if m.ok else math.inf)
+        value = m.median_ms * 1e-3 if m.ok else math.inf
+        self.study.tell(trial, value)
+        if m.status is not Status.INVALID and not repeat:
+            self._store(trial, m.params or trial.params, attrs, value)
         recorded = replace(m, number=trial.number)
         if not repeat:
             self._note(recorded)
@@ -140,6 +158,25 @@ class StudyLog:
         """The trial in flight when the run was stopped: failed, measured again next time."""
         trial.set_user_attr("status", Status.INTERRUPTED.value)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        self._store(trial, trial.params, {"status": Status.INTERRUPTED.value}, None)
+
+    def _store(self, trial: optuna.Trial, params: Mapping[str, Value], attrs: dict[str, object],
+               value: float | None) -> None:
+        if self._writer is not None:  # the measured configuration (canonical), not the proposal
+            self._writer.put(optuna.trial.create_trial(
+                params=dict(params), distributions=trial.distributions, user_attrs=attrs, value=value,
+                state=optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.FAIL))
+
+    def close(self) -> None:
+        """Wait until every finished trial is stored (:meth:`check_stored` says if one was not)."""
+        if self._writer is not None:
+            self._writer.close()
+
+    def check_stored(self) -> None:
+        """ProblemError if a finished trial could not be stored."""
+        if self._writer is not None and self._writer.failure:
+            raise ProblemError(f"some trials could not be stored in the study database "
+                               f"({self._writer.failure}); the profile was saved; check --storage")
 
     def _note(self, m: Measurement) -> None:
         key = config_key(m.params)
@@ -148,6 +185,32 @@ class StudyLog:
             self.measured_total += m.status is not Status.INVALID
         if m.ok and (self.best is None or m.median_ms < self.best.median_ms):
             self.best = m
+
+
+class _Writer:
+    """Stores finished trials in the background, in order, one transaction each."""
+
+    def __init__(self, store: optuna.Study) -> None:
+        self.store = store
+        self.queue: queue.Queue[optuna.trial.FrozenTrial | None] = queue.Queue()
+        self.failure: str | None = None
+        self.thread = threading.Thread(target=self._run, name="autotune-study-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, trial: optuna.trial.FrozenTrial) -> None:
+        self.queue.put(trial)
+
+    def _run(self) -> None:
+        while (trial := self.queue.get()) is not None:
+            try:
+                self.store.add_trial(trial)
+            except Exception as exc:  # a full disk, a lost server: said at close  # noqa: BLE001
+                self.failure = self.failure or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+    def close(self) -> None:
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
 
 
 def _discard_orphans(study: optuna.Study) -> None:

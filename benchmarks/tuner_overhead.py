@@ -1,10 +1,11 @@
 """The tuner's own time per trial (ask, check, tell, storage), without a device: matmul's space
 on a fake GPU, an evaluator that answers at once, the study in SQLite as a real run keeps it.
 
-    python3 benchmarks/tuner_overhead.py [--trials 1000] [--sampler tpe] [--storage URL]
+    python3 benchmarks/tuner_overhead.py [--trials 1000] [--sampler tpe] [--storage URL] [--device-ms 500]
 
-Prints the wall time per measured trial over windows ending at trial 50, 200, 1000 (what a
-device trial would add comes on top).
+Prints the wall time per measured trial, less the device's share (``--device-ms``, slept: on
+a GPU a trial takes 0.5–1 s, during which the study is written), over windows ending at trial
+50, 200, 500 and 1000.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from conftest import FAKE  # noqa: E402
 class Instant:
     """Answers at once: time = a smooth function of the tile sizes; records when it was called."""
 
-    def __init__(self) -> None:
+    def __init__(self, device_s: float) -> None:
         self.stamps: list[float] = []
+        self.device_s = device_s
 
     def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
         if verify:
             self.stamps.append(time.perf_counter())
+            time.sleep(self.device_s)  # the device's share of a trial, outside the tuner's
         t = 1.0 + abs(params["MWG"] - 64) / 64 + abs(params["NWG"] - 64) / 64 + 0.1 * params["KSPLIT"]
         return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.0)
 
@@ -47,10 +50,13 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--sampler", default="tpe")
     ap.add_argument("--storage")
+    ap.add_argument("--device-ms", type=float, default=0.0,
+                    help="time each trial spends on the device (slept; default 0). Per-trial "
+                    "figures are printed without it")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as home:
         storage = args.storage or f"sqlite:///{home}/studies.db"
-        ev = Instant()
+        ev = Instant(args.device_ms / 1e3)
         t0 = time.perf_counter()
         report = tune(specs.load("matmul"), TuneOptions(trials=args.trials, timeout_s=None, seed=0, save=False,
                                                         sampler=args.sampler, storage=storage),
@@ -61,7 +67,8 @@ def main() -> None:
           f"{report.skipped_invalid} invalid proposals, {report.repeats} repeats, {total:.1f} s in all")
     for lo, hi in [(0, 50), (150, 200), (450, 500), (950, 1000)]:
         if hi <= len(s):
-            print(f"  trials {lo + 1:>4}-{hi:<4}: {1e3 * (s[hi - 1] - s[lo]) / (hi - lo - 1):7.1f} ms per trial")
+            per = 1e3 * (s[hi - 1] - s[lo]) / (hi - lo - 1) - args.device_ms
+            print(f"  trials {lo + 1:>4}-{hi:<4}: {per:7.1f} ms per trial outside the device")
 
 
 if __name__ == "__main__":

@@ -234,3 +234,62 @@ def test_a_slow_warm_up_does_not_prune_the_winner():
     times, pruned = bench._time(Launch([0.5, 0.200, 0.190, 9, 9, 9]), cutoff)
     assert pruned and times == pytest.approx([0.200, 0.190])
 
+
+
+def test_the_stored_study_holds_each_measured_configuration_once_and_no_invalid_proposal(scale):
+    import optuna
+
+    ev = FakeEvaluator()
+    report = run(scale, ev, trials=8, seed=4, storage=None)
+    stored = optuna.load_study(study_name=report.study_name, storage=f"sqlite:///{settings.home() / 'studies.db'}")
+    configs = [config_key(t.params) for t in stored.trials]
+    assert sorted(configs) == sorted(map(config_key, ev.calls)), "every measurement, nothing else"
+    assert all(t.user_attrs["status"] != "invalid" and "repeat" not in t.user_attrs for t in stored.trials)
+
+
+def test_a_study_that_cannot_be_written_is_said_after_the_profile_is_saved(scale, monkeypatch):
+    import optuna
+    from sqlalchemy.exc import OperationalError
+
+    def full_disk(self, study_id, template_trial=None):
+        raise OperationalError("INSERT INTO trials", {}, Exception("database or disk is full"))
+
+    # optuna's cache in front of the database calls this one (create_new_trial calls it too)
+    monkeypatch.setattr(optuna.storages.RDBStorage, "_create_new_trial", full_disk)
+    with pytest.raises(ProblemError, match="could not be stored in the study .*disk is full.*profile was saved"):
+        run(scale, FakeEvaluator(), trials=4, storage=None)
+    (entry,) = profiles.entries(profiles.read(settings.profiles_dir() / f"{FAKE.slug}.yaml"), "scale")
+    assert entry.params
+
+
+def test_a_proposal_differing_only_in_ignored_parameters_is_that_configuration(tmp_path):
+    from test_spec import WHEN_YAML
+
+    from autotune.space import canonical, check
+
+    sp = specs.load(write_spec(tmp_path, WHEN_YAML))
+    problem = sp.resolve_problem({"N": 256})
+    proposal = {"WPT": 1, "WG": 16, "MODE": 0, "TILE": 4, "mad": False}
+    assert check(sp, proposal, problem, FAKE.facts()) is not None, "TILE is ignored at WPT 1: one copy only"
+    assert canonical(sp, proposal, problem, FAKE.facts()) == {**proposal, "TILE": 1}
+    assert canonical(sp, {**proposal, "WPT": 2}, problem, FAKE.facts())["TILE"] == 4, "active: kept"
+
+
+def test_after_the_start_up_draws_neighbours_of_the_best_are_measured(scale):
+    from autotune.proposer import Proposer, Sampler
+    from autotune.space import ValidSpace
+
+    space = ValidSpace(scale, scale.default_problem(), FAKE.facts())
+    prop = Proposer(Sampler.TPE, space, seed=0)
+    centre = {"WPT": 2, "WG": 32, "MODE": 0, "mad": False}
+    seen: set[str] = set()
+    found = []
+    while (n := prop.neighbour(centre, lambda c: config_key(c) in seen)) is not None:
+        found.append(n)
+        seen.add(config_key(n))
+    moved = [sum(n[k] != centre[k] for k in centre) for n in found]
+    assert found and set(moved) == {1} and all(space.valid(n) for n in found)
+    assert len(found) == len({config_key(n) for n in found})
+    # the nearest moves first: WPT 1/4 and WG 16/64 and mad before WPT 8 or 16
+    first_steps = {(k, n[k]) for n in found[:5] for k in centre if n[k] != centre[k]}
+    assert first_steps <= {("WPT", 1), ("WPT", 4), ("WG", 16), ("WG", 64), ("mad", True)}

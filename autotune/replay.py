@@ -1,0 +1,253 @@
+"""Tuning against a recorded space: Kernel Tuner cache files, the real loop, no device.
+
+A Kernel Tuner cache file (JSON, optionally gzipped) holds ``tune_params`` and a ``cache`` of
+configuration → time in ms, or an error string. Brute-forced caches hold every configuration
+the kernel's restrictions allow, so here a configuration is valid exactly when the cache has
+it (``InvalidConfig`` entries excepted); an error entry is a failed build or launch, which a
+real run would have paid for, so it counts as measured. :func:`replay` runs
+:func:`autotune.tuner.tune` with :class:`RecordedEvaluator` and reports after how many measured
+configurations the best came within a target of the recorded optimum, so search strategies
+can be compared on public spaces in seconds.
+
+Example:
+    >>> rec = Recorded("toy", "Toy GPU", (("X", (1, 2, 3)),), {(1,): 3.0, (2,): 1.0, (3,): "CompilationFailedConfig"})
+    >>> rec.optimum_ms, rec.valid
+    (1.0, 3)
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .device import DeviceInfo
+from .errors import ProblemError
+from .expr import Expr
+from .proposer import Sampler
+from .result import Measurement, Status
+from .spec import KernelSpec, LaunchStep, Parameter, Value
+
+#: Kernel Tuner's error strings, as the statuses a real run records for them.
+_ERRORS = {"CompilationFailedConfig": Status.COMPILE_ERROR, "CompileFailedConfig": Status.COMPILE_ERROR,
+           "RuntimeFailedConfig": Status.LAUNCH_ERROR}
+_INVALID = "InvalidConfig"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded space: parameters in key order, and each configuration's time (ms) or error."""
+
+    name: str
+    device: str
+    parameters: tuple[tuple[str, tuple[Value, ...]], ...]
+    outcomes: Mapping[tuple[Value, ...], float | str]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.parameters)
+
+    @property
+    def optimum_ms(self) -> float:
+        return min(t for t in self.outcomes.values() if isinstance(t, float))
+
+    @property
+    def valid(self) -> int:
+        """Configurations a tuner can propose and have built (failures included)."""
+        return sum(1 for t in self.outcomes.values() if t != _INVALID)
+
+    def outcome(self, params: Mapping[str, Value]) -> float | str | None:
+        return self.outcomes.get(tuple(params[n] for n in self.names))
+
+
+def load(path: str | Path) -> Recorded:
+    """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``); ProblemError says what is wrong."""
+    path = Path(path)
+    try:
+        opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            raw = json.load(f)
+    except OSError as exc:
+        raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
+                           "file (.json or .json.gz)") from None
+    except (ValueError, EOFError) as exc:
+        raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("tune_params"), dict) \
+            or not isinstance(raw.get("cache"), dict):
+        raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file")
+    keys = raw.get("tune_params_keys") or list(raw["tune_params"])
+    params = tuple((str(k), tuple(_value(v) for v in raw["tune_params"][k])) for k in keys)
+    outcomes: dict[tuple[Value, ...], float | str] = {}
+    for key, entry in raw["cache"].items():
+        try:
+            config = tuple(_value(entry[k]) for k in keys)
+        except (KeyError, TypeError):
+            raise ProblemError(f"{path}: cache entry {key!r} lacks a value of {', '.join(keys)}") from None
+        t = entry.get("time")
+        outcomes[config] = float(t) if _is_time(t) else str(t)
+    if not any(isinstance(t, float) for t in outcomes.values()):
+        raise ProblemError(f"{path} records no successful time: nothing to tune against")
+    name = path.name.removesuffix(".gz").removesuffix(".json")
+    return Recorded(name, str(raw.get("device_name") or "unknown device"), params, outcomes)
+
+
+def _value(v: Any) -> Value:
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    raise ProblemError(f"parameter value {v!r} is not a number, string or boolean")
+
+
+def _is_time(t: Any) -> bool:
+    return isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t < 1e20
+
+
+def spec_for(rec: Recorded) -> KernelSpec:
+    """A spec whose valid space is the recorded one.
+
+    Each constraint says "these leading values are the start of a recorded configuration", one
+    per parameter, so the lazy walk prunes a prefix as soon as no recording continues it.
+    """
+    valid = [c for c, t in rec.outcomes.items() if t != _INVALID]
+    names = rec.names
+    checks = []
+    for depth in range(1, len(names) + 1):
+        prefixes = frozenset(c[:depth] for c in valid)
+        bound = names[:depth]
+        checks.append(Expr(f"recorded({', '.join(bound)})", frozenset(bound),
+                           _member(prefixes, bound)))
+    one = Expr.parse(1)
+    default = _middle(rec, valid)
+    return KernelSpec(
+        name=f"replay-{rec.name}", description=f"recorded space {rec.name} ({rec.device})",
+        path=Path(rec.name), template=Path(rec.name), reference="", problem=(),
+        parameters=tuple(Parameter(n, vs) for n, vs in rec.parameters), constraints=tuple(checks),
+        local_memory=None, scratch=(), outputs=(), launch=(LaunchStep("recorded", (), (one,), None),),
+        metrics=(), rtol=one, atol=one, baseline=tuple(default.items()), default=tuple(default.items()),
+        spec_hash="recorded")
+
+
+def _member(prefixes: frozenset[tuple[Value, ...]], names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda env: tuple(env[n] for n in names) in prefixes
+
+
+def _middle(rec: Recorded, valid: Sequence[tuple[Value, ...]]) -> dict[str, Value]:
+    """A mid-range default: the valid configuration whose values sit nearest the middle of
+    each parameter's list (what a user who knows nothing of the device would start from)."""
+    index = [{v: i for i, v in enumerate(vs)} for _, vs in rec.parameters]
+    mid = [(len(vs) - 1) / 2 for _, vs in rec.parameters]
+    best = min(valid, key=lambda c: (sum(abs(index[i][v] - mid[i]) for i, v in enumerate(c)), c.__repr__()))
+    return dict(zip(rec.names, best, strict=True))
+
+
+def device_for(rec: Recorded) -> DeviceInfo:
+    """A stand-in device (no limits beyond the recording's) named after the recorded one."""
+    return DeviceInfo(selector="replay", platform="recorded", name=rec.device, vendor="replay",
+                      driver="", opencl="", device_type="GPU", compute_units=1,
+                      max_work_group_size=2**31, max_work_item_sizes=(2**31,) * 3,
+                      local_mem_size=2**31, global_mem_size=2**40)
+
+
+class TargetReached(Exception):
+    """The search came within the target: the rest of the run would tell nothing new."""
+
+
+@dataclass
+class RecordedEvaluator:
+    """Answers from the recording: a time, or the failure it records. Keeps the order, and
+    ends the run (:class:`TargetReached`) once a time is at most ``stop_at_ms``."""
+
+    rec: Recorded
+    stop_at_ms: float = 0.0
+    order: list[Measurement] = field(default_factory=list)
+
+    def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
+                 cutoff_ms: float | None = None, verify: bool = True) -> Measurement:
+        t = self.rec.outcome(params)
+        if isinstance(t, float):
+            m = Measurement(Status.OK, times_ms=(t,), params=dict(params))
+        else:
+            m = Measurement(_ERRORS.get(str(t), Status.LAUNCH_ERROR), f"recorded: {t}", params=dict(params))
+        if verify:  # the confirm step's timings are not new configurations
+            self.order.append(m)
+            if m.median_ms <= self.stop_at_ms:
+                raise TargetReached
+        return m
+
+    def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One replayed search: the best found, and when it came within the target."""
+
+    seed: int | None
+    measured: int
+    best_ms: float
+    optimum_ms: float
+    within: int | None  # measured configurations until within the target; None: never
+
+    @property
+    def ratio(self) -> float:
+        return self.best_ms / self.optimum_ms
+
+
+def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int | None = None,
+           target: float = 0.05) -> ReplayResult:
+    """Tune against ``rec`` with the real loop (study in memory, nothing saved) until
+    ``trials`` configurations are measured or the best is within ``target`` of the optimum."""
+    from .tuner import TuneOptions, tune  # the tuner imports much; a replay needs it only here
+
+    ev = RecordedEvaluator(rec, stop_at_ms=rec.optimum_ms * (1 + target))
+    try:
+        tune(spec_for(rec), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
+                                        storage=":memory:", save=False, prune=0),
+             evaluator=ev, info=device_for(rec))
+    except TargetReached:
+        pass
+    return summarize(ev.order, rec.optimum_ms, target, seed)
+
+
+def summarize(order: Sequence[Measurement], optimum_ms: float, target: float,
+              seed: int | None = None) -> ReplayResult:
+    best, within = math.inf, None
+    for i, m in enumerate(order, 1):
+        best = min(best, m.median_ms)
+        if within is None and best <= optimum_ms * (1 + target):
+            within = i
+    return ReplayResult(seed, len(order), best, optimum_ms, within)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Replays of one space over several seeds."""
+
+    results: tuple[ReplayResult, ...]
+    target: float
+
+    def median_within(self) -> float:
+        """Median measured configurations to the target (never = infinity)."""
+        return statistics.median(r.within if r.within is not None else math.inf for r in self.results)
+
+    def share_within(self, budget: int) -> float:
+        return sum(1 for r in self.results if r.within is not None and r.within <= budget) / len(self.results)
+
+
+def replay_seeds(rec: Recorded, trials: int, seeds: Sequence[int], sampler: Sampler = Sampler.TPE,
+                 target: float = 0.05, each: Callable[[ReplayResult], None] | None = None) -> Summary:
+    out = []
+    for s in seeds:
+        r = replay(rec, trials, sampler, s, target)
+        out.append(r)
+        if each is not None:
+            each(r)
+    return Summary(tuple(out), target)
+

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The recorded spaces of the README's search-efficiency table, from the AutoTuningAssociation
+# benchmark_hub (Kernel Tuner cache files), copied to DIR under the names the table uses.
+#   bash benchmarks/fetch_recorded_spaces.sh DIR
+set -euo pipefail
+dir=${1:?usage: fetch_recorded_spaces.sh DIR}
+commit=8eeb99e7179e6838af95d392ac6c60cebfd8c434  # the snapshot the table was measured on
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+git clone -q https://github.com/AutoTuningAssociation/benchmark_hub "$tmp/hub"
+git -C "$tmp/hub" checkout -q "$commit"
+mkdir -p "$dir"
+while read -r name path; do
+  cp "$tmp/hub/$path" "$dir/$name.json.gz"
+done <<'LIST'
+kt_gemm__RTX_2080_Ti currently_unused/cachefiles/KernelTuner data/gemm/RTX_2080_Ti.json.gz
+kt_gemm__RTX_3060_laptop currently_unused/cachefiles/KernelTuner data/gemm/RTX_3060_laptop.json.gz
+kt_gemm__RTX_3090 currently_unused/cachefiles/KernelTuner data/gemm/RTX_3090.json.gz
+kt_gemm__RTX_Titan currently_unused/cachefiles/KernelTuner data/gemm/RTX_Titan.json.gz
+convolution_milo__A100 cachefiles/convolution_milo/A100.json.gz
+convolution__RTX_3090 currently_unused/cachefiles/convolution/RTX_3090.json.gz
+dedispersion_milo__MI250X cachefiles/dedispersion_milo/MI250X.json.gz
+dedispersion_milo__A100 cachefiles/dedispersion_milo/A100.json.gz
+pnpoly__RTX_3090 currently_unused/cachefiles/pnpoly/RTX_3090.json.gz
+LIST
+ls -l "$dir"

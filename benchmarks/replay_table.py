@@ -1,0 +1,44 @@
+"""Search efficiency on recorded spaces: `autotune replay` over many seeds, as one table.
+
+    python3 benchmarks/replay_table.py [--seeds 20] [--samplers tpe,random] CACHE_FILE...
+
+For each space and sampler: the median number of measured configurations until the best is
+within 5% of the recorded optimum, and the share of seeds that get there within 100 and 400.
+The cache files are Kernel Tuner's (e.g. the AutoTuningAssociation benchmark_hub's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from autotune import replay
+from autotune.proposer import Sampler
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cache", nargs="+")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--samplers", default="tpe,random")
+    ap.add_argument("--trials", type=int, default=400)
+    args = ap.parse_args()
+    samplers = [Sampler(s) for s in args.samplers.split(",")]
+    print("| space | valid | " + " | ".join(f"{s.value}: median n to 5% / within 100 / within {args.trials}"
+                                         for s in samplers) + " |")
+    print("|---|---|" + "---|" * len(samplers))
+    for path in args.cache:
+        rec = replay.load(path)
+        cells = []
+        for s in samplers:
+            t0 = time.perf_counter()
+            summary = replay.replay_seeds(rec, args.trials, range(args.seeds), s)
+            med = summary.median_within()
+            cells.append(f"{med:g} / {summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
+                         f" ({time.perf_counter() - t0:.0f} s)" if med != float("inf") else
+                         f"> {args.trials} / {summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}")
+        print(f"| {rec.name} ({rec.device}) | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

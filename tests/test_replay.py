@@ -1,0 +1,91 @@
+"""`autotune replay`: the real tuning loop against a recorded Kernel Tuner cache, no device."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from autotune import cli, replay
+from autotune.errors import ProblemError
+from autotune.proposer import Sampler
+from autotune.space import ValidSpace
+
+
+def _cache(folder: Path, gz: bool = False) -> Path:
+    """A 12x12 space: X*Y > 100 is restricted (absent), X == 5 failed to build, the optimum is
+    at X = 9, Y = 4 and time grows with the distance from it."""
+    xs, ys = list(range(1, 13)), list(range(1, 13))
+    cache = {}
+    for x in xs:
+        for y in ys:
+            if x * y > 100:
+                continue
+            t: float | str = "CompilationFailedConfig" if x == 5 else 1.0 + abs(x - 9) + 0.5 * abs(y - 4)
+            cache[f"{x},{y}"] = {"X": x, "Y": y, "time": t}
+    doc = {"device_name": "Toy GPU", "tune_params_keys": ["X", "Y"], "tune_params": {"X": xs, "Y": ys},
+           "cache": cache}
+    path = folder / ("toy.json.gz" if gz else "toy.json")
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()) if gz else json.dumps(doc).encode())
+    return path
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_cache_file_becomes_a_space_of_exactly_its_configurations(tmp_path, gz):
+    rec = replay.load(_cache(tmp_path, gz))
+    assert rec.device == "Toy GPU" and rec.optimum_ms == 1.0
+    recorded = {c for c in rec.outcomes}
+    spec = replay.spec_for(rec)
+    walked = {tuple(c.values()) for c in ValidSpace(spec, {}, replay.device_for(rec).facts())}
+    assert walked == recorded and rec.valid == len(recorded)
+
+
+def test_the_loop_measures_only_recorded_configurations_and_counts_failures(tmp_path):
+    rec = replay.load(_cache(tmp_path))
+    ev = replay.RecordedEvaluator(rec)
+    from autotune.tuner import TuneOptions, tune
+
+    report = tune(replay.spec_for(rec), TuneOptions(trials=10_000, timeout_s=None, sampler="grid",
+                                                    storage=":memory:", save=False),
+                  evaluator=ev, info=replay.device_for(rec))
+    assert report.stopped_by == "exhausted"
+    assert len(ev.order) == rec.valid, "every recorded configuration once, nothing outside the recording"
+    assert report.failures == {"compile_error": sum(1 for t in rec.outcomes.values() if isinstance(t, str))}
+    assert report.best.params == {"X": 9, "Y": 4}
+
+
+@pytest.mark.parametrize("sampler", list(Sampler))
+def test_a_replay_reports_when_it_came_within_the_target(tmp_path, sampler):
+    rec = replay.load(_cache(tmp_path))
+    r = replay.replay(rec, trials=rec.valid, sampler=sampler, seed=1)
+    assert r.within is not None and r.within == r.measured, "it stops as soon as the target is reached"
+    assert r.best_ms <= 1.05 * rec.optimum_ms
+    short = replay.replay(rec, trials=1, sampler=sampler, seed=1, target=0.0)
+    assert short.measured == 1 and (short.within is None) == (short.best_ms > rec.optimum_ms)
+
+
+def test_the_cli_summarizes_seeds(tmp_path, capsys):
+    assert cli.main(["replay", str(_cache(tmp_path)), "--seeds", "3", "-n", "60"]) == 0
+    out = capsys.readouterr().out
+    assert "toy (Toy GPU):" in out and out.count("seed ") == 3
+    assert "tpe, 3 seeds: median" in out and "within 100:" in out
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read"),
+    ("{not json", "is not a JSON cache file"),
+    ('{"cache": {}}', "no 'tune_params' and 'cache'"),
+    ('{"tune_params": {"X": [1]}, "cache": {"1": {"time": 1.0}}}', "lacks a value of X"),
+    ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": "RuntimeFailedConfig"}}}', "no successful time"),
+])
+def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ProblemError, match=message):
+        replay.load(path)
+    assert cli.main(["replay", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert message.split("'")[0].strip() in err and "Traceback" not in err and err.count("\n") == 1

@@ -75,20 +75,22 @@ def short(text: str, limit: int = 400) -> str:
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
-def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = ()) -> cl.Program:
-    """Build ``source``; raises pyopencl's error on failure, prints nothing on success."""
+def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
+                  cache_dir: str | None = None) -> cl.Program:
+    """Build ``source``; raises pyopencl's error on failure, prints nothing on success.
+    ``cache_dir``: pyopencl's on-disk program cache (None: its default, shared by all users)."""
     with warnings.catch_warnings():
         # a non-empty build log is normal for tuned variants; failures are errors
         warnings.simplefilter("ignore", cl.CompilerWarning)
         # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
         # compilers (PoCL's clang) print that to the terminal, burying the progress lines
-        return cl.Program(ctx, source).build(options=[*options, "-w"])
+        return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
 
 
-def _build(ctx: cl.Context, source: str, options: tuple[str, ...]) -> cl.Program:
+def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: str | None) -> cl.Program:
     start = capture.mark()
     try:
-        return build_quietly(ctx, source, options)
+        return build_quietly(ctx, source, options, cache_dir)
     except cl.Error as exc:
         if error_code(exc) in BUILD_ERRORS:
             # the diagnostics of compilers that print them rather than log them (see capture)
@@ -104,14 +106,15 @@ class ProgramCache:
     builds in the calling thread.
     """
 
-    def __init__(self, threads: int = 0) -> None:
+    def __init__(self, threads: int = 0, cache_dir: str | None = None) -> None:
         self._programs: dict[tuple[str, tuple[str, ...]], Future[cl.Program]] = {}
+        self.cache_dir = cache_dir
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="autotune-build") if threads else None
 
     def prefetch(self, ctx: cl.Context, source: str, options: list[str]) -> None:
         key = (source, tuple(options))
         if self._pool is not None and key not in self._programs:
-            self._programs[key] = self._pool.submit(_build, ctx, source, key[1])
+            self._programs[key] = self._pool.submit(_build, ctx, source, key[1], self.cache_dir)
 
     def get(self, ctx: cl.Context, source: str, options: list[str]) -> cl.Program:
         key = (source, tuple(options))
@@ -119,7 +122,7 @@ class ProgramCache:
         if future is None:
             future = Future()
             try:
-                future.set_result(_build(ctx, source, key[1]))
+                future.set_result(_build(ctx, source, key[1], self.cache_dir))
             except CandidateError as exc:
                 future.set_exception(exc)
             self._programs[key] = future

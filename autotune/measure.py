@@ -164,11 +164,12 @@ class Bench:
 
     def __init__(self, spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context,
                  workload: Workload, facts: Mapping[str, Any],
-                 timing: TimingOptions = TimingOptions(), device: cl.Device | None = None) -> None:
+                 timing: TimingOptions = TimingOptions(), device: cl.Device | None = None,
+                 program_cache: str | None = None) -> None:
         self.spec, self.problem, self.ctx = spec, dict(problem), ctx
         self.facts, self.timing, self.workload = dict(facts), timing, workload
         self.queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.cache = ProgramCache(timing.compile_threads)
+        self.cache = ProgramCache(timing.compile_threads, program_cache)
         mf = cl.mem_flags
         self.args: dict[str, Any] = {}
         for name, value in workload.inputs.items():

@@ -308,6 +308,16 @@ class ValidSpace:
 
         return walk(0, ()) if self.names else None
 
+    def draw_uniform(self, rng: random.Random, tries: int = 256) -> dict[str, Value] | None:
+        """A configuration drawn uniformly from the valid ones (by rejection from the full
+        product), or None when ``tries`` draws found none valid (a sparse space)."""
+        params = self.spec.parameters
+        for _ in range(tries):
+            c = {p.name: rng.choice(p.values) for p in params}
+            if self.valid(c):
+                return c
+        return None
+
     def count(self, budget_s: float = 0.5, seed: int = 0) -> tuple[int, bool]:
         """(number of valid configurations, whether exact). Counting stops after ``budget_s``
         (the estimate takes half as long again);

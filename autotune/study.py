@@ -146,7 +146,10 @@ class StudyLog:
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         value = m.median_ms * 1e-3 if m.ok else math.inf
-        self.study.tell(trial, value)
+        if repeat:  # no new information: a second copy of a value would skew the model
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, value)
         if m.status is not Status.INVALID and not repeat:
             self._store(trial, m.params or trial.params, attrs, value)
         recorded = replace(m, number=trial.number)

@@ -286,12 +286,16 @@ class _Run:
     def loop(self, evaluator: Evaluator) -> str:
         """Measure candidates until the budget, the time or the valid space runs out."""
         due, stuck, broken = self.starts(), 0, SameBuildError()
+        near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
         while (stop := self._stop()) is None:
             fixed = due.pop(0) if due else None
             if fixed is None and self._forced(stuck):
                 fixed, stuck = self.proposer.next(self._seen), 0
                 if fixed is None:
                     return "exhausted"
+            if fixed is None and near is not None:  # where TPE wanted to go, without asking again
+                fixed = self.proposer.neighbour(near, self._seen) or self.proposer.next(self._seen)
+                near = None
             if fixed is None and self.state.best is not None and self._local_turn():
                 fixed = self.proposer.neighbour(self.state.best.params, self._seen)
             self.in_flight = trial = self.log.ask(fixed, self.distributions)
@@ -305,6 +309,7 @@ class _Run:
                 self.log.tell(trial, earlier or Measurement(Status.INVALID, reason or "", params=params),
                               repeat=earlier is not None)
                 self.in_flight, stuck = None, stuck + 1
+                near = params if fixed is None else near
                 self.state.repeats += earlier is not None
                 self.state.skipped_invalid += earlier is None
                 continue

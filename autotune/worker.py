@@ -51,6 +51,10 @@ class Setup:
     workload_file: str
     timing: TimingOptions
     stderr_file: str = ""  # the worker's stderr goes here (see autotune.capture)
+    #: pyopencl's program cache for this run's workers only: a worker killed while it holds
+    #: that cache's lock leaves the lock behind, and every later build (in any process using
+    #: the folder) would wait for it for a minute and fail; the run can remove it safely
+    program_cache: str = ""
 
 
 def save_workload(workload: Workload, folder: Path) -> str:
@@ -87,7 +91,8 @@ def make_bench(setup: Setup, workload: Workload | None = None) -> Bench:
     # the caller chose (and build-checked) the device; the worker only finds it again
     info, dev = device.select(setup.device_selector, require_build=False)
     return Bench(setup.spec, setup.problem, cl.Context([dev]),
-                 workload or load_workload(setup.workload_file), info.facts(), setup.timing)
+                 workload or load_workload(setup.workload_file), info.facts(), setup.timing,
+                 program_cache=setup.program_cache or None)
 
 
 def open_evaluator(setup: Setup, workload: Workload, isolate: bool, folder: Path) -> Evaluator:
@@ -95,7 +100,8 @@ def open_evaluator(setup: Setup, workload: Workload, isolate: bool, folder: Path
     if not isolate:
         return InProcessEvaluator(setup, workload)
     return IsolatedEvaluator(replace(setup, workload_file=save_workload(workload, folder),
-                                     stderr_file=str(folder / "worker-stderr.log")))
+                                     stderr_file=str(folder / "worker-stderr.log"),
+                                     program_cache=str(folder / "programs")))
 
 
 class InProcessEvaluator:
@@ -191,6 +197,8 @@ class IsolatedEvaluator:
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
+        if self.setup.program_cache:  # the dead worker's lock, if it held it (see Setup)
+            (Path(self.setup.program_cache) / "lock").unlink(missing_ok=True)
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
                  cutoff_ms: float | None = None, verify: bool = True) -> Measurement:

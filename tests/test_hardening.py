@@ -210,3 +210,28 @@ def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
     with pytest.raises(profiles.ProfileError, match="corrupt profile"):
         tune(scale, TuneOptions(timeout_s=None), evaluator=Counting(), info=FAKE)
     assert calls == [] and prof.read_text() == "kernels:\n  scale: [\n"
+
+
+@needs_opencl
+def test_a_worker_killed_holding_the_program_cache_lock_does_not_stall_later_builds(scale, tmp_path):
+    # pyopencl locks its on-disk program cache with a file; a worker killed (timeout, crash)
+    # while it holds it leaves the file behind, and every later build waited a minute for it
+    # and then failed. The run's workers have a cache of their own, so the run removes it.
+    from autotune.measure import TimingOptions
+    from autotune.worker import Setup, open_evaluator
+
+    problem = scale.resolve_problem({})
+    setup = Setup(scale, os.environ["AUTOTUNE_DEVICE"], problem, "", TimingOptions())
+    ev = open_evaluator(setup, make_workload(scale, problem), True, tmp_path)
+    try:
+        first = ev.evaluate(scale.complete({"WPT": 1, "WG": 16}), 60)
+        (tmp_path / "programs" / "lock").touch()  # held by the worker at the moment it dies
+        os.kill(ev._proc.pid, signal.SIGKILL)
+        ev._proc.join(10)
+        t0 = time.monotonic()
+        second = ev.evaluate(scale.complete({"WPT": 4, "WG": 32}), 50)  # a new program: a build
+    finally:
+        ev.close()
+    assert first.ok and second.ok, second.message
+    assert time.monotonic() - t0 < 30, "the dead worker's lock was not waited for"
+    assert any((tmp_path / "programs").iterdir()), "the run's own program cache is used"

@@ -155,21 +155,30 @@ def test_the_reader_leaving_a_pipe_is_not_an_error():
     assert proc.returncode == 0 and err == b""
 
 
-@needs_opencl
-def test_a_worker_killed_between_trials_is_restarted_and_the_run_goes_on(scale, tmp_path):
+def _kill_worker_between(scale, folder, first, second, dying=lambda: None):
+    """Measure ``first`` in a worker, kill it (after ``dying()``), measure ``second``:
+    (first, second, the evaluator, seconds the second took)."""
     from autotune.measure import TimingOptions
     from autotune.worker import Setup, open_evaluator
 
     problem = scale.resolve_problem({})
     setup = Setup(scale, os.environ["AUTOTUNE_DEVICE"], problem, "", TimingOptions())
-    ev = open_evaluator(setup, make_workload(scale, problem), True, tmp_path)
+    ev = open_evaluator(setup, make_workload(scale, problem), True, folder)
     try:
-        first = ev.evaluate(scale.complete({"WPT": 1, "WG": 16}), 60)
+        a = ev.evaluate(scale.complete(first), 60)
+        dying()
         os.kill(ev._proc.pid, signal.SIGKILL)
         ev._proc.join(10)
-        second = ev.evaluate(scale.complete({"WPT": 2, "WG": 16}), 60)
+        t0 = time.monotonic()
+        b = ev.evaluate(scale.complete(second), 50)
+        return a, b, ev, time.monotonic() - t0
     finally:
         ev.close()
+
+
+@needs_opencl
+def test_a_worker_killed_between_trials_is_restarted_and_the_run_goes_on(scale, tmp_path):
+    first, second, ev, _ = _kill_worker_between(scale, tmp_path, {"WPT": 1, "WG": 16}, {"WPT": 2, "WG": 16})
     assert first.ok and second.ok and ev.restarts == 1
 
 
@@ -217,21 +226,9 @@ def test_a_worker_killed_holding_the_program_cache_lock_does_not_stall_later_bui
     # pyopencl locks its on-disk program cache with a file; a worker killed (timeout, crash)
     # while it holds it leaves the file behind, and every later build waited a minute for it
     # and then failed. The run's workers have a cache of their own, so the run removes it.
-    from autotune.measure import TimingOptions
-    from autotune.worker import Setup, open_evaluator
-
-    problem = scale.resolve_problem({})
-    setup = Setup(scale, os.environ["AUTOTUNE_DEVICE"], problem, "", TimingOptions())
-    ev = open_evaluator(setup, make_workload(scale, problem), True, tmp_path)
-    try:
-        first = ev.evaluate(scale.complete({"WPT": 1, "WG": 16}), 60)
-        (tmp_path / "programs" / "lock").touch()  # held by the worker at the moment it dies
-        os.kill(ev._proc.pid, signal.SIGKILL)
-        ev._proc.join(10)
-        t0 = time.monotonic()
-        second = ev.evaluate(scale.complete({"WPT": 4, "WG": 32}), 50)  # a new program: a build
-    finally:
-        ev.close()
+    first, second, _, took = _kill_worker_between(
+        scale, tmp_path, {"WPT": 1, "WG": 16}, {"WPT": 4, "WG": 32},  # a new program: a build
+        dying=lambda: (tmp_path / "programs" / "lock").touch())  # held as it dies
     assert first.ok and second.ok, second.message
-    assert time.monotonic() - t0 < 30, "the dead worker's lock was not waited for"
+    assert took < 30, "the dead worker's lock was not waited for"
     assert any((tmp_path / "programs").iterdir()), "the run's own program cache is used"

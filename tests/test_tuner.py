@@ -293,3 +293,27 @@ def test_after_the_start_up_draws_neighbours_of_the_best_are_measured(scale):
     # the nearest moves first: WPT 1/4 and WG 16/64 and mad before WPT 8 or 16
     first_steps = {(k, n[k]) for n in found[:5] for k in centre if n[k] != centre[k]}
     assert first_steps <= {("WPT", 1), ("WPT", 4), ("WG", 16), ("WG", 64), ("mad", True)}
+
+
+def test_a_long_study_keeps_the_samplers_copy_small_and_measures_nothing_twice(scale, monkeypatch):
+    from autotune import study
+
+    monkeypatch.setattr(study, "MODEL_WINDOW", 6)
+    ev = FakeEvaluator()
+    seen_sizes = []
+    real_tell = study.StudyLog.tell
+
+    def tell(self, trial, m, repeat=False):
+        out = real_tell(self, trial, m, repeat)
+        seen_sizes.append(len(self.study.get_trials(deepcopy=False)))
+        best_kept = min((t.value for t in self.study.get_trials(deepcopy=False) if t.value is not None),
+                        default=None)
+        assert self.best is None or best_kept is None or best_kept <= self.best.median_ms * 1e-3 + 1e-12, \
+            "the fastest trial stays in the model"
+        return out
+
+    monkeypatch.setattr(study.StudyLog, "tell", tell)
+    report = run(scale, ev, trials=40, seed=5, storage=None)
+    assert max(seen_sizes) < 2 * 6 + 1 and report.measured == len(ev.calls)
+    assert len({config_key(c) for c in ev.calls}) == len(ev.calls), "nothing measured twice"
+    assert report.study_trials == len(ev.calls), "the stored study keeps every trial"

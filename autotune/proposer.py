@@ -40,7 +40,7 @@ class Sampler(str, enum.Enum):
     """How candidates are chosen (``--sampler``)."""
 
     TPE = "tpe"  # multivariate TPE after random start-up trials
-    RANDOM = "random"  # balanced random draws from the valid list
+    RANDOM = "random"  # uniform random draws from the valid space
     GRID = "grid"  # every valid configuration, in order
 
     def optuna(self, seed: int | None, n_startup: int) -> optuna.samplers.BaseSampler:

@@ -57,9 +57,13 @@ class Recorded:
         return min(t for t in self.outcomes.values() if isinstance(t, float))
 
     @property
-    def valid(self) -> int:
+    def buildable(self) -> list[tuple[Value, ...]]:
         """Configurations a tuner can propose and have built (failures included)."""
-        return sum(1 for t in self.outcomes.values() if t != _INVALID)
+        return [c for c, t in self.outcomes.items() if t != _INVALID]
+
+    @property
+    def valid(self) -> int:
+        return len(self.buildable)
 
     def outcome(self, params: Mapping[str, Value]) -> float | str | None:
         return self.outcomes.get(tuple(params[n] for n in self.names))
@@ -112,7 +116,7 @@ def spec_for(rec: Recorded) -> KernelSpec:
     Each constraint says "these leading values are the start of a recorded configuration", one
     per parameter, so the lazy walk prunes a prefix as soon as no recording continues it.
     """
-    valid = [c for c, t in rec.outcomes.items() if t != _INVALID]
+    valid = rec.buildable
     names = rec.names
     checks = []
     for depth in range(1, len(names) + 1):
@@ -140,7 +144,7 @@ def _middle(rec: Recorded, valid: Sequence[tuple[Value, ...]]) -> dict[str, Valu
     each parameter's list (what a user who knows nothing of the device would start from)."""
     index = [{v: i for i, v in enumerate(vs)} for _, vs in rec.parameters]
     mid = [(len(vs) - 1) / 2 for _, vs in rec.parameters]
-    best = min(valid, key=lambda c: (sum(abs(index[i][v] - mid[i]) for i, v in enumerate(c)), c.__repr__()))
+    best = min(valid, key=lambda c: (sum(abs(index[i][v] - mid[i]) for i, v in enumerate(c)), repr(c)))
     return dict(zip(rec.names, best, strict=True))
 
 

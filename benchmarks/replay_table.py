@@ -34,9 +34,9 @@ def main() -> None:
             t0 = time.perf_counter()
             summary = replay.replay_seeds(rec, args.trials, range(args.seeds), s)
             med = summary.median_within()
-            cells.append(f"{med:g} / {summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
-                         f" ({time.perf_counter() - t0:.0f} s)" if med != float("inf") else
-                         f"> {args.trials} / {summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}")
+            shares = f"{summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
+            cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")
+                         else f"> {args.trials} / {shares}")
         print(f"| {rec.name} ({rec.device}) | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
 
 

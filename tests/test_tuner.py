@@ -275,7 +275,7 @@ def test_a_proposal_differing_only_in_ignored_parameters_is_that_configuration(t
     assert canonical(sp, {**proposal, "WPT": 2}, problem, FAKE.facts())["TILE"] == 4, "active: kept"
 
 
-def test_after_the_start_up_draws_neighbours_of_the_best_are_measured(scale):
+def test_neighbours_are_one_parameter_away_nearest_first_valid_and_unmeasured(scale):
     from autotune.proposer import Proposer, Sampler
     from autotune.space import ValidSpace
 

@@ -9,7 +9,6 @@ answer is a ``wrong_result``. Anything else propagates: it is a bug.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ from .launch import CandidateError, Launch, ProgramCache
 from .result import Measurement, Status
 from .space import check as check_config
 from .spec import KernelSpec, Value
+from .verify import Expected
 
 
 @dataclass(frozen=True)
@@ -112,53 +112,6 @@ def _mapping(spec: KernelSpec, what: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
-            problem: Mapping[str, Any], bound: np.ndarray | None = None) -> tuple[str | None, float, float]:
-    """(why the output is wrong or None, ‖got−want‖/‖want‖, share of the tolerance used).
-
-    The share is the largest |got−want| / (atol + rtol·|want| + bound) over the elements, where
-    ``bound`` is the reference module's per-element error bound (0 without one): at most 1
-    when the output passes, and 0 for exact (integer) outputs and custom checks.
-    """
-    host = spec.host_module()
-    custom = getattr(host, "check", None)
-    if custom is not None:
-        why = _call(spec, custom, name, got, want, dict(problem))
-        if why is not None and not isinstance(why, str):
-            raise SpecError(f"{spec.reference}: check() must return None or a message, got {why!r}")
-        return why, 0.0, 0.0
-    if got.shape != want.shape:
-        got = got.reshape(want.shape)
-    if np.issubdtype(want.dtype, np.integer) or want.dtype == np.bool_:
-        bad = np.flatnonzero(got != want)
-        if bad.size:
-            i = int(bad[0])
-            return (f"{name}: {bad.size} of {want.size} elements differ "
-                    f"(first at {i}: got {got.flat[i]}, want {want.flat[i]})"), float(bad.size), math.inf
-        return None, 0.0, 0.0
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    if not np.all(np.isfinite(g)):
-        n = int(np.count_nonzero(~np.isfinite(g)))
-        return f"{name}: {n} of {g.size} elements are not finite (unwritten or overflow)", math.inf, math.inf
-    rel = float(np.linalg.norm(g - w)) / (float(np.linalg.norm(w)) or 1.0)
-    env = spec.env(problem)
-    rtol, atol = float(spec.rtol(env)), float(spec.atol(env))
-    allowed = atol + rtol * np.abs(w)
-    if bound is not None:
-        allowed = allowed + bound
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(allowed > 0, np.abs(g - w) / allowed, np.where(g == w, 0.0, np.inf))
-    used = float(share.max()) if share.size else 0.0
-    if used > 1.0:
-        off = share > 1.0
-        i = int(np.flatnonzero(off)[0])
-        rule = f"rtol={rtol:.3g}, atol={atol:.3g}" + (", plus the reference's error bound" if bound is not None else "")
-        return (f"{name}: {int(np.count_nonzero(off))} of {g.size} elements off "
-                f"(first at {i}: got {g.flat[i]:.9g}, want {w.flat[i]:.9g}, allowed ±{allowed.flat[i]:.3g}; "
-                f"{rule}; worst element {used:.3g}x its tolerance)"), rel, used
-    return None, rel, used
-
-
 class Bench:
     """Measures configurations of one kernel and problem on one device."""
 
@@ -168,6 +121,7 @@ class Bench:
                  program_cache: str | None = None) -> None:
         self.spec, self.problem, self.ctx = spec, dict(problem), ctx
         self.facts, self.timing, self.workload = dict(facts), timing, workload
+        self._expected: dict[str, Expected] = {}  # prepared at the first verification
         self.queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = ProgramCache(timing.compile_threads, program_cache)
         mf = cl.mem_flags
@@ -226,15 +180,20 @@ class Bench:
         self._finish(launch.enqueue(self.queue, self.args))
         worst, worst_max = 0.0, 0.0
         for name in self.spec.outputs:
-            want = self.workload.expected[name]
             got = np.empty_like(self.workload.inputs[name])
             cl.enqueue_copy(self.queue, got, self.args[name])
-            why, err, used = compare(self.spec, name, got, want, self.problem,
-                                     self.workload.bounds.get(name))
+            why, err, used = self.expected(name).check(got)
             if why:
                 return Measurement(Status.WRONG_RESULT, why, error=err, tolerance_used=used)
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
+
+    def expected(self, name: str) -> Expected:
+        """Output ``name``'s expected values, prepared once for every candidate."""
+        if name not in self._expected:
+            self._expected[name] = Expected.prepare(self.spec, name, self.workload.expected[name],
+                                                    self.problem, self.workload.bounds.get(name))
+        return self._expected[name]
 
     def _time(self, launch: Launch, cutoff_ms: float | None) -> tuple[list[float], bool]:
         """Launch times in ms, and whether ``cutoff_ms`` cut the timing short.

@@ -12,9 +12,10 @@ import pytest
 from autotune import spec as specs
 from autotune.errors import ProblemError
 from autotune.kernels import correlate as host
-from autotune.measure import compare, make_workload
+from autotune.measure import make_workload
 from autotune.result import Status
 from autotune.space import check, geometry
+from autotune.verify import compare
 from conftest import FAST, needs_opencl
 
 SMALL = {"W": 40, "H": 40, "OW": 20, "OH": 20}

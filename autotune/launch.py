@@ -51,10 +51,12 @@ LAUNCH_ERRORS = frozenset({
 class CandidateError(Exception):
     """A candidate failed to build or launch; ``status`` says which. Internal to measuring."""
 
-    def __init__(self, status: str, message: str, context_lost: bool = False) -> None:
+    def __init__(self, status: str, message: str, context_lost: bool = False,
+                 wg_limits: Mapping[str, int] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.context_lost = context_lost  # the failure may have broken the OpenCL context
+        self.wg_limits = dict(wg_limits or {})  # what the build's kernels allow (autotune.limits)
 
 
 def error_code(exc: cl.Error) -> int | None:
@@ -145,6 +147,7 @@ class Launch:
         self.geometry: Geometry = geometry(spec, params, problem, facts)
         self.options = spec.build_options(params, problem)
         program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
+        self.wg_limits: dict[str, int] = {}  # entry -> CL_KERNEL_WORK_GROUP_SIZE, for autotune.limits
         self.kernels = [self._kernel(program, step, ctx.devices[0]) for step in self.geometry.steps]
         self.scratch = {
             name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes, 4))
@@ -162,12 +165,13 @@ class Launch:
             raise
         if step.local_size is not None:
             limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+            self.wg_limits[step.entry] = min(limit, self.wg_limits.get(step.entry, limit))
             size = int(np.prod(step.local_size))
             if size > limit:
                 raise CandidateError(
                     "launch_error",
                     f"{step.entry}: work-group {size} > {limit} allowed for this kernel "
-                    "(registers or local memory)")
+                    "(registers or local memory)", wg_limits=self.wg_limits)
         return kernel
 
     @property

@@ -156,13 +156,13 @@ class Bench:
             errors = self._verify(launch) if verify else (None, None)
             if isinstance(errors, Measurement):
                 return replace(errors, params=params, build_s=build_s,
-                               wall_s=time.perf_counter() - t0)
+                               wall_s=time.perf_counter() - t0, wg_limits=launch.wg_limits)
             times, pruned = self._time(launch, cutoff_ms)
         except CandidateError as exc:
             return Measurement(Status(exc.status), str(exc), wall_s=time.perf_counter() - t0,
-                               context_lost=exc.context_lost, params=params)
+                               context_lost=exc.context_lost, params=params, wg_limits=exc.wg_limits)
         return Measurement(Status.OK, "", tuple(times), errors[0], errors[1], build_s,
-                           time.perf_counter() - t0, pruned=pruned, params=params)
+                           time.perf_counter() - t0, pruned=pruned, params=params, wg_limits=launch.wg_limits)
 
     def _finish(self, events: list[cl.Event]) -> None:
         try:

@@ -50,7 +50,10 @@ class Sampler(str, enum.Enum):
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 # every ask names every parameter (inactive ones are made canonical by the
                 # tuner), so there is one group: grouping would only cost time per ask
-                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed)
+                # constant_liar: the candidate being measured counts as a bad one while the next
+                # is chosen (compile ahead), so the next is not the same region again
+                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed,
+                                                  constant_liar=True)
         return optuna.samplers.RandomSampler(seed=seed)
 
 

@@ -58,6 +58,7 @@ class Measurement:
     pruned: bool = False  # timing cut short: two timed launches were slower than the cut-off
     params: Mapping[str, Value] = field(default_factory=dict)
     number: int = -1
+    wg_limits: Mapping[str, int] = field(default_factory=dict)  # entry -> the build's CL_KERNEL_WORK_GROUP_SIZE
 
     @property
     def ok(self) -> bool:
@@ -77,7 +78,7 @@ class Measurement:
         raw = {"status": self.status.value, "message": self.message[:2000],
                "times_ms": list(self.times_ms) or None, "error": self.error,
                "tolerance_used": self.tolerance_used, "build_s": self.build_s,
-               "wall_s": self.wall_s, "pruned": self.pruned or None}
+               "wall_s": self.wall_s, "pruned": self.pruned or None, "wg_limits": dict(self.wg_limits) or None}
         return {k: v for k, v in raw.items() if v is not None}
 
     def speedup_over(self, baseline: Measurement | None) -> float | None:
@@ -98,4 +99,4 @@ class Measurement:
         return cls(Status(attrs["status"]), attrs.get("message", ""), tuple(times or ()),
                    attrs.get("error"), attrs.get("tolerance_used"), attrs.get("build_s", 0.0),
                    attrs.get("wall_s", 0.0), pruned=bool(attrs.get("pruned", False)),
-                   params=dict(params), number=number)
+                   params=dict(params), number=number, wg_limits=dict(attrs.get("wg_limits") or {}))

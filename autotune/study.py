@@ -16,17 +16,18 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import queue
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import optuna
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from . import settings
 from .errors import ProblemError
@@ -38,6 +39,8 @@ from .spec import Value
 IN_MEMORY = ":memory:"
 #: Trials the sampler's in-memory copy keeps (see StudyLog._compact).
 MODEL_WINDOW = 200
+#: The stored study's user attribute: when its first worker started (for --study-timeout).
+_STARTED = "autotune_started_at"
 
 
 def open_storage(url: str | None) -> optuna.storages.BaseStorage:
@@ -101,8 +104,13 @@ class StudyLog:
     they cost no measurement to find again. Call :meth:`close` to finish the writing.
     """
 
-    def __init__(self, study: optuna.Study, store: optuna.Study | None = None) -> None:
+    def __init__(self, study: optuna.Study, store: optuna.Study | None = None,
+                 engine: Any = None) -> None:
         self.study = study
+        self.store = store
+        self.engine = engine  # the database's SQLAlchemy engine (claims.Claims), None in memory
+        self._taken_in: set[int] = set()  # stored trials' numbers refresh() has looked at
+        self._open: dict[int, optuna.Trial] = {}  # asked, not yet told: id(trial as asked) -> its trial now
         self._writer = _Writer(store) if store is not None else None
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
@@ -126,7 +134,39 @@ class StudyLog:
             raise ProblemError(_storage_problem(storage or settings.default_storage(), exc)) from None
         _discard_orphans(store)
         work.add_trials(store.get_trials(deepcopy=False))
-        return cls(work, store)
+        if _STARTED not in store.user_attrs:  # the study's first worker: the clock of --study-timeout
+            store.set_user_attr(_STARTED, time.time())
+        return cls(work, store, getattr(opened, "engine", None))
+
+    @property
+    def started_at(self) -> float | None:
+        """When the study's first worker started (time.time()), or None in memory."""
+        return None if self.store is None else self.store.user_attrs.get(_STARTED)
+
+    def refresh(self) -> list[Measurement]:
+        """Take in what other workers measured since the last look (a stored study only):
+        the sampler sees their trials, ``seen`` and ``best`` their measurements. Returns them.
+
+        Reading is incremental: optuna's storage cache fetches only trials it has not seen.
+        """
+        if self.store is None:
+            return []
+        new = []
+        for t in self.store.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+            if t.number in self._taken_in:
+                continue
+            self._taken_in.add(t.number)
+            if "status" in t.user_attrs and config_key(t.params) not in self.seen:
+                self.study.add_trial(t)
+                m = Measurement.from_attrs(t.user_attrs, t.params, t.number)
+                self._note(m)
+                new.append(m)
+        return new
+
+    def skip(self, trial: optuna.Trial) -> None:
+        """A proposal not measured here (another worker holds it, or the run stopped first):
+        failed in the sampler's copy, not stored."""
+        self.study.tell(self._close(trial), state=optuna.trial.TrialState.FAIL)
 
     def get(self, params: Mapping[str, Value]) -> Measurement | None:
         return self.seen.get(config_key(params))
@@ -136,7 +176,13 @@ class StudyLog:
         """A new trial: ``fixed`` parameters, or the sampler's proposal when None."""
         if fixed is not None:
             self.study.enqueue_trial(dict(fixed))
-        return self.study.ask(dict(distributions))
+        trial = self.study.ask(dict(distributions))
+        self._open[id(trial)] = trial
+        return trial
+
+    def _close(self, trial: optuna.Trial) -> optuna.Trial:
+        """The copy's trial for ``trial`` as asked (another after a compaction), now closed."""
+        return self._open.pop(id(trial), trial)
 
     def leaders(self, count: int) -> list[Measurement]:
         """The ``count`` fastest verified configurations timed in full (not pruned), fastest first."""
@@ -145,6 +191,7 @@ class StudyLog:
 
     def tell(self, trial: optuna.Trial, m: Measurement, repeat: bool = False) -> Measurement:
         """Store ``m`` as the trial's outcome (``repeat``: an earlier trial's measurement)."""
+        trial = self._close(trial)
         attrs = {**m.attrs(), **({"repeat": True} if repeat else {})}
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
@@ -174,10 +221,14 @@ class StudyLog:
         study = optuna.create_study(study_name=self.study.study_name, direction="minimize",
                                     sampler=self.study.sampler)
         study.add_trials(sorted(best + recent, key=lambda t: t.number))
+        for key, trial in list(self._open.items()):  # asked ahead: asked again in the new copy
+            study.enqueue_trial(dict(trial.params))
+            self._open[key] = study.ask(trial.distributions)
         self.study = study
 
     def tell_interrupted(self, trial: optuna.Trial) -> None:
         """The trial in flight when the run was stopped: failed, measured again next time."""
+        trial = self._close(trial)
         trial.set_user_attr("status", Status.INTERRUPTED.value)
         self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         self._store(trial, trial.params, {"status": Status.INTERRUPTED.value}, None)
@@ -236,8 +287,8 @@ class _Writer:
 
 
 def _discard_orphans(study: optuna.Study) -> None:
-    """Fail the trials a stopped run left open (the caller holds the study's lock, so no live
-    run owns them).
+    """Fail the trials a stopped run of an earlier version left open (runs now store only
+    finished trials, so no live worker owns an open one).
 
     An interrupt between ``enqueue_trial`` and ``ask`` leaves a WAITING trial; the next run's
     ``ask`` would return it instead of the configuration just enqueued, and one configuration
@@ -249,28 +300,3 @@ def _discard_orphans(study: optuna.Study) -> None:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)  # no status: not a result
-
-
-@contextmanager
-def exclusive(name: str, storage: str | None) -> Iterator[None]:
-    """Hold the study for this run: a second run of the same study on this host is refused
-    (two would measure some configurations twice)."""
-    if storage == IN_MEMORY:
-        yield
-        return
-    key = hashlib.sha256(f"{storage or settings.default_storage()}|{name}".encode()).hexdigest()[:24]
-    folder = settings.home() / "locks"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(folder / f"{key}.lock"), timeout=0)
-        lock.acquire()
-    except Timeout:
-        raise ProblemError("another autotune run is tuning this study (kernel, device, problem) now; "
-                           "wait for it to finish, or stop it first") from None
-    except OSError as exc:
-        raise ProblemError(f"cannot write {folder} ({exc.strerror}); set AUTOTUNE_HOME to a writable "
-                           "folder") from None
-    try:
-        yield
-    finally:
-        lock.release()

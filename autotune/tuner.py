@@ -32,15 +32,17 @@ import optuna
 from . import device as devices
 from . import profiles, record, settings
 from . import spec as specs
+from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
 from .errors import BuildError, ProblemError, TuningInterrupted
+from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
-from .space import ValidSpace, canonical, check, config_key, space_size
+from .space import ValidSpace, canonical, check, config_key, geometry, space_size
 from .spec import KernelSpec, Value, problem_label
-from .study import StudyLog, exclusive, quiet_optuna
+from .study import IN_MEMORY, StudyLog, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
@@ -59,6 +61,10 @@ class _OutOfTime(Exception):
     """The run's --timeout ended a measurement."""
 
 
+class _Exhausted(Exception):
+    """Every valid configuration was measured."""
+
+
 @dataclass(frozen=True)
 class TuneOptions:
     """Options of one tuning run (the CLI's flags), checked here and nowhere else."""
@@ -75,6 +81,8 @@ class TuneOptions:
     save: bool = True
     compile_ahead: int | None = None  # candidates built ahead; None: 2 on GPUs, 0 on CPUs
     prune: float = 3.0  # time a candidate once when a launch takes over prune x the best; 0: never
+    study_trials: int | None = None  # stop when the study (all its workers) has measured this many
+    study_timeout_s: float | None = None  # stop this long after the study's first worker started
 
     def __post_init__(self) -> None:
         try:
@@ -86,7 +94,10 @@ class TuneOptions:
             raise ProblemError(f"--trials must be at least 1 (got {self.trials})")
         if not self.prune >= 0 or 0 < self.prune < 1 or math.isinf(self.prune):  # NaN fails >= 0
             raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {self.prune:g})")
-        for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config)):
+        if self.study_trials is not None and self.study_trials < 1:
+            raise ProblemError(f"--study-trials must be at least 1 (got {self.study_trials})")
+        for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config),
+                            ("--study-timeout", self.study_timeout_s)):
             if value is not None and not 0 < value < math.inf:
                 raise ProblemError(f"{name} must be a positive number of seconds (got {value})")
         if self.seed is not None and not 0 <= self.seed < 2**32:
@@ -149,6 +160,9 @@ class RunState:
     skipped_invalid: int = 0
     repeats: int = 0
     pruned: int = 0
+    elsewhere: int = 0  # proposals another worker of the study held
+    study_measured: int = 0  # the study's measured configurations, every worker's
+    study_budget: int | None = None  # --study-trials
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -217,6 +231,14 @@ def _ignore(signum: int) -> None:
     signal.signal(signum, signal.SIG_IGN)
 
 
+@dataclass
+class _Candidate:
+    """A configuration to measure: its trial in the sampler's copy, and the claim held on it."""
+
+    trial: optuna.Trial
+    params: dict[str, Value]
+
+
 class _Run:
     """One tuning run's parts, wired together; :meth:`loop` is the search."""
 
@@ -229,19 +251,34 @@ class _Run:
         self.n_startup = startup_trials(self.valid_count, options.trials)
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
                                  options.sampler.optuna(options.seed, self.n_startup))
+        self.claims = Claims.open(self.log.engine, self.log.study.study_name, options.storage == IN_MEMORY)
         baseline = spec.baseline_config
         self.baseline = baseline if check(spec, baseline, problem, self.facts) is None else None
-        self.state = RunState(budget=options.trials, best=self.log.best,
-                              baseline=self.log.get(baseline) if self.baseline else None)
+        self.state = RunState(budget=options.trials, study_budget=options.study_trials)
+        self.limits = KernelLimits()
+        self._take_in(list(self.log.seen.values()))
         self.proposer = Proposer(options.sampler, valid, options.seed)
-        # only valid configurations are measured, so this many are left (when the count is exact)
-        self.remaining = self.valid_count - self.log.measured_total if self.valid_exact else None
         self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                               for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
         self.limit = options.max_time_per_config
-        self.in_flight: optuna.Trial | None = None
-        self.turns = 0
+        self.in_flight: _Candidate | None = None
+        self.turns, self.stuck = 0, 0
+        self.near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
+        self.due = self.starts()
+
+    def _take_in(self, found: list[Measurement]) -> None:
+        """Measurements from the study (earlier runs, other workers): the best, the baseline,
+        the learned work-group limits and the study's count."""
+        for m in found:
+            self.limits.learn(m.wg_limits)
+            if m.ok and (self.state.best is None or m.median_ms < self.state.best.median_ms):
+                self.state.best = m
+        if self.state.baseline is None and self.baseline is not None:
+            self.state.baseline = self.log.get(self.baseline)
+            if self.state.baseline is not None and self.options.max_time_per_config is None:
+                self.limit = default_time_limit(self.state.baseline)
+        self.state.study_measured = self.log.measured_total
 
     def starts(self) -> list[dict[str, Value]]:
         """The baseline (for the speed-up), earlier winners on this device, the default and
@@ -255,12 +292,13 @@ class _Run:
         return due
 
     def _seen(self, c: Mapping[str, Value]) -> bool:
-        return self.log.get(c) is not None
+        """Measured, or being measured now."""
+        return self.log.get(c) is not None or (self.in_flight is not None and c == self.in_flight.params)
 
-    def _forced(self, stuck: int) -> bool:
+    def _forced(self) -> bool:
         """Whether the next candidate comes from the valid list rather than from TPE."""
         return (self.options.sampler is not Sampler.TPE or self.log.measured_total < self.n_startup
-                or stuck >= _STUCK_AFTER)
+                or self.stuck >= _STUCK_AFTER)
 
     def _local_turn(self) -> bool:
         """Whether this TPE-phase candidate is a neighbour of the best (see LOCAL_EVERY)."""
@@ -268,68 +306,132 @@ class _Run:
         return self.turns % LOCAL_EVERY == 0
 
     def _time_left(self, for_search: bool = True) -> float | None:
-        """Seconds left of --timeout; the search leaves a tenth of it (at most 15 s) to confirm."""
-        timeout = self.options.timeout_s
-        if timeout is None:
+        """Seconds left of --timeout and --study-timeout; the search leaves a tenth of it (at
+        most 15 s) to confirm."""
+        lefts = []
+        if self.options.timeout_s is not None:
+            lefts.append(self.options.timeout_s - (time.perf_counter() - self.t_start))
+        started = self.log.started_at
+        if self.options.study_timeout_s is not None and started is not None:
+            lefts.append(self.options.study_timeout_s - (time.time() - started))
+        if not lefts:
             return None
-        reserve = min(0.1 * timeout, 15.0) if for_search else 0.0
-        return timeout - reserve - (time.perf_counter() - self.t_start)
+        whole = self.options.timeout_s or self.options.study_timeout_s or 0.0
+        return min(lefts) - (min(0.1 * whole, 15.0) if for_search else 0.0)
 
     def _stop(self) -> str | None:
         if self.state.measured >= self.options.trials:
             return "trials"
+        if self.options.study_trials is not None and self.log.measured_total >= self.options.study_trials:
+            return "study trials"
         left = self._time_left()
         if left is not None and left <= 0:
             return "timeout"
-        return "exhausted" if self.remaining is not None and self.remaining <= 0 else None
+        if self.valid_exact and self.log.measured_total >= self.valid_count:
+            return "exhausted"  # only valid configurations are measured
+        return None
 
-    def loop(self, evaluator: Evaluator) -> str:
-        """Measure candidates until the budget, the time or the valid space runs out."""
-        due, stuck, broken = self.starts(), 0, SameBuildError()
-        near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
-        while (stop := self._stop()) is None:
-            fixed = due.pop(0) if due else None
-            if fixed is None and self._forced(stuck):
-                fixed, stuck = self.proposer.next(self._seen), 0
-                if fixed is None:
-                    return "exhausted"
-            if fixed is None and near is not None:  # where TPE wanted to go, without asking again
-                fixed = self.proposer.neighbour(near, self._seen) or self.proposer.next(self._seen)
-                near = None
-            if fixed is None and self.state.best is not None and self._local_turn():
-                fixed = self.proposer.neighbour(self.state.best.params, self._seen)
-            self.in_flight = trial = self.log.ask(fixed, self.distributions)
+    def _ttl(self) -> float:
+        """How long a claim lasts: longer than any measurement this worker lets run."""
+        return (self.limit if self.limit is not None else BASELINE_LIMIT_S) + GRACE_S
+
+    def _over_limit(self, params: Mapping[str, Value]) -> str | None:
+        steps = geometry(self.spec, params, self.problem, self.facts).steps
+        return self.limits.exceeds({s.entry: math.prod(s.local_size) for s in steps if s.local_size})
+
+    def _pick(self) -> dict[str, Value] | None:
+        """A configuration chosen here, or None to let TPE propose; _Exhausted when none is left."""
+        fixed = self.due.pop(0) if self.due else None
+        if fixed is None and self._forced():
+            fixed, self.stuck = self.proposer.next(self._seen), 0
+            if fixed is None:
+                raise _Exhausted
+        if fixed is None and self.near is not None:  # where TPE wanted to go, without asking again
+            fixed = self.proposer.neighbour(self.near, self._seen) or self.proposer.next(self._seen)
+            self.near = None
+        if fixed is None and self.state.best is not None and self._local_turn():
+            fixed = self.proposer.neighbour(self.state.best.params, self._seen)
+        return fixed
+
+    def propose(self) -> _Candidate | None:
+        """The next configuration to measure, claimed for this worker; None when none is left.
+
+        Proposals that are invalid, measured before or held by another worker cost no budget:
+        each is told to the sampler (not stored) and the next is asked for.
+        """
+        while True:
+            try:
+                fixed = self._pick()
+            except _Exhausted:
+                return None
+            trial = self.log.ask(fixed, self.distributions)
             # a proposal that differs from a configuration only in parameters its variant
             # ignores is that configuration (TPE asks for every parameter every time)
             params = canonical(self.spec, {n: trial.params[n] for n in self.spec.parameter_names},
                                self.problem, self.facts)
             earlier = self.log.get(params)
-            reason = None if earlier else check(self.spec, params, self.problem, self.facts)
-            if earlier or reason:  # measured before, or invalid: costs no budget
+            reason = None if earlier else check(self.spec, params, self.problem, self.facts) or self._over_limit(params)
+            if earlier is None and reason is None:
+                if not self._seen(params) and self.claims.take(params, self._ttl()):
+                    return _Candidate(trial, params)
+                self.log.skip(trial)  # being measured, here or by another worker
+                self.state.elsewhere += self.in_flight is None or params != self.in_flight.params
+            else:
                 self.log.tell(trial, earlier or Measurement(Status.INVALID, reason or "", params=params),
                               repeat=earlier is not None)
-                self.in_flight, stuck = None, stuck + 1
-                near = params if fixed is None else near
                 self.state.repeats += earlier is not None
                 self.state.skipped_invalid += earlier is None
-                continue
-            try:
-                m = self.measure(evaluator, trial, params, due)
-            except _OutOfTime:
-                return "timeout"
-            stuck = 0
-            self.say("trial", m, self.state)
-            if broken.add(m.status is Status.COMPILE_ERROR, m.message) and self.state.best is None:
-                return "broken"
-        return stop
+            self.stuck += 1
+            self.near = params if fixed is None else self.near
 
-    def measure(self, evaluator: Evaluator, trial: optuna.Trial, params: dict[str, Value],
-                due: list[dict[str, Value]]) -> Measurement:
+    def drop(self, c: _Candidate | None) -> None:
+        """Give back a candidate that will not be measured."""
+        if c is not None:
+            self.log.skip(c.trial)
+            self.claims.release(c.params)
+
+    def loop(self, evaluator: Evaluator) -> str:
+        """Measure candidates until the budget, the time or the valid space runs out.
+
+        On a device that builds ahead, the next candidate is chosen before this one is
+        measured, so that it builds while this one is timed (TPE's constant liar keeps it
+        from choosing this one again).
+        """
+        broken, upcoming = SameBuildError(), None
+        try:
+            while (stop := self._stop()) is None:
+                self._take_in(self.log.refresh())
+                cand, upcoming = upcoming or self.propose(), None
+                if cand is None:
+                    return "exhausted"
+                if self.ahead > 0 and self.state.measured + 1 < self.options.trials:
+                    self.in_flight = cand  # not to be chosen again
+                    upcoming = self.propose()
+                self._prefetch(evaluator, upcoming)
+                try:
+                    m = self.measure(evaluator, cand)
+                except _OutOfTime:
+                    return "timeout"
+                self.say("trial", m, self.state)
+                if broken.add(m.status is Status.COMPILE_ERROR, m.message) and self.state.best is None:
+                    return "broken"
+            return stop
+        finally:
+            self.drop(upcoming)
+
+    def _prefetch(self, evaluator: Evaluator, upcoming: _Candidate | None) -> None:
+        """Announce what comes next, so the worker builds it while it times this one."""
+        if self.ahead <= 0:
+            return
+        later = [upcoming.params] if upcoming is not None else []
+        startup = self.options.sampler is not Sampler.TPE or self.log.measured_total + 1 < self.n_startup
+        evaluator.prefetch(later + self.due + (self.proposer.ahead(self.ahead, self._seen) if startup else []))
+
+    def measure(self, evaluator: Evaluator, cand: _Candidate) -> Measurement:
         """Measure one new configuration, record it, count it."""
+        params = cand.params
         is_baseline = params == self.baseline
-        if self.ahead > 0:
-            startup = self.options.sampler is not Sampler.TPE or self.log.measured_total + 1 < self.n_startup
-            evaluator.prefetch(due + (self.proposer.ahead(self.ahead, self._seen) if startup else []))
+        self.in_flight = cand
         best = self.state.best
         # the baseline is timed in full for the speed-up; others only while they could win
         cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None
@@ -339,17 +441,24 @@ class _Run:
         m = evaluator.evaluate(params, max(left, 1.0) if at_deadline and left is not None else limit, cutoff)
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
-            self.log.tell_interrupted(trial)
-            self.in_flight = None
+            self.interrupted()
             raise _OutOfTime
-        m = self.log.tell(trial, replace(m, params=params))
+        m = self.log.tell(cand.trial, replace(m, params=params))
+        self.claims.finish(params)
         self.in_flight = None
-        if self.remaining is not None:
-            self.remaining -= 1
+        self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)
+        self.state.study_measured = self.log.measured_total
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m
+
+    def interrupted(self) -> None:
+        """The candidate in flight when the run was stopped: measured again next time."""
+        if self.in_flight is not None:
+            self.log.tell_interrupted(self.in_flight.trial)
+            self.claims.release(self.in_flight.params)
+            self.in_flight = None
 
     def confirm(self, evaluator: Evaluator) -> None:
         """Time the leaders again in interleaved rounds (timing only: they were verified) and
@@ -411,8 +520,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         profiles.read(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
-    with quiet_optuna(), _stop_signals() as hold, workload_folder() as folder, \
-            exclusive(study_name(spec, info, prob), options.storage):
+    with quiet_optuna(), _stop_signals() as hold, workload_folder() as folder:
         run = _Run(spec, info, prob, options, valid, say, t_start)
         say("start", None, run.state)
         own = evaluator is None
@@ -424,8 +532,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         except KeyboardInterrupt:
             stopped_by = "interrupted"
             hold()  # finish saving before another Ctrl-C
-            if run.in_flight is not None:
-                run.log.tell_interrupted(run.in_flight)
+            run.interrupted()
         finally:
             if own and evaluator is not None:
                 evaluator.close()

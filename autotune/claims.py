@@ -1,0 +1,121 @@
+"""Claims: which configurations of a shared study are being measured, or were, and by whom.
+
+Several workers (processes, GPUs, hosts) may tune one study in one database. Before a worker
+measures a configuration it claims it here; a claim another worker holds, or one already
+measured, is refused, so no configuration is measured twice. A claim carries an expiry: a
+worker that dies mid-trial (SIGKILL, a lost host) never finishes its claim, and once the
+claim has expired another worker may take the configuration over. A live worker's
+measurement ends before its claim expires: the claim lasts the measurement's own time
+limit plus :data:`GRACE_S`.
+
+The claims live in a table of their own (``autotune_claims``) in the study's database, with
+one row per (study, configuration): inserting the row is the atomic "claim", and taking over
+an expired one is a conditional update, so two workers can never both win. Hosts are assumed
+to keep their clocks in step (NTP), as expiry compares their wall clocks.
+
+Example:
+    >>> engine = sa.create_engine("sqlite://")
+    >>> mine, theirs = Claims.open(engine, "k|dev|N=8|abc"), Claims(engine, "k|dev|N=8|abc", "other:1")
+    >>> mine.take({"TS": 8}, ttl_s=60), theirs.take({"TS": 8}, ttl_s=60), theirs.take({"TS": 4}, ttl_s=60)
+    (True, False, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+from .space import config_key
+from .spec import Value
+
+#: Seconds a claim outlives its measurement's time limit (the kill, the reply, the write).
+GRACE_S = 10.0
+
+_META = sa.MetaData()
+_TABLE = sa.Table(
+    "autotune_claims", _META,
+    sa.Column("study", sa.String(512), primary_key=True),
+    sa.Column("config", sa.String(64), primary_key=True),  # sha256 of the configuration's key
+    sa.Column("owner", sa.String(256), nullable=False),
+    sa.Column("expires", sa.Float, nullable=False),
+    sa.Column("done", sa.Boolean, nullable=False),
+)
+
+
+def owner_name() -> str:
+    """This worker, as its claims name it: host and process id."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Claims:
+    """One study's claims in its database; every method is one short transaction.
+
+    In memory (``in_memory``) there is one worker, and every claim is granted.
+    """
+
+    def __init__(self, engine: sa.engine.Engine | None, study: str, owner: str) -> None:
+        self.engine, self.study, self.owner = engine, study, owner
+
+    @classmethod
+    def open(cls, engine: sa.engine.Engine | None, study: str, in_memory: bool = False) -> Claims:
+        if in_memory or engine is None:
+            return cls(None, study, owner_name())
+        try:
+            _META.create_all(engine, checkfirst=True)
+        except (OperationalError, ProgrammingError, IntegrityError):
+            # another worker created the table at the same moment: it exists now
+            _META.create_all(engine, checkfirst=True)
+        return cls(engine, study, owner_name())
+
+    def _where(self, params: Mapping[str, Value]) -> Any:
+        digest = hashlib.sha256(config_key(params).encode()).hexdigest()
+        return sa.and_(_TABLE.c.study == self.study, _TABLE.c.config == digest), digest
+
+    def take(self, params: Mapping[str, Value], ttl_s: float) -> bool:
+        """Claim ``params`` for ``ttl_s`` seconds: False when another worker holds it, or it
+        was measured."""
+        if self.engine is None:
+            return True
+        where, digest = self._where(params)
+        now = time.time()
+        try:
+            with self.engine.begin() as c:
+                c.execute(_TABLE.insert().values(study=self.study, config=digest, owner=self.owner,
+                                                 expires=now + ttl_s, done=False))
+            return True
+        except IntegrityError:
+            pass  # claimed before: take it over only if that claim expired unfinished
+        with self.engine.begin() as c:
+            taken = c.execute(_TABLE.update().where(where, _TABLE.c.done.is_(False), _TABLE.c.expires < now)
+                              .values(owner=self.owner, expires=now + ttl_s))
+        return bool(taken.rowcount == 1)
+
+    def finish(self, params: Mapping[str, Value]) -> None:
+        """``params`` was measured (and is in the study): no worker measures it again."""
+        if self.engine is not None:
+            where, _ = self._where(params)
+            with self.engine.begin() as c:
+                c.execute(_TABLE.update().where(where, _TABLE.c.owner == self.owner).values(done=True))
+
+    def release(self, params: Mapping[str, Value]) -> None:
+        """Give ``params`` back unmeasured (the run stopped first)."""
+        if self.engine is not None:
+            where, _ = self._where(params)
+            with self.engine.begin() as c:
+                c.execute(_TABLE.delete().where(where, _TABLE.c.owner == self.owner, _TABLE.c.done.is_(False)))
+
+    def held(self) -> dict[str, tuple[str, bool]]:
+        """Every claim of the study: configuration digest -> (owner, done). For tests and reports."""
+        if self.engine is None:
+            return {}
+        with self.engine.begin() as c:
+            rows = c.execute(sa.select(_TABLE.c.config, _TABLE.c.owner, _TABLE.c.done)
+                             .where(_TABLE.c.study == self.study)).all()
+        return {r.config: (r.owner, bool(r.done)) for r in rows}

@@ -23,10 +23,12 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -46,6 +48,7 @@ _TABLE = sa.Table(
     sa.Column("owner", sa.String(256), nullable=False),
     sa.Column("expires", sa.Float, nullable=False),
     sa.Column("done", sa.Boolean, nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # the configuration itself (config_key), to read back
 )
 
 
@@ -74,21 +77,22 @@ class Claims:
             _META.create_all(engine, checkfirst=True)
         return cls(engine, study, owner_name())
 
-    def _where(self, params: Mapping[str, Value]) -> Any:
-        digest = hashlib.sha256(config_key(params).encode()).hexdigest()
-        return sa.and_(_TABLE.c.study == self.study, _TABLE.c.config == digest), digest
+    def _where(self, params: Mapping[str, Value]) -> tuple[Any, str, str]:
+        key = config_key(params)
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        return sa.and_(_TABLE.c.study == self.study, _TABLE.c.config == digest), digest, key
 
     def take(self, params: Mapping[str, Value], ttl_s: float) -> bool:
         """Claim ``params`` for ``ttl_s`` seconds: False when another worker holds it, or it
         was measured."""
         if self.engine is None:
             return True
-        where, digest = self._where(params)
+        where, digest, key = self._where(params)
         now = time.time()
         try:
             with self.engine.begin() as c:
                 c.execute(_TABLE.insert().values(study=self.study, config=digest, owner=self.owner,
-                                                 expires=now + ttl_s, done=False))
+                                                 expires=now + ttl_s, done=False, params=key))
             return True
         except IntegrityError:
             pass  # claimed before: take it over only if that claim expired unfinished
@@ -100,22 +104,42 @@ class Claims:
     def finish(self, params: Mapping[str, Value]) -> None:
         """``params`` was measured (and is in the study): no worker measures it again."""
         if self.engine is not None:
-            where, _ = self._where(params)
+            where = self._where(params)[0]
             with self.engine.begin() as c:
                 c.execute(_TABLE.update().where(where, _TABLE.c.owner == self.owner).values(done=True))
 
     def release(self, params: Mapping[str, Value]) -> None:
         """Give ``params`` back unmeasured (the run stopped first)."""
         if self.engine is not None:
-            where, _ = self._where(params)
+            where = self._where(params)[0]
             with self.engine.begin() as c:
                 c.execute(_TABLE.delete().where(where, _TABLE.c.owner == self.owner, _TABLE.c.done.is_(False)))
 
-    def held(self) -> dict[str, tuple[str, bool]]:
-        """Every claim of the study: configuration digest -> (owner, done). For tests and reports."""
+    def count(self) -> int | None:
+        """Configurations measured or being measured in the study, every worker's (None in
+        memory). Unlike the stored trials, this is up to date: trials are stored afterwards."""
         if self.engine is None:
-            return {}
+            return None
         with self.engine.begin() as c:
-            rows = c.execute(sa.select(_TABLE.c.config, _TABLE.c.owner, _TABLE.c.done)
+            return int(c.execute(sa.select(sa.func.count()).select_from(_TABLE).where(
+                _TABLE.c.study == self.study, sa.or_(_TABLE.c.done.is_(True), _TABLE.c.expires >= time.time())
+            )).scalar_one())
+
+    def held(self) -> list[Claim]:
+        """Every claim of the study (what is being measured where, and what was)."""
+        if self.engine is None:
+            return []
+        with self.engine.begin() as c:
+            rows = c.execute(sa.select(_TABLE.c.params, _TABLE.c.owner, _TABLE.c.expires, _TABLE.c.done)
                              .where(_TABLE.c.study == self.study)).all()
-        return {r.config: (r.owner, bool(r.done)) for r in rows}
+        return [Claim(json.loads(r.params), r.owner, r.expires, bool(r.done)) for r in rows]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One configuration's claim: who took it, until when, whether it was measured."""
+
+    params: dict[str, Value]
+    owner: str
+    expires: float
+    done: bool

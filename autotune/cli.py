@@ -84,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
     run.add_argument("-d", "--device", help="device selector (see `autotune devices`); default: "
-                     "$AUTOTUNE_DEVICE, else the first GPU that builds, else the first CPU device that builds")
+                     "$AUTOTUNE_DEVICE, else the first GPU that builds, else the first CPU device that "
+                     "builds. Several: 'all' (every GPU that builds, else every CPU device) or selectors "
+                     "separated by commas: one worker process per device, devices of one model on one study")
     run.add_argument("-n", "--trials", type=_number(int), default=40,
                      help="new configurations to measure (invalid and repeated ones do not count; "
                      "default 40)")
@@ -97,7 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "configurations), or grid (every valid configuration in order)")
     run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
     run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME; "
-                     ":memory: for a study that is not kept)")
+                     ":memory: for a study that is not kept). Runs started on one study (on one host or "
+                     "several, e.g. postgresql://HOST/DB) cooperate: no configuration is measured twice")
+    run.add_argument("--study-trials", type=_number(int), metavar="N",
+                     help="stop when the study holds N measured configurations, every worker's counted "
+                     "(a budget for workers that share a study)")
+    run.add_argument("--study-timeout", type=_number(float), metavar="SECONDS",
+                     help="stop SECONDS after the study's first worker started (a deadline for workers "
+                     "that share a study)")
     run.add_argument("--max-time-per-config", type=_number(float), metavar="SECONDS",
                      help="kill and record as timeout a candidate that takes longer to build, "
                      "verify and time (default: max(30 s, 10x the baseline's); 300 s for the baseline)")
@@ -221,22 +230,72 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           seed=args.seed, storage=args.storage, device=args.device,
                           max_time_per_config=args.max_time_per_config,
                           isolate=not args.no_isolation, save=not args.no_save,
-                          compile_ahead=args.compile_ahead, prune=args.prune)
+                          compile_ahead=args.compile_ahead, prune=args.prune,
+                          study_trials=args.study_trials, study_timeout_s=args.study_timeout)
+    if args.device and (args.device.strip().lower() == "all" or "," in args.device):
+        return _run_together(spec, options, problem, args.quiet)
     report = tune(spec, options, problem, progress=None if args.quiet else _progress(spec))
     print(format_report(report))
     return 0 if report.best is not None else _EXIT_ERROR
+
+
+def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> int:
+    """``run -d all`` or ``-d A,B``: a worker per device, one merged progress, a summary per study."""
+    from .device import select_many
+    from .fleet import groups, tune_together
+
+    infos = select_many(options.device)
+    for slug, members in groups(infos).items():
+        print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"
+              + ("; devices of other models tune studies of their own" if len(groups(infos)) > 1 else ""))
+    printers: dict[str, Any] = {}
+
+    def progress(label: str, event: str, m: Any, state: Any) -> None:
+        if not quiet:
+            printers.setdefault(label, _progress(spec, label))(event, m, state)
+
+    results = tune_together(spec, options, problem, infos, progress)
+    for members in groups(infos).values():
+        mine = [r for r in results if r.label in members]
+        done = [r.report for r in mine if r.report is not None]
+        best = min(done, key=lambda r: r.best.median_ms if r.best else math.inf, default=None)
+        if best is not None:
+            print(format_report(best))
+        if len(done) > 1:
+            wall = max(r.wall_s for r in done)
+            total, held = sum(r.measured for r in done), max(r.study_trials for r in done)
+            print(f"  together    {total} measured by {len(done)} workers in {wall:.1f} s "
+                  f"({60 * total / wall if wall else 0:.1f} trials/min); the study holds {held}")
+        for r in mine:
+            rr = r.report
+            what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}"
+                    + (" (interrupted)" if r.interrupted else "") + f", {_rate(rr)}")
+            print(f"  worker      {r.label} {r.info.name}: {what}")
+    if any(r.interrupted for r in results):
+        return _EXIT_INTERRUPTED
+    return 0 if any(r.report is not None and r.report.best is not None for r in results) else _EXIT_ERROR
+
+
+def _rate(report: Any) -> str:
+    return f"{60 * report.measured / report.wall_s:.1f} trials/min" if report.wall_s > 0 else "no time"
 
 
 def _fmt_params(params: Any) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
-def _progress(spec: Any) -> Any:
+def _progress(spec: Any, label: str = "") -> Any:
+    """The progress printer; ``label`` names the worker when several print."""
+    who = f"{label} " if label else ""
+
     def show(event: str, rec: Any, state: Any) -> None:
         if event == "start":
-            print(f"tuning {spec.name}: up to {state.budget} new configurations", flush=True)
+            print(f"{who}tuning {spec.name}: up to {state.budget} new configurations"
+                  + (f" (the study holds {state.study_measured})" if state.study_measured else ""), flush=True)
             return
-        n = f"[{state.measured:>3}/{state.budget}]"
+        n = f"{who}[{state.measured:>3}/{state.budget}]"
+        if state.study_measured != state.measured or state.study_budget is not None:
+            n += f" study {state.study_measured}" + (f"/{state.study_budget}" if state.study_budget else "")
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "
@@ -285,16 +344,19 @@ def format_report(report: Any) -> str:
         else:
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
     failed = sum(report.failures.values())
+    elsewhere = f", {report.elsewhere} held by other workers" if report.elsewhere else ""
     lines.append(f"  trials      {report.measured} measured this run ({report.measured - failed} ok, {failed} failed), "
-                 f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused; "
+                 f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused{elsewhere}; "
                  f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
     if report.pruned:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {report.failure_examples.get(status, '')[:150]}")
-    stop = {"trials": "trial budget reached", "timeout": "--timeout reached",
-            "exhausted": "every valid configuration measured", "interrupted": "interrupted"}
-    lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s")
+    stop = {"trials": "trial budget reached", "timeout": "--timeout reached", "exhausted":
+            "every valid configuration measured", "interrupted": "interrupted",
+            "study trials": "the study's --study-trials reached"}
+    lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
+                 f"({_rate(report)})")
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({report.profile_verdict})")
     return "\n".join(lines)

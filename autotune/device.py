@@ -3,7 +3,9 @@
 Selectors (``--device``): ``P:D`` indices as `autotune devices` prints them, or a
 case-insensitive substring of "platform vendor device-name" (e.g. ``nvidia``, ``pocl``,
 ``h200``). With no selector, ``$AUTOTUNE_DEVICE``, then the first GPU whose compiler builds a
-trivial kernel (:mod:`health`), then the first such CPU device.
+trivial kernel (:mod:`health`), then the first such CPU device. Several devices at once
+(:func:`select_many`): ``all`` (every GPU that builds, else every CPU device that builds) or
+selectors separated by commas.
 """
 
 from __future__ import annotations
@@ -190,3 +192,18 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     raise DeviceError(
         f"no OpenCL device matches {selector!r}; use an index or a name substring: {listing}"
     )
+
+
+def select_many(text: str) -> list[DeviceInfo]:
+    """The devices ``all`` or a comma-separated list of selectors names, in order (a device
+    named twice gets two workers)."""
+    if text.strip().lower() != "all":
+        return [select(part.strip())[0] for part in text.split(",") if part.strip()]
+    found = list_devices()
+    if not found:
+        raise DeviceError(f"no OpenCL device found; {CPU_FIX}")
+    built = build_checks(found)
+    ok = [d for d, _ in found if built[d.selector].ok]
+    if not ok:
+        _default(found)  # raises, saying why each device cannot build
+    return [d for d in ok if d.is_gpu] or ok

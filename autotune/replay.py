@@ -205,15 +205,17 @@ class ReplayResult:
 
 
 def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int | None = None,
-           target: float = 0.05) -> ReplayResult:
+           target: float = 0.05, ahead: int | None = None) -> ReplayResult:
     """Tune against ``rec`` with the real loop (study in memory, nothing saved) until
-    ``trials`` configurations are measured or the best is within ``target`` of the optimum."""
+    ``trials`` configurations are measured or the best is within ``target`` of the optimum.
+    ``ahead``: --compile-ahead (None: as on a GPU, where the next candidate is chosen before
+    the current one is measured)."""
     from .tuner import TuneOptions, tune  # the tuner imports much; a replay needs it only here
 
     ev = RecordedEvaluator(rec, stop_at_ms=rec.optimum_ms * (1 + target))
     try:
         tune(spec_for(rec), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
-                                        storage=":memory:", save=False, prune=0),
+                                        storage=":memory:", save=False, prune=0, compile_ahead=ahead),
              evaluator=ev, info=device_for(rec))
     except TargetReached:
         pass
@@ -246,10 +248,11 @@ class Summary:
 
 
 def replay_seeds(rec: Recorded, trials: int, seeds: Sequence[int], sampler: Sampler = Sampler.TPE,
-                 target: float = 0.05, each: Callable[[ReplayResult], None] | None = None) -> Summary:
+                 target: float = 0.05, each: Callable[[ReplayResult], None] | None = None,
+                 ahead: int | None = None) -> Summary:
     out = []
     for s in seeds:
-        r = replay(rec, trials, sampler, s, target)
+        r = replay(rec, trials, sampler, s, target, ahead)
         out.append(r)
         if each is not None:
             each(r)

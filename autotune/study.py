@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import queue
+import random
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -54,7 +55,7 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     url = url or settings.default_storage()
     try:
         if not url.startswith("sqlite:///"):
-            return optuna.storages.RDBStorage(url)
+            return _open_server(url)
         path = Path(url[len("sqlite:///"):])
         if not path.name:
             raise ProblemError(f"--storage {url!r} names no file; use sqlite:///PATH/studies.db")
@@ -69,6 +70,21 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
                            "set AUTOTUNE_HOME or --storage to a writable place") from None
     except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
         raise ProblemError(_storage_problem(url, exc)) from None
+
+
+def _open_server(url: str, tries: int = 5) -> optuna.storages.RDBStorage:
+    """A database server's storage. Workers that start together all create optuna's tables
+    at once, and PostgreSQL lets one of them win and fails the others: open again."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(tries):
+        try:
+            return optuna.storages.RDBStorage(url)
+        except (IntegrityError, ProgrammingError):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.2 + 0.3 * random.random())
+    raise AssertionError("unreachable")
 
 
 def _storage_problem(url: str, exc: Exception) -> str:
@@ -300,3 +316,15 @@ def _discard_orphans(study: optuna.Study) -> None:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)  # no status: not a result
+
+
+def measured_count(name: str, storage: str | None) -> int:
+    """How many configurations the stored study ``name`` has measured (0: no such study)."""
+    if storage == IN_MEMORY:
+        return 0
+    try:
+        study = optuna.load_study(study_name=name, storage=open_storage(storage))
+    except KeyError:
+        return 0
+    return sum("status" in t.user_attrs
+               for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))

@@ -132,6 +132,7 @@ class TuneReport:
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
+    elsewhere: int = 0  # proposals another worker of the study was measuring, or had
 
     @property
     def close_call(self) -> bool:
@@ -237,6 +238,7 @@ class _Candidate:
 
     trial: optuna.Trial
     params: dict[str, Value]
+    local: bool = False  # a neighbour of the best at the time it was chosen
 
 
 class _Run:
@@ -264,6 +266,7 @@ class _Run:
         self.limit = options.max_time_per_config
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
+        self.local = False  # the last pick was a neighbour of the best
         self.near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
         self.due = self.starts()
 
@@ -322,7 +325,7 @@ class _Run:
     def _stop(self) -> str | None:
         if self.state.measured >= self.options.trials:
             return "trials"
-        if self.options.study_trials is not None and self.log.measured_total >= self.options.study_trials:
+        if self.options.study_trials is not None and self._study_count() >= self.options.study_trials:
             return "study trials"
         left = self._time_left()
         if left is not None and left <= 0:
@@ -330,6 +333,12 @@ class _Run:
         if self.valid_exact and self.log.measured_total >= self.valid_count:
             return "exhausted"  # only valid configurations are measured
         return None
+
+    def _study_count(self) -> int:
+        """The study's measurements, with those other workers are making (claimed, not yet
+        stored): workers that check at the same moment may each start one more."""
+        claimed = self.claims.count()
+        return max(self.log.measured_total, claimed or 0)
 
     def _ttl(self) -> float:
         """How long a claim lasts: longer than any measurement this worker lets run."""
@@ -349,15 +358,16 @@ class _Run:
         if fixed is None and self.near is not None:  # where TPE wanted to go, without asking again
             fixed = self.proposer.neighbour(self.near, self._seen) or self.proposer.next(self._seen)
             self.near = None
-        if fixed is None and self.state.best is not None and self._local_turn():
+        self.local = fixed is None and self.state.best is not None and self._local_turn()
+        if self.local and self.state.best is not None:
             fixed = self.proposer.neighbour(self.state.best.params, self._seen)
         return fixed
 
     def propose(self) -> _Candidate | None:
-        """The next configuration to measure, claimed for this worker; None when none is left.
+        """The next configuration to measure; None when none is left.
 
-        Proposals that are invalid, measured before or held by another worker cost no budget:
-        each is told to the sampler (not stored) and the next is asked for.
+        Proposals that are invalid or measured before cost no budget: each is told to the
+        sampler (not stored) and the next is asked for.
         """
         while True:
             try:
@@ -372,10 +382,10 @@ class _Run:
             earlier = self.log.get(params)
             reason = None if earlier else check(self.spec, params, self.problem, self.facts) or self._over_limit(params)
             if earlier is None and reason is None:
-                if not self._seen(params) and self.claims.take(params, self._ttl()):
-                    return _Candidate(trial, params)
-                self.log.skip(trial)  # being measured, here or by another worker
-                self.state.elsewhere += self.in_flight is None or params != self.in_flight.params
+                if not self._seen(params):
+                    self.stuck = 0
+                    return _Candidate(trial, params, self.local)
+                self.log.skip(trial)  # the one being measured now
             else:
                 self.log.tell(trial, earlier or Measurement(Status.INVALID, reason or "", params=params),
                               repeat=earlier is not None)
@@ -388,7 +398,6 @@ class _Run:
         """Give back a candidate that will not be measured."""
         if c is not None:
             self.log.skip(c.trial)
-            self.claims.release(c.params)
 
     def loop(self, evaluator: Evaluator) -> str:
         """Measure candidates until the budget, the time or the valid space runs out.
@@ -399,23 +408,35 @@ class _Run:
         """
         broken, upcoming = SameBuildError(), None
         try:
-            while (stop := self._stop()) is None:
-                self._take_in(self.log.refresh())
+            while True:
+                self._take_in(self.log.refresh())  # other workers' trials, before the budget is checked
+                if (stop := self._stop()) is not None:
+                    return stop
                 cand, upcoming = upcoming or self.propose(), None
                 if cand is None:
                     return "exhausted"
+                if not self.claims.take(cand.params, self._ttl()):  # another worker has it
+                    self.drop(cand)
+                    self.state.elsewhere += 1
+                    self.near = cand.params  # look next to it instead
+                    continue
                 if self.ahead > 0 and self.state.measured + 1 < self.options.trials:
                     self.in_flight = cand  # not to be chosen again
                     upcoming = self.propose()
                 self._prefetch(evaluator, upcoming)
+                best = self.state.best
                 try:
                     m = self.measure(evaluator, cand)
                 except _OutOfTime:
                     return "timeout"
+                if upcoming is not None and self.state.best is not best:
+                    # chosen around the old best (and a model without this result): choose again
+                    self.turns -= upcoming.local
+                    self.drop(upcoming)
+                    upcoming = None
                 self.say("trial", m, self.state)
                 if broken.add(m.status is Status.COMPILE_ERROR, m.message) and self.state.best is None:
                     return "broken"
-            return stop
         finally:
             self.drop(upcoming)
 
@@ -491,7 +512,7 @@ class _Run:
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.log.measured_total, pruned=s.pruned, valid_space=self.valid_count,
-            runner_up=s.runner_up, confirmed=s.confirmed,
+            runner_up=s.runner_up, confirmed=s.confirmed, elsewhere=s.elsewhere,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
 

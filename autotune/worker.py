@@ -181,7 +181,7 @@ class IsolatedEvaluator:
         except (EOFError, OSError):
             code = proc.exitcode
             self._kill()
-            raise WorkerError(f"the measuring worker died while starting ({_describe_exit(code)})") from None
+            raise WorkerError(f"the measuring worker died while starting ({describe_exit(code)})") from None
         if kind == "autotune_error":
             self._kill()
             raise payload
@@ -224,7 +224,7 @@ class IsolatedEvaluator:
             self._kill()
             self.restarts += 1
             said = capture.tail(Path(self.setup.stderr_file)) if self.setup.stderr_file else ""
-            return Measurement(Status.CRASHED, f"worker died: {_describe_exit(code)}"
+            return Measurement(Status.CRASHED, f"worker died: {describe_exit(code)}"
                                + (f"; its last output: {said}" if said else ""),
                                wall_s=time.perf_counter() - t0, params=dict(params))
         if kind == "autotune_error":
@@ -274,7 +274,8 @@ class IsolatedEvaluator:
         self._kill()
 
 
-def _describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
+    """How a child process ended, in words."""
     if code is None:
         return "exit status unknown"
     if code < 0:

@@ -1,6 +1,6 @@
 """Search efficiency on recorded spaces: `autotune replay` over many seeds, as one table.
 
-    python3 benchmarks/replay_table.py [--seeds 20] [--samplers tpe,random] CACHE_FILE...
+    python3 benchmarks/replay_table.py [--seeds 20] [--samplers tpe,random] [--compile-ahead N] CACHE_FILE...
 
 For each space and sampler: the median number of measured configurations until the best is
 within 5% of the recorded optimum, and the share of seeds that get there within 100 and 400.
@@ -22,6 +22,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--samplers", default="tpe,random")
     ap.add_argument("--trials", type=int, default=400)
+    ap.add_argument("--compile-ahead", type=int, default=None,
+                    help="as for run (default: as on a GPU, the next candidate chosen before this one is measured)")
     args = ap.parse_args()
     samplers = [Sampler(s) for s in args.samplers.split(",")]
     print("| space | valid | " + " | ".join(f"{s.value}: median n to 5% / within 100 / within {args.trials}"
@@ -32,7 +34,7 @@ def main() -> None:
         cells = []
         for s in samplers:
             t0 = time.perf_counter()
-            summary = replay.replay_seeds(rec, args.trials, range(args.seeds), s)
+            summary = replay.replay_seeds(rec, args.trials, range(args.seeds), s, ahead=args.compile_ahead)
             med = summary.median_within()
             shares = f"{summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
             cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")

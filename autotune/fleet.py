@@ -1,0 +1,138 @@
+"""Several devices of this host on one study: a worker process per device, one merged progress.
+
+Each worker is an ordinary run (:func:`~autotune.tuner.tune`) in a process of its own, with
+its own device; workers on devices of one model (one slug) share that model's study in the
+storage and so cooperate through its claims (:mod:`autotune.claims`); devices of other
+models get studies of their own, since their timings differ. The trial budget is the
+study's: each study gets ``trials`` new measurements in all, whichever worker makes them.
+
+Example:
+    >>> results = tune_together("matmul", TuneOptions(trials=40), {}, select_many("all"),
+    ...                         progress=print)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .device import DeviceInfo
+from .errors import AutotuneError, ProblemError, TuningInterrupted
+from .result import Measurement
+from .spec import KernelSpec
+from .study import IN_MEMORY, measured_count
+from .tuner import RunState, TuneOptions, TuneReport, study_name, tune
+from .worker import describe_exit
+
+#: (worker label, event, measurement, the worker's counters) as the tuner's progress gives them
+FleetProgress = Callable[[str, str, Measurement | None, RunState], None]
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    """How one worker ended: its report, or why it has none."""
+
+    label: str
+    info: DeviceInfo
+    report: TuneReport | None = None
+    error: str | None = None
+    interrupted: bool = False
+
+
+def labels(infos: list[DeviceInfo]) -> list[str]:
+    """Each worker's name in the progress: its selector, numbered when a device has several."""
+    count = Counter(d.selector for d in infos)
+    seen: Counter[str] = Counter()
+    out = []
+    for d in infos:
+        seen[d.selector] += 1
+        out.append(d.selector if count[d.selector] == 1 else f"{d.selector}#{seen[d.selector]}")
+    return out
+
+
+def groups(infos: list[DeviceInfo]) -> dict[str, list[str]]:
+    """Device slug -> the workers that share its study."""
+    out: dict[str, list[str]] = {}
+    for d, label in zip(infos, labels(infos), strict=True):
+        out.setdefault(d.slug, []).append(label)
+    return out
+
+
+def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, Any],
+                  infos: list[DeviceInfo], progress: FleetProgress) -> list[WorkerResult]:
+    """Tune ``spec`` with one worker process per device; returns each worker's outcome.
+
+    Ctrl-C reaches every worker (one process group): each saves its best and stops, and this
+    waits for them.
+    """
+    if options.storage == IN_MEMORY:
+        raise ProblemError("several devices need a study they can share: leave --storage out (SQLite "
+                           "in $AUTOTUNE_HOME) or give a database URL; :memory: is one process's own")
+    problem = spec.resolve_problem(problem)
+    budgets = {d.slug: measured_count(study_name(spec, d, problem), options.storage) + options.trials
+               for d in infos}
+    ctx = mp.get_context("spawn")  # a forked child would share the parent's OpenCL state
+    events: Any = ctx.Queue()
+    procs = {}
+    for i, (d, label) in enumerate(zip(infos, labels(infos), strict=True)):
+        study_budget = min(options.study_trials or budgets[d.slug], budgets[d.slug])
+        mine = replace(options, device=d.selector, study_trials=study_budget,
+                       seed=None if options.seed is None else options.seed + i)
+        procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events),
+                                       name=f"autotune-worker-{label}"))
+        procs[label][1].start()
+    return _collect(procs, events, progress)
+
+
+def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
+             progress: FleetProgress) -> list[WorkerResult]:
+    """Pass the workers' progress on until each has reported or died."""
+    results: dict[str, WorkerResult] = {}
+    quiet_polls: Counter[str] = Counter()
+    while len(results) < len(procs):
+        try:
+            kind, label, *rest = events.get(timeout=0.5)
+        except queue.Empty:
+            for label, (d, p) in procs.items():  # dead with nothing more to say (after a last look)
+                if label not in results and not p.is_alive():
+                    quiet_polls[label] += 1
+                    if quiet_polls[label] > 2:
+                        results[label] = WorkerResult(label, d, error=f"ended without a summary "
+                                                      f"({describe_exit(p.exitcode)})")
+            continue
+        except KeyboardInterrupt:  # the workers got it too: wait for them to save and stop
+            continue
+        d = procs[label][0]
+        if kind == "progress":
+            progress(label, *rest)
+        elif kind == "done":
+            results[label] = WorkerResult(label, d, report=rest[0])
+        elif kind == "interrupted":
+            results[label] = WorkerResult(label, d, report=rest[0], interrupted=True)
+        else:
+            results[label] = WorkerResult(label, d, error=rest[0])
+    for _, p in procs.values():
+        p.join(10)
+    return [results[label] for label in procs]
+
+
+def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label: str, events: Any) -> None:
+    """One worker: an ordinary run whose progress and outcome go to the parent."""
+    def progress(event: str, m: Measurement | None, state: RunState) -> None:
+        events.put(("progress", label, event, m, state))
+
+    try:
+        events.put(("done", label, tune(spec, options, problem, progress)))
+    except TuningInterrupted as exc:
+        events.put(("interrupted", label, exc.args[0]))
+    except AutotuneError as exc:
+        events.put(("error", label, str(exc)))
+    except KeyboardInterrupt:  # before the run had started
+        events.put(("error", label, "interrupted before it started"))
+
+
+

@@ -1,0 +1,236 @@
+"""Several workers on one study: claims, shared budgets, `run -d A,B`, and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import optuna
+import pytest
+import sqlalchemy as sa
+
+import pgserver
+from autotune import cli, profiles, settings
+from autotune import device as devices
+from autotune import spec as specs
+from autotune.claims import Claims
+from autotune.limits import MIN_BUILDS
+from autotune.result import Measurement, Status
+from autotune.space import config_key
+from autotune.tuner import TuneOptions, study_name, tune
+from conftest import DEVICES, FAKE, QuietEvaluator
+
+SIZE = "N=262144"
+
+
+class Slow(QuietEvaluator):
+    """Answers after a little while (so that workers interleave); records what it measured."""
+
+    def __init__(self, calls: list[dict[str, Any]], lock: threading.Lock) -> None:
+        self.calls, self.lock = calls, lock
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+        time.sleep(0.005)
+        if verify:
+            with self.lock:
+                self.calls.append(dict(params))
+        t = 1.0 / (params["WPT"] * params["WG"])
+        return Measurement(Status.OK, times_ms=(t, t, t), error=0.0)
+
+
+def _stored_keys(name: str, storage: str) -> list[str]:
+    study = optuna.load_study(study_name=name, storage=storage)
+    return [config_key(t.params) for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+            if "status" in t.user_attrs]
+
+
+# ---- claims -------------------------------------------------------------------------------
+
+def test_a_claim_is_refused_while_held_or_measured_and_taken_over_once_expired(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/c.db")
+    a, b = Claims.open(engine, "s"), Claims(engine, "s", "host:2")
+    assert a.take({"X": 1}, ttl_s=60)
+    assert not b.take({"X": 1}, ttl_s=60)  # held
+    a.finish({"X": 1})
+    assert not b.take({"X": 1}, ttl_s=60)  # measured
+    assert a.take({"X": 2}, ttl_s=0.05)
+    time.sleep(0.1)
+    assert b.take({"X": 2}, ttl_s=60)  # a died: its claim expired
+    assert not a.take({"X": 2}, ttl_s=60)
+    b.release({"X": 2})
+    assert a.take({"X": 2}, ttl_s=60)  # given back unmeasured
+    assert Claims(engine, "other study", "host:3").take({"X": 1}, ttl_s=60)
+    assert {(str(c.params), c.done) for c in a.held()} == {("{'X': 1}", True), ("{'X': 2}", False)}
+
+
+def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
+    calls: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    storage = f"sqlite:///{home}/shared.db"
+    reports: list[Any] = []
+
+    def work(seed: int) -> None:
+        reports.append(tune(scale, TuneOptions(trials=40, timeout_s=None, storage=storage, seed=seed,
+                                               study_trials=20, save=False),
+                            evaluator=Slow(calls, lock), info=FAKE))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    keys = [config_key(c) for c in calls]
+    assert len(keys) == len(set(keys)), "a configuration was measured twice"
+    assert all(r.measured > 0 for r in reports) and sum(r.measured for r in reports) == len(keys)
+    assert 20 <= len(keys) <= 21  # the study's budget: at most one over, by the worker last to start one
+    assert {r.stopped_by for r in reports} == {"study trials"}
+    name = study_name(scale, FAKE, scale.resolve_problem({}))
+    assert sorted(_stored_keys(name, storage)) == sorted(keys)
+
+
+def test_a_late_worker_joins_the_study_and_measures_only_new_configurations(scale, home):
+    calls: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    storage = f"sqlite:///{home}/shared.db"
+    first = tune(scale, TuneOptions(trials=10, timeout_s=None, storage=storage, seed=1, save=False),
+                 evaluator=Slow(calls, lock), info=FAKE)
+    late = tune(scale, TuneOptions(trials=10, timeout_s=None, storage=storage, seed=2, save=False,
+                                   study_trials=15), evaluator=Slow(calls, lock), info=FAKE)
+    keys = [config_key(c) for c in calls]
+    assert len(keys) == len(set(keys)) == 15
+    assert (first.measured, late.measured, late.study_trials) == (10, 5, 15)
+    assert late.baseline is not None and late.baseline.number >= 0  # the first worker's baseline
+
+
+def test_the_study_timeout_counts_from_the_studys_first_worker(scale, home):
+    storage = f"sqlite:///{home}/shared.db"
+    tune(scale, TuneOptions(trials=2, timeout_s=None, storage=storage, save=False),
+         evaluator=Slow([], threading.Lock()), info=FAKE)
+    time.sleep(1.2)
+    late = tune(scale, TuneOptions(trials=20, timeout_s=None, storage=storage, save=False, study_timeout_s=1.0),
+                evaluator=Slow([], threading.Lock()), info=FAKE)
+    assert (late.stopped_by, late.measured) == ("timeout", 0)
+
+
+# ---- learned work-group limits --------------------------------------------------------------
+
+class Limited(QuietEvaluator):
+    """A device whose compiled kernel allows 64 work-items, as a build reports it."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+        self.calls.append(dict(params))
+        if params["WG"] > 64:
+            return Measurement(Status.LAUNCH_ERROR, f"scale: work-group {params['WG']} > 64 allowed",
+                               wg_limits={"scale": 64})
+        t = 1.0 / (params["WPT"] * params["WG"])
+        return Measurement(Status.OK, times_ms=(t, t, t), error=0.0, wg_limits={"scale": 64})
+
+
+def test_candidates_above_the_learned_work_group_limit_are_skipped_unbuilt(scale):
+    ev = Limited()
+    report = tune(scale, TuneOptions(trials=1000, timeout_s=None, sampler="grid", storage=":memory:", save=False),
+                  evaluator=ev, info=FAKE)
+    assert report.stopped_by in ("exhausted", "trials")
+    above = [i for i, c in enumerate(ev.calls) if c["WG"] > 64]
+    assert above and max(above) < MIN_BUILDS + len(above)  # only while the limit was being learned
+    assert any(c["WG"] <= 64 for c in ev.calls[MIN_BUILDS:])
+    assert report.skipped_invalid > 0
+
+
+# ---- several devices from one command ------------------------------------------------------
+
+needs_cpu = pytest.mark.skipif(not DEVICES, reason="no OpenCL device builds here")
+
+
+@needs_cpu
+def test_run_on_a_list_of_devices_merges_progress_and_measures_nothing_twice(home, capsys):
+    sel = DEVICES[0]
+    code = cli.main(["run", "reverse", "-d", f"{sel},{sel}", "-s", SIZE, "-n", "6", "-t", "120",
+                     "--seed", "3"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"2 workers ({sel}#1, {sel}#2)" in out
+    assert f"{sel}#1 [" in out and f"{sel}#2 [" in out and "together" in out
+    spec = specs.load("reverse")
+    info = devices.select(sel)[0]
+    keys = _stored_keys(study_name(spec, info, spec.resolve_problem({"N": 262144})), settings.default_storage())
+    assert len(keys) == len(set(keys)) and 6 <= len(keys) <= 7
+
+
+def test_several_devices_need_a_shared_storage(capsys):
+    assert cli.main(["run", "reverse", "-d", "all", "--storage", ":memory:"]) == 1
+    err = capsys.readouterr().err
+    assert "several devices need a study they can share" in err and "Traceback" not in err
+
+
+# ---- a real PostgreSQL ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def postgres() -> Any:
+    try:
+        with pgserver.server() as url:
+            yield url
+    except pgserver.Unavailable as exc:
+        pytest.skip(f"no PostgreSQL server: {exc}")
+
+
+def _worker(url: str, seed: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune", "run", "reverse", "-d", DEVICES[0], "-s", SIZE, "--storage", url,
+         "--seed", str(seed), "-t", "240", "-q", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _study(url: str) -> tuple[str, Claims]:
+    spec = specs.load("reverse")
+    name = study_name(spec, devices.select(DEVICES[0])[0], spec.resolve_problem({"N": 262144}))
+    return name, Claims(sa.create_engine(url), name, "tests:0")
+
+
+@needs_cpu
+def test_three_workers_on_postgresql_share_one_study(postgres, home):
+    procs = [_worker(postgres, seed, "-n", "14", "--study-trials", "24") for seed in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-500:] for o in outs]
+    name, claims = _study(postgres)
+    keys = _stored_keys(name, postgres)
+    assert len(keys) == len(set(keys)), "a configuration was measured twice"
+    measured = [int(re.search(r"(\d+) measured this run", o[0]).group(1)) for o in outs]  # type: ignore[union-attr]
+    assert sum(measured) == len(keys) and 24 <= len(keys) <= 26
+    assert sorted(config_key(c.params) for c in claims.held() if c.done) == sorted(keys)
+    profile = profiles.read(next((home / "profiles").glob("*.yaml")))
+    assert [e["problem"] for e in profile["kernels"]["reverse"]] == [{"N": 262144}]
+
+
+@needs_cpu
+def test_a_worker_killed_mid_trial_leaves_a_claim_that_expires(postgres, home):
+    name, claims = _study(postgres)
+    procs = [_worker(postgres, seed, "-n", "30", "--study-trials", "30", "--max-time-per-config", "3")
+             for seed in (10, 11, 12)]
+    victim = procs[0]
+    held = None
+    deadline = time.time() + 120
+    while held is None and time.time() < deadline:
+        held = next((c for c in claims.held() if c.owner.endswith(f":{victim.pid}") and not c.done), None)
+        time.sleep(0.02)
+    assert held is not None, "the worker never claimed a configuration"
+    os.killpg(victim.pid, signal.SIGKILL)  # the worker and its measuring process, mid-trial
+    victim.wait()
+    for p in procs[1:]:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-500:]
+    keys = _stored_keys(name, postgres)
+    assert len(keys) == len(set(keys))
+    time.sleep(max(0.0, held.expires - time.time()) + 0.1)
+    again = {config_key(c.params): c for c in claims.held()}[config_key(held.params)]
+    # measured by a survivor after the claim expired, or free for any worker to take now
+    assert (again.done and again.owner != held.owner) or claims.take(held.params, ttl_s=60)

@@ -425,6 +425,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for c in r.ceilings:
         share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")
+    print(f"  kept        {benchmark.keep_ceilings(r)}")
     return 0
 
 

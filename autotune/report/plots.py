@@ -239,5 +239,5 @@ def _shares(s: Section, best: Trial) -> bytes | None:
     ax.axvline(100, color="#333333", lw=1)
     ax.set_xlim(0, max(110, 115 * max(r[4] for r in rows)))
     ax.set_xlabel("% of the device's ceiling (measured by autotune bench)")
-    ax.set_title(f"{s.spec.name} {s.label}: achieved share of the ceiling", fontsize=10)
+    ax.set_title(f"{s.spec.name} {s.label}: share of the ceiling", fontsize=10)
     return _png(fig)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..errors import ProblemError
 from ..spec import KernelSpec
 from . import page, plots
@@ -45,7 +46,7 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
                 path.write_bytes(png)
                 written.append(path)
         index = out / "index.html"
-        source = storage or "the default study database"
+        source = storage or settings.default_storage()
         index.write_text(page.render(spec.name, sections, figures, source, [_notes(s, f) for s, f in
                                                                            zip(sections, figures, strict=True)]))
     except OSError as exc:

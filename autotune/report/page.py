@@ -15,7 +15,10 @@ CAPTIONS = {
     "convergence": "Best time so far against the trial number; failed trials are marked along the top.",
     "importance": "Which parameters explain the time of the verified configurations.",
     "parameters": "Time by parameter value, the variant parameter first, then by importance.",
-    "ceiling": "The best configuration against the device's ceilings.",
+    "ceiling": "The best configuration against the device's ceilings (kept by autotune bench): on a roofline "
+               "where the spec counts FLOPs and bytes (bytes as the spec counts them, so data reused from "
+               "caches or local memory can put a kernel above the bandwidth slope), else as a share of each "
+               "ceiling in a metric's unit.",
 }
 
 _STYLE = """

@@ -52,7 +52,7 @@ def _png(fig: Any) -> bytes:
 def convergence(s: Section) -> bytes:
     """Best-so-far time against trial number (log), every verified time, the baseline and the
     default, and a mark per failed or timed-once trial."""
-    fig = _figure(8, 4.2)
+    fig = _figure(8, 4.6)
     ax = fig.add_subplot()
     ax.set_yscale("log")
     full = [t for t in s.ok if not t.m.pruned]
@@ -74,7 +74,7 @@ def convergence(s: Section) -> bytes:
     ax.set_ylabel("time (ms, log scale)")
     ax.set_title(f"{s.spec.name} {s.label}: convergence ({len(s.trials)} trials)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper right", ncols=2)
+    fig.legend(fontsize=7, loc="outside lower center", ncols=4)  # below: the failure marks run along the top
     return _png(fig)
 
 

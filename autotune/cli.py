@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "of it, e.g. h200), or a selector of a device on this machine; default: every device")
     report.add_argument("-o", "--output", metavar="DIR", help="folder for index.html and the PNG files "
                         "(default: ./autotune-report-KERNEL)")
-    report.add_argument("--storage", help="optuna storage URL the studies are in (default: SQLite in "
+    report.add_argument("--storage", metavar="URL", help="optuna storage URL the studies are in (default: SQLite in "
                         "$AUTOTUNE_HOME)")
     return parser
 

@@ -143,6 +143,19 @@ def test_roofline_when_the_spec_counts_flops_and_bytes(tmp_path):
     assert png is not None and png.startswith(b"\x89PNG")
 
 
+class Wrong(QuietEvaluator):
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        return Measurement(Status.WRONG_RESULT, "y: every element off")
+
+
+def test_a_study_where_nothing_verified_still_gets_its_page(scale, tmp_path):
+    tune(scale, TuneOptions(trials=5, timeout_s=None), evaluator=Wrong(), info=FAKE)
+    written = report.write(scale, tmp_path / "out")
+    assert [p.name.rsplit("-", 1)[1] for p in written.figures] == ["convergence.png"]
+    page = written.page.read_text()
+    assert "No configuration verified" in page and "wrong result" in page
+
+
 def error_of(capsys, *argv: str) -> str:
     assert main(list(argv)) == 1
     err = capsys.readouterr().err
@@ -185,5 +198,5 @@ def test_help_names_the_options(capsys):
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     out = capsys.readouterr().out
-    for option in ("-s SIZE", "-d DEVICE", "-o DIR", "--storage STORAGE", 'pip install "autotune[report]"'):
+    for option in ("-s SIZE", "-d DEVICE", "-o DIR", "--storage URL", 'pip install "autotune[report]"'):
         assert option in out

@@ -74,7 +74,8 @@ def convergence(s: Section) -> bytes:
     ax.set_ylabel("time (ms, log scale)")
     ax.set_title(f"{s.spec.name} {s.label}: convergence ({len(s.trials)} trials)", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    fig.legend(fontsize=7, loc="outside lower center", ncols=4)  # below: the failure marks run along the top
+    if ax.get_legend_handles_labels()[0]:  # below the axes: the failure marks run along the top
+        fig.legend(fontsize=7, loc="outside lower center", ncols=4)
     return _png(fig)
 
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from autotune import profiles, report, settings
+from autotune import benchmark, profiles, report, settings
 from autotune import spec as specs
+from autotune.ceilings import Ceiling
 from autotune.cli import format_report, main
 from autotune.report import data, plots
 from autotune.result import Measurement, Status
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, SCALE_YAML, QuietEvaluator, write_spec
+from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
 
 pytest.importorskip("matplotlib")
 
@@ -130,6 +131,22 @@ def test_bench_ceilings_kept_in_the_profile_give_the_ceiling_figure(scale, tmp_p
     written = report.write(scale, tmp_path / "out", problem={"N": 4096})
     (ceiling,) = [p for p in written.figures if p.name.endswith("-ceiling.png")]
     assert non_white(ceiling) > 0.02
+
+
+def test_bench_keeps_only_the_ceilings_that_hold_for_any_problem(scale):
+    found = (Ceiling("copy bandwidth", 41.0, "GB/s", "copy"), Ceiling("numpy matmul", 9.0, "GFLOP/s", "np"))
+    r = benchmark.BenchResult(scale, FAKE, {"N": 64}, None, Measurement(Status.OK), {}, found)
+    assert benchmark.keep_ceilings(r).startswith("copy bandwidth kept in ")
+    doc = profiles.read(profiles.path_for(SLUG, settings.profiles_dir()))
+    assert [c.name for c in data.ceilings_of(doc["device"])] == ["copy bandwidth"]
+    assert doc["device"]["name"] == FAKE.name
+
+
+@needs_opencl
+def test_device_selector_of_this_machine_names_its_studies(scale, device):
+    info, _ = device
+    tune(scale, TuneOptions(sampler="grid", trials=1000, timeout_s=None), evaluator=Evaluator(), info=info)
+    assert [s.slug for s in data.find_sections(scale, None, device=info.selector)] == [info.slug]
 
 
 def test_roofline_when_the_spec_counts_flops_and_bytes(tmp_path):

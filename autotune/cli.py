@@ -433,11 +433,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from . import report
-    from . import spec as specs
 
-    spec = specs.load(args.kernel)
-    problem = spec.resolve_problem(parse_size(args.size, [k.name for k in spec.problem if k.is_size])) \
-        if args.size else None
+    spec, sizes = _spec_and_problem(args)
+    problem = spec.resolve_problem(sizes) if args.size else None
     out = Path(args.output or f"autotune-report-{spec.name}")
     written = report.write(spec, out, args.storage, problem, args.device)
     for s in written.sections:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,29 @@ def test_every_problem_gets_a_section_smallest_first_unless_one_is_asked_for(sca
     out = tmp_path / "out"
     assert main(["report", str(scale.path), "-o", str(out)]) == 0
     assert (out / "index.html").read_text().count("<section") == 2
+
+
+def test_studies_of_two_devices_are_grouped_by_device_and_d_picks_one(scale):
+    other = replace(FAKE, name="Other GPU 1")
+    tune_fake(scale)
+    tune(scale, TuneOptions(sampler="grid", trials=1000, timeout_s=None), problem={"N": 1024},
+         evaluator=Evaluator(), info=other)
+    assert [(s.slug, s.label) for s in data.find_sections(scale, None)] == [
+        (SLUG, "N=4096"), (other.slug, "N=1024")]
+    assert [s.slug for s in data.find_sections(scale, None, device="other")] == [other.slug]
+
+
+def test_a_study_of_an_earlier_spec_is_shown_marked_until_the_current_one_has_one(scale, tmp_path):
+    tune_fake(scale)
+    edited = scale.template.read_text() + "\n/* edited */\n"
+    scale.template.write_text(edited)
+    now = specs.load(scale.path)
+    assert now.spec_hash != scale.spec_hash
+    (old,) = data.find_sections(now, None)
+    assert old.stale and old.spec_hash == scale.spec_hash
+    assert "earlier version of the spec" in report.write(now, tmp_path / "out").page.read_text()
+    tune_fake(now)
+    assert [s.stale for s in data.find_sections(now, None)] == [False]
 
 
 def test_variant_parameter_is_the_one_conditions_name_and_comes_first():

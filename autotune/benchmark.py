@@ -8,10 +8,11 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import ceilings, firstuse
+from . import ceilings, firstuse, profiles, settings
 from . import device as devices
 from . import spec as specs
 from .ceilings import Ceiling
+from .errors import ProfileError
 from .loader import Choice, choose
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
@@ -73,3 +74,22 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
             if sgemm is not None:
                 found.append(sgemm)
     return BenchResult(spec, info, prob, choice, m, metrics, tuple(found), base)
+
+
+#: The ceilings that hold for the device, whatever the problem: kept for `autotune report`.
+DEVICE_CEILINGS = ("copy bandwidth", "fp32 FMA peak")
+
+
+def keep_ceilings(r: BenchResult) -> str:
+    """Keep the device's measured ceilings in its profile (the roofline of `autotune report`);
+    says where, or why not."""
+    kept = {c.name: {"value": round(c.value, 3), "unit": c.unit, "how": c.how}
+            for c in r.ceilings if c.name in DEVICE_CEILINGS}
+    if not kept:
+        return "no device ceiling to keep"
+    path = profiles.path_for(r.device.slug, settings.profiles_dir())
+    try:
+        profiles.save_ceilings(kept, r.device.profile_header(), path)
+    except ProfileError as exc:
+        return f"not kept: {exc}"
+    return f"{', '.join(kept)} kept in {path} (for autotune report)"

@@ -154,6 +154,22 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
     bench.add_argument("-s", "--size", default="", help="problem, as for run")
     bench.add_argument("-d", "--device", help="device selector (default as for run)")
+    report = sub.add_parser("report", help="write an HTML page (and PNG figures) of a kernel's tuning studies",
+                            description="Read KERNEL's studies from the study database (and the device "
+                            "profiles) and write one self-contained HTML page, with its figures also as PNG "
+                            "files: convergence with failed trials marked, time by parameter value, parameter "
+                            "importances, the best against the device's ceilings, the top 10 and the totals. "
+                            "One section per study: every problem and device tuned, unless -s or -d narrow "
+                            "it. Needs matplotlib: pip install \"autotune[report]\".")
+    report.add_argument("kernel", metavar="KERNEL|PATH.yaml")
+    report.add_argument("-s", "--size", default="", help="only this problem, as for run; default: every "
+                        "problem with a study")
+    report.add_argument("-d", "--device", help="only this device: its slug as in the study names (or part "
+                        "of it, e.g. h200), or a selector of a device on this machine; default: every device")
+    report.add_argument("-o", "--output", metavar="DIR", help="folder for index.html and the PNG files "
+                        "(default: ./autotune-report-KERNEL)")
+    report.add_argument("--storage", metavar="URL", help="optuna storage URL the studies are in (default: SQLite in "
+                        "$AUTOTUNE_HOME)")
     return parser
 
 
@@ -235,7 +251,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.device and (args.device.strip().lower() == "all" or "," in args.device):
         return _run_together(spec, options, problem, args.quiet)
     report = tune(spec, options, problem, progress=None if args.quiet else _progress(spec))
-    print(format_report(report))
+    print(format_report(report, args.storage))
     return 0 if report.best is not None else _EXIT_ERROR
 
 
@@ -313,8 +329,8 @@ def _describe_error(m: Any) -> str:
     return f"{m.error:.3g} relative to the reference (norm){used}"
 
 
-def format_report(report: Any) -> str:
-    """The end-of-run summary."""
+def format_report(report: Any, storage: str | None = None) -> str:
+    """The end-of-run summary (``storage``: the run's --storage, for the report command)."""
     lines = [f"\n{report.spec.name} on {report.device.name} ({report.device.platform}), "
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
@@ -359,7 +375,24 @@ def format_report(report: Any) -> str:
                  f"({_rate(report)})")
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({report.profile_verdict})")
+    lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)
+
+
+def _report_command(report: Any, storage: str | None) -> str | None:
+    """The `autotune report` command that shows this run's study (None for a study kept in memory)."""
+    from shlex import quote
+
+    from .resources import data_dir
+    from .spec import problem_label
+
+    if storage == ":memory:":
+        return None
+    spec = report.spec
+    builtin = spec.path.resolve().parent == data_dir("search_spaces").resolve()
+    return " ".join(["autotune report", quote(spec.name if builtin else str(spec.path)),
+                     "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
+                     *(["--storage", quote(storage)] if storage else [])])
 
 
 def _valid_space(report: Any) -> str:
@@ -454,6 +487,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for c in r.ceilings:
         share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")
+    print(f"  kept        {benchmark.keep_ceilings(r)}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from . import report
+
+    spec, sizes = _spec_and_problem(args)
+    problem = spec.resolve_problem(sizes) if args.size else None
+    out = Path(args.output or f"autotune-report-{spec.name}")
+    written = report.write(spec, out, args.storage, problem, args.device)
+    for s in written.sections:
+        print(f"{s.device_name}  {s.label}: {len(s.trials)} trials" + (" (earlier spec)" if s.stale else ""))
+    print(f"wrote {written.page} and {len(written.figures)} PNG files; open it in a browser")
     return 0
 
 
@@ -497,4 +546,5 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"bench": _cmd_bench, "probe": _cmd_probe, "run": _cmd_run, "list": _cmd_list,
-             "devices": _cmd_devices, "show": _cmd_show, "replay": _cmd_replay}
+             "devices": _cmd_devices, "show": _cmd_show, "replay": _cmd_replay,
+             "report": _cmd_report}

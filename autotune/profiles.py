@@ -147,7 +147,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
     Returns the new document and the verdict: ``added``, ``replaced`` (better, or the old
     one was tuned for a changed template/space), or ``kept`` (the existing one is better).
     """
-    new = {"device": dict(device or doc.get("device") or {}), "kernels": {}}
+    new = {"device": _header(doc, device), "kernels": {}}
     for name, items in (doc.get("kernels") or {}).items():
         new["kernels"][name] = [dict(i) for i in items]
     items = new["kernels"].setdefault(kernel, [])
@@ -171,20 +171,51 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
     return new, "added"
 
 
+def _header(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The device block: ``device`` (else the old one), with the ceilings the old one kept."""
+    old = dict(doc.get("device") or {})
+    header = dict(device or old)
+    if "ceilings" in old:
+        header.setdefault("ceilings", old["ceilings"])
+    return header
+
+
+def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
+                  ceilings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The document with ``ceilings`` (name → value, unit, how) added to its device block (pure).
+
+    Example:
+        >>> with_ceilings({}, {"name": "d"}, {"copy bandwidth": {"value": 9.0, "unit": "GB/s"}})["device"]
+        {'name': 'd', 'ceilings': {'copy bandwidth': {'value': 9.0, 'unit': 'GB/s'}}}
+    """
+    header = _header(doc, device)
+    header["ceilings"] = {**dict(header.get("ceilings") or {}), **{k: dict(v) for k, v in ceilings.items()}}
+    return {**doc, "device": header, "kernels": dict(doc.get("kernels") or {})}
+
+
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> str:
     """Lock, re-read, merge, back up and atomically replace the profile at ``path``."""
     try:
-        return _save(entry, kernel, device, path)
+        return _update(path, lambda doc: merge(doc, kernel, entry, device))
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror}); the trials are kept in the study, so "
                            "run again with AUTOTUNE_HOME set to a writable folder to save the result") from None
 
 
-def _save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> str:
+def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str, Any], path: Path) -> None:
+    """Keep measured ceilings in the device block of the profile at ``path`` (locked, as :func:`save`)."""
+    try:
+        _update(path, lambda doc: (with_ceilings(doc, device, ceilings), "updated"))
+    except OSError as exc:
+        raise ProfileError(f"cannot write {path} ({exc.strerror}); set AUTOTUNE_HOME to a writable folder") from None
+
+
+def _update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]]) -> str:
+    """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=60):
         doc = read(path)
-        new, verdict = merge(doc, kernel, entry, device)
+        new, verdict = change(doc)
         if verdict == "kept":
             return verdict
         text = yaml.safe_dump(new, sort_keys=False, default_flow_style=None, width=100)

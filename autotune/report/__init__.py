@@ -1,0 +1,77 @@
+"""``autotune report``: one self-contained HTML page (and its figures as PNG files) per kernel.
+
+:mod:`.data` reads the studies and the profile into records, :mod:`.plots` draws the figures
+(matplotlib, the ``report`` extra), :mod:`.page` writes the page; :func:`write` does all three.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import settings
+from ..errors import ProblemError
+from ..spec import KernelSpec
+from . import page, plots
+from .data import Section, find_sections
+
+__all__ = ["Written", "write"]
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a report wrote: the page, the PNG files, and the studies it shows."""
+
+    page: Path
+    figures: tuple[Path, ...]
+    sections: tuple[Section, ...]
+
+
+def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapping[str, Any] | None = None,
+          device: str | None = None) -> Written:
+    """Write ``out/index.html`` and ``out/NN-PROBLEM-FIGURE.png`` for the studies of ``spec`` in
+    ``storage`` (only ``problem``, only ``device``: see :func:`.data.find_sections`)."""
+    plots.require_matplotlib()
+    sections = find_sections(spec, storage, problem, device)
+    figures = [_figures(s) for s in sections]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for i, (s, figs) in enumerate(zip(sections, figures, strict=True)):
+            for kind, png in figs.items():
+                path = out / f"{i + 1:02d}-{_stem(s)}-{kind}.png"
+                path.write_bytes(png)
+                written.append(path)
+        index = out / "index.html"
+        source = storage or settings.default_storage()
+        index.write_text(page.render(spec.name, sections, figures, source, [_notes(s, f) for s, f in
+                                                                           zip(sections, figures, strict=True)]))
+    except OSError as exc:
+        raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder") from None
+    return Written(index, tuple(written), tuple(sections))
+
+
+def _figures(s: Section) -> dict[str, bytes]:
+    drawn = {"convergence": plots.convergence(s), "importance": plots.importances(s),
+             "parameters": plots.parameters(s), "ceiling": plots.ceiling_figure(s)}
+    return {kind: png for kind, png in drawn.items() if png is not None}
+
+
+def _notes(s: Section, figures: Mapping[str, bytes]) -> dict[str, str]:
+    """Why a figure is missing, and how to get it."""
+    size = f" -s {s.label}"
+    notes = {
+        "importance": "No parameter importances: they need at least 4 verified trials that differ.",
+        "parameters": "No parameter varies among the verified trials.",
+        "ceiling": (f"No ceiling known for {s.device_name}: run `autotune bench {s.spec.name}{size}` on it "
+                    "(it keeps the copy bandwidth and FP32 rate in the device's profile)."
+                    if s.best is not None else "No configuration verified, so nothing to set against the ceilings."),
+    }
+    return {k: v for k, v in notes.items() if k not in figures}
+
+
+def _stem(s: Section) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", s.label).strip("-")

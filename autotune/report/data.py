@@ -1,0 +1,332 @@
+"""A tuning run's records for the report: studies found in a storage, their trials, the profile.
+
+Pure reading, no plotting: :func:`find_sections` turns a kernel, an optional problem and an
+optional device into one :class:`Section` per study (device and problem), each holding the
+study's measurements in trial order, the profile's entry and the device's known ceilings.
+
+Example:
+    >>> split_study_name("matmul|intel-cpu|M=64,layout=row|abc").slug
+    'intel-cpu'
+    >>> parse_label("M=64,N=32,layout=row")
+    {'M': 64, 'N': 32, 'layout': 'row'}
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from .. import profiles, settings
+from ..ceilings import Ceiling
+from ..errors import AutotuneError, ProblemError
+from ..result import Measurement, Status
+from ..space import canonical, config_key
+from ..spec import KernelSpec, Value, problem_label
+from ..study import open_storage, quiet_optuna
+
+#: A pause this long between two stored trials starts a new session (a resumed run).
+SESSION_GAP = timedelta(minutes=10)
+#: The ceilings a roofline is drawn with: the profile's device block keeps them by these names.
+COPY, FP32 = "copy bandwidth", "fp32 FMA peak"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One stored trial: its number in the study, its measurement and when it was stored."""
+
+    number: int
+    m: Measurement
+    stored_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Section:
+    """One study (kernel, device, problem) and what the page shows of it."""
+
+    spec: KernelSpec
+    study_name: str
+    slug: str
+    problem: Mapping[str, Any]
+    spec_hash: str
+    trials: tuple[Trial, ...]
+    device_name: str = ""
+    entry: profiles.Entry | None = None
+    ceilings: tuple[Ceiling, ...] = ()
+    importances: Mapping[str, float] = field(default_factory=dict)
+    importance_method: str = ""
+
+    @property
+    def label(self) -> str:
+        return problem_label(self.problem)
+
+    @property
+    def stale(self) -> bool:
+        """Tuned with an earlier version of the spec (template or space changed since)."""
+        return self.spec_hash != self.spec.spec_hash
+
+    @property
+    def ok(self) -> list[Trial]:
+        return [t for t in self.trials if t.m.ok]
+
+    @property
+    def best(self) -> Trial | None:
+        """The fastest verified trial timed in full (a pruned one only when there is no other)."""
+        full = [t for t in self.ok if not t.m.pruned] or self.ok
+        return min(full, key=lambda t: t.m.median_ms, default=None)
+
+    def find(self, config: Mapping[str, Value]) -> Trial | None:
+        """The trial that measured ``config`` (compared in its canonical form), if any."""
+        try:
+            key = config_key(canonical(self.spec, config, self.problem, {}))
+        except AutotuneError:
+            return None
+        return next((t for t in self.trials if config_key(t.m.params) == key), None)
+
+    @property
+    def baseline(self) -> Trial | None:
+        return self.find(self.spec.baseline_config)
+
+    @property
+    def default(self) -> Trial | None:
+        return self.find(self.spec.default_config)
+
+    def best_so_far(self) -> list[tuple[int, float]]:
+        """(trial number, best verified time in ms up to it) at every trial after the first success."""
+        out, best = [], math.inf
+        for t in self.trials:
+            if t.m.ok and not t.m.pruned:
+                best = min(best, t.m.median_ms)
+            if math.isfinite(best):
+                out.append((t.number, best))
+        return out
+
+    def top(self, count: int = 10) -> list[Trial]:
+        """The ``count`` fastest verified trials timed in full, fastest first."""
+        return sorted((t for t in self.ok if not t.m.pruned), key=lambda t: t.m.median_ms)[:count]
+
+    def failures(self) -> dict[str, int]:
+        """Trials by outcome other than ok; ``timed once`` counts the pruned ones."""
+        counts = Counter(t.m.status.value for t in self.trials if not t.m.ok)
+        counts.update("timed once" for t in self.ok if t.m.pruned)
+        return dict(sorted(counts.items()))
+
+    def wall_s(self) -> float:
+        """Seconds of tuning: the time between stored trials, where a pause of SESSION_GAP or
+        more is time between runs and the trial after it counts its own measuring time."""
+        total, previous = 0.0, None
+        for t in sorted((t for t in self.trials if t.stored_at is not None), key=lambda t: t.stored_at or 0):
+            gap = t.stored_at - previous if previous is not None and t.stored_at is not None else None
+            total += gap.total_seconds() if gap is not None and gap < SESSION_GAP else t.m.wall_s
+            previous = t.stored_at
+        return total
+
+    def trials_per_minute(self) -> float | None:
+        wall = self.wall_s()
+        return 60 * len(self.trials) / wall if wall > 0 else None
+
+    def metrics(self, ms: float) -> dict[str, float]:
+        """The spec's metrics for a run of ``ms`` on this problem ({} when they cannot be computed)."""
+        try:
+            return self.spec.throughput(self.problem, ms)
+        except (AutotuneError, ArithmeticError, TypeError):
+            return {}
+
+    def variant_first(self) -> list[str]:
+        """The parameters the trials vary, the variant parameter first, then by importance."""
+        varied = [n for n in self.spec.parameter_names if len({t.m.params.get(n) for t in self.ok}) > 1]
+        variant = variant_parameter(self.spec)
+        return sorted(varied, key=lambda n: (n != variant, -self.importances.get(n, 0.0)))
+
+
+def variant_parameter(spec: KernelSpec) -> str | None:
+    """The parameter other parameters' ``when`` conditions name (ALGO, VARIANT), if any."""
+    named = {n for p in spec.parameters if p.when is not None for n in spec.behind(p.when.names)}
+    return next((p.name for p in spec.parameters if p.name in named), None)
+
+
+@dataclass(frozen=True)
+class StudyId:
+    """The parts of a study name autotune made (``tuner.study_name``)."""
+
+    name: str
+    kernel: str
+    slug: str
+    label: str
+    spec_hash: str
+
+
+def split_study_name(name: str) -> StudyId | None:
+    """The parts of ``name``, or None for a study autotune did not make."""
+    parts = name.split("|")
+    return StudyId(name, *parts) if len(parts) == 4 else None
+
+
+def parse_label(label: str) -> dict[str, Any]:
+    """A problem label back into a problem (sizes as integers)."""
+    pairs = (part.partition("=") for part in label.split(",") if part)
+    return {k: int(v) if v.isdigit() else v for k, _, v in pairs}
+
+
+def open_existing(url: str | None) -> tuple[str, optuna.storages.BaseStorage]:
+    """The storage URL and the storage, which must exist already (a report creates nothing)."""
+    url = url or settings.default_storage()
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        raise ProblemError(f"no study database at {url[len('sqlite:///'):]}; tune first (`autotune run "
+                           "KERNEL`), or give the --storage the run used")
+    return url, open_storage(url)
+
+
+def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, Any] | None = None,
+                  device: str | None = None) -> list[Section]:
+    """A section per study of ``spec`` in ``storage``, by device then problem size.
+
+    ``problem``: only that problem. ``device``: a device slug as the study names hold it, a part
+    of one (``h200``), or a selector of a device present here. Studies of an earlier version of
+    the spec are shown only for problems with no study of the current one.
+    """
+    url, opened = open_existing(storage)
+    every = studies(url, opened)
+    ids = [s for s in every if s.kernel == spec.name]
+    if not ids:
+        kernels = sorted({s.kernel for s in every})
+        held = f"it has studies of {', '.join(kernels)}" if kernels else "it has no autotune studies"
+        raise ProblemError(f"no study of {spec.name} in {url} ({held}); tune first (`autotune run "
+                           f"{spec.name}`), or give the --storage the run used")
+    if device is not None:
+        keep = match_devices(device, sorted({s.slug for s in ids}))
+        ids = [s for s in ids if s.slug in keep]
+    if problem is not None:
+        labels = sorted({f"{s.label} on {s.slug}" for s in ids})
+        ids = [s for s in ids if s.label == problem_label(problem)]
+        if not ids:
+            raise ProblemError(f"no study of {spec.name} for {problem_label(problem)} in {url}; "
+                               f"its studies: {'; '.join(labels)}")
+    return sorted((_section(spec, s, opened) for s in _current_first(spec, ids)), key=_order)
+
+
+def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
+    """The slugs ``selector`` names: equal, contained, else the slug of the device it selects here."""
+    wanted = selector.strip().lower()
+    found = {s for s in slugs if s == wanted} or {s for s in slugs if wanted and wanted in s}
+    if found:
+        return found
+    try:
+        from ..device import select
+
+        found = {select(selector, require_build=False)[0].slug}
+    except Exception:  # no OpenCL here, or no such device: the slugs are the answer  # noqa: BLE001
+        found = set()
+    if not found & set(slugs):
+        raise ProblemError(f"no study on a device matching {selector!r}; devices with studies of this "
+                           f"kernel: {', '.join(slugs)} (give one of these, or a part of it, to -d)")
+    return found
+
+
+def studies(url: str, opened: optuna.storages.BaseStorage) -> list[StudyId]:
+    """The studies autotune made in a storage."""
+    try:
+        names = [s.study_name for s in opened.get_all_studies()]
+    except Exception as exc:  # a database that opened but holds no optuna tables  # noqa: BLE001
+        raise ProblemError(f"{url} holds no optuna studies ({type(exc).__name__}); give the --storage "
+                           "the run used") from None
+    return [s for n in names if (s := split_study_name(n)) is not None]
+
+
+def _current_first(spec: KernelSpec, ids: list[StudyId]) -> list[StudyId]:
+    """Per device and problem, the current spec's study, else every earlier one."""
+    current = {(s.slug, s.label) for s in ids if s.spec_hash == spec.spec_hash}
+    return [s for s in ids if s.spec_hash == spec.spec_hash or (s.slug, s.label) not in current]
+
+
+def _order(s: Section) -> tuple[Any, ...]:
+    sizes = tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in s.problem.values())
+    return (s.slug, sizes, s.stale)
+
+
+def _section(spec: KernelSpec, sid: StudyId, opened: optuna.storages.BaseStorage) -> Section:
+    study = optuna.load_study(study_name=sid.name, storage=opened)
+    trials = tuple(_trials(study.get_trials(deepcopy=False)))
+    problem = parse_label(sid.label)
+    device_name, entry, found = _profile(spec.name, sid.slug, problem)
+    method, importances = importance(spec, trials)
+    return Section(spec, sid.name, sid.slug, problem, sid.spec_hash, trials, device_name or sid.slug, entry,
+                   found, importances, method)
+
+
+def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
+    """The measured trials (an interrupted or orphaned one measured nothing)."""
+    out = []
+    for t in stored:
+        status = t.user_attrs.get("status")
+        if status is None or status == Status.INTERRUPTED.value:
+            continue
+        out.append(Trial(t.number, Measurement.from_attrs(t.user_attrs, t.params, t.number), t.datetime_complete))
+    return out
+
+
+def _profile(kernel: str, slug: str, problem: Mapping[str, Any]
+             ) -> tuple[str, profiles.Entry | None, tuple[Ceiling, ...]]:
+    """The device's name, the profile entry for ``problem`` and the ceilings its device block keeps."""
+    found: tuple[Ceiling, ...]
+    name, entry, found = "", None, ()
+    for folder in profiles.search_folders(settings.profiles_dir()):
+        path = profiles.path_for(slug, folder)
+        doc = profiles.read(path)
+        header = doc.get("device") or {}
+        name = name or str(header.get("name", ""))
+        found = found or ceilings_of(header)
+        entry = entry or next((e for e in profiles.entries(doc, kernel, str(path))
+                               if dict(e.problem) == dict(problem)), None)
+    return name, entry, found
+
+
+def ceilings_of(header: Mapping[str, Any]) -> tuple[Ceiling, ...]:
+    """The ceilings a profile's device block keeps under ``ceilings`` (see ``autotune bench``)."""
+    raw = header.get("ceilings") or {}
+    out = []
+    for name, c in raw.items() if isinstance(raw, dict) else ():
+        try:
+            out.append(Ceiling(str(name), float(c["value"]), str(c["unit"]), str(c.get("how", ""))))
+        except (KeyError, TypeError, ValueError):
+            continue  # a hand-edited entry that is not a ceiling: left out, not fatal
+    return tuple(out)
+
+
+def importance(spec: KernelSpec, trials: Sequence[Trial]) -> tuple[str, dict[str, float]]:
+    """Parameter importances for the log of the time over the verified trials timed in full:
+    optuna's fANOVA where scikit-learn is installed, else its PED-ANOVA (no extra dependency);
+    ("", {}) with fewer than 4 such trials or nothing varied."""
+    done = [t for t in trials if t.m.ok and not t.m.pruned]
+    dists: dict[str, optuna.distributions.BaseDistribution] = {}
+    for p in spec.parameters:
+        seen = {t.m.params.get(p.name) for t in done}
+        if len(seen) > 1 and seen <= set(p.values):
+            dists[p.name] = optuna.distributions.CategoricalDistribution([v for v in p.values if v in seen])
+    if len(done) < 4 or not dists:
+        return "", {}
+    method, evaluator = _evaluator()
+    with quiet_optuna(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna's ExperimentalWarning for PED-ANOVA
+        study = optuna.create_study(direction="minimize")
+        study.add_trials([optuna.trial.create_trial(params={n: t.m.params[n] for n in dists}, distributions=dists,
+                                                    value=math.log(t.m.median_ms)) for t in done])
+        try:
+            return method, optuna.importance.get_param_importances(study, evaluator=evaluator)
+        except (ValueError, RuntimeError, ZeroDivisionError):
+            return "", {}  # too few distinct results to tell the parameters apart
+
+
+def _evaluator() -> tuple[str, optuna.importance.BaseImportanceEvaluator]:
+    try:
+        import sklearn  # noqa: F401  (fANOVA's random forest)
+    except ImportError:
+        return "PED-ANOVA", optuna.importance.PedAnovaImportanceEvaluator()
+    return "fANOVA", optuna.importance.FanovaImportanceEvaluator(seed=0)

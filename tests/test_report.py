@@ -1,0 +1,243 @@
+"""`autotune report`: studies made with a fake evaluator (no device) read back, drawn and written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autotune import benchmark, profiles, report, settings
+from autotune import spec as specs
+from autotune.ceilings import Ceiling
+from autotune.cli import format_report, main
+from autotune.report import data, plots
+from autotune.result import Measurement, Status
+from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
+
+pytest.importorskip("matplotlib")
+
+SLUG = FAKE.slug
+
+
+class Evaluator(QuietEvaluator):
+    """Time = 100 / (WPT * WG); WPT 8 is wrong, WPT 16 with WG 16 does not build, WG 32 is cut short."""
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        if params["WPT"] == 8:
+            return Measurement(Status.WRONG_RESULT, "y: 3 of 256 elements off")
+        if params["WPT"] == 16 and params["WG"] == 16:
+            return Measurement(Status.COMPILE_ERROR, "error: too many registers")
+        t = 100.0 / (params["WPT"] * params["WG"]) + (0.01 if params["mad"] else 0.0)
+        return Measurement(Status.OK, "", (t, t * 1.1, t * 0.9), 0.0, 0.0, 0.01, pruned=params["WG"] == 32)
+
+
+def tune_fake(spec, n=4096, storage=None, trials=1000):
+    """Every valid configuration of ``spec`` for N=n on the fake device, stored in ``storage``."""
+    return tune(spec, TuneOptions(sampler="grid", trials=trials, timeout_s=None, storage=storage),
+                problem={"N": n}, evaluator=Evaluator(), info=FAKE)
+
+
+def non_white(path: Path) -> float:
+    """The share of a PNG's pixels that are not (nearly) white."""
+    from matplotlib.image import imread
+
+    rgb = imread(path)[..., :3]
+    return float((rgb.min(axis=-1) < 0.9).mean())
+
+
+def test_report_writes_one_page_with_figures_and_the_same_pngs(scale, tmp_path, capsys):
+    tune_fake(scale)
+    out = tmp_path / "out"
+    assert main(["report", str(scale.path), "-o", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    pngs = sorted(out.glob("*.png"))
+    kinds = {p.stem.rsplit("-", 1)[1] for p in pngs}
+    assert kinds == {"convergence", "parameters", "importance"}, "no ceiling is known for the fake device"
+    assert len(re.findall(r'<img alt="\w+" src="data:image/png;base64,', page)) == len(pngs)
+    assert not re.search(r"(src|href)=\"(https?:|//)|<script|<link", page), "the page needs no network"
+    for png in pngs:
+        assert non_white(png) > 0.02, f"{png.name} is blank"
+    assert "autotune bench scale -s N=4096" in page, "the page says how to get the missing roofline"
+    assert "Top 10 configurations" in page and "wrong result" in page and "compile error" in page
+    assert f"wrote {out / 'index.html'}" in capsys.readouterr().out
+
+
+def test_section_records_what_the_study_holds(scale):
+    run = tune_fake(scale)
+    (s,) = data.find_sections(scale, None)
+    assert (s.slug, s.label, s.stale, s.device_name) == (SLUG, "N=4096", False, FAKE.name)
+    assert len(s.trials) == run.study_trials
+    assert s.failures() == {"compile_error": 2, "timed once": 8, "wrong_result": 8}
+    assert s.baseline is not None and s.baseline.number == 0 and s.baseline.m.params["WG"] == 16
+    times = [ms for _, ms in s.best_so_far()]
+    assert times == sorted(times, reverse=True) and times[-1] == s.best.m.median_ms
+    assert s.best.m.params == run.best.params and s.best.m.params["WPT"] * s.best.m.params["WG"] == 2048
+    top = s.top(10)
+    assert len(top) == 10 and [t.m.median_ms for t in top] == sorted(t.m.median_ms for t in top)
+    assert not any(t.m.pruned for t in top), "a time cut short is not ranked"
+    assert s.wall_s() >= 0 and s.entry is not None and s.entry.time_ms == pytest.approx(run.best.median_ms, rel=1e-4)
+    assert s.importance_method and set(s.importances) <= {"WPT", "WG", "mad"}
+    assert s.variant_first()[0] in s.importances
+
+
+def test_every_problem_gets_a_section_smallest_first_unless_one_is_asked_for(scale, tmp_path):
+    tune_fake(scale, 4096)
+    tune_fake(scale, 1024)
+    assert [s.label for s in data.find_sections(scale, None)] == ["N=1024", "N=4096"]
+    assert [s.label for s in data.find_sections(scale, None, {"N": 4096})] == ["N=4096"]
+    out = tmp_path / "out"
+    assert main(["report", str(scale.path), "-o", str(out)]) == 0
+    assert (out / "index.html").read_text().count("<section") == 2
+
+
+def test_studies_of_two_devices_are_grouped_by_device_and_d_picks_one(scale):
+    other = replace(FAKE, name="Other GPU 1")
+    tune_fake(scale)
+    tune(scale, TuneOptions(sampler="grid", trials=1000, timeout_s=None), problem={"N": 1024},
+         evaluator=Evaluator(), info=other)
+    assert [(s.slug, s.label) for s in data.find_sections(scale, None)] == [
+        (SLUG, "N=4096"), (other.slug, "N=1024")]
+    assert [s.slug for s in data.find_sections(scale, None, device="other")] == [other.slug]
+
+
+def test_a_study_of_an_earlier_spec_is_shown_marked_until_the_current_one_has_one(scale, tmp_path):
+    tune_fake(scale)
+    edited = scale.template.read_text() + "\n/* edited */\n"
+    scale.template.write_text(edited)
+    now = specs.load(scale.path)
+    assert now.spec_hash != scale.spec_hash
+    (old,) = data.find_sections(now, None)
+    assert old.stale and old.spec_hash == scale.spec_hash
+    assert "earlier version of the spec" in report.write(now, tmp_path / "out").page.read_text()
+    tune_fake(now)
+    assert [s.stale for s in data.find_sections(now, None)] == [False]
+
+
+def test_variant_parameter_is_the_one_conditions_name_and_comes_first():
+    matmul = specs.load("matmul")
+    assert data.variant_parameter(matmul) == "ALGO"
+    assert data.variant_parameter(specs.load("reverse")) is None
+
+
+def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
+    tune_fake(scale)
+    assert data.match_devices(SLUG, [SLUG, "other-gpu"]) == {SLUG}
+    assert data.match_devices("FAKE", [SLUG, "other-gpu"]) == {SLUG}
+    with pytest.raises(data.ProblemError, match=f"devices with studies of this kernel: {SLUG}"):
+        data.find_sections(scale, None, device="h200")
+
+
+def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path, monkeypatch):
+    run = tune_fake(scale)
+    line = format_report(run).splitlines()[-1]
+    assert line == f"  report      autotune report {scale.path} -s N=4096 -d {SLUG}"
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(line.split(None, 1)[1])[1:]) == 0
+    assert (tmp_path / "autotune-report-scale" / "index.html").is_file()
+    url = f"sqlite:///{tmp_path / 'other.db'}"
+    assert format_report(run, url).endswith(f"-d {SLUG} --storage {url}")
+    assert "autotune report" not in format_report(run, ":memory:")
+
+
+def test_bench_ceilings_kept_in_the_profile_give_the_ceiling_figure(scale, tmp_path):
+    tune_fake(scale)
+    path = profiles.path_for(SLUG, settings.profiles_dir())
+    copy = {"copy bandwidth": {"value": 40.0, "unit": "GB/s", "how": "test"}}
+    profiles.save_ceilings(copy, FAKE.profile_header(), path)
+    tune_fake(scale, 1024)  # a later run rewrites the device block: the ceilings stay
+    (s,) = data.find_sections(scale, None, {"N": 4096})
+    assert [(c.name, c.value) for c in s.ceilings] == [("copy bandwidth", 40.0)]
+    written = report.write(scale, tmp_path / "out", problem={"N": 4096})
+    (ceiling,) = [p for p in written.figures if p.name.endswith("-ceiling.png")]
+    assert non_white(ceiling) > 0.02
+
+
+def test_bench_keeps_only_the_ceilings_that_hold_for_any_problem(scale):
+    found = (Ceiling("copy bandwidth", 41.0, "GB/s", "copy"), Ceiling("numpy matmul", 9.0, "GFLOP/s", "np"))
+    r = benchmark.BenchResult(scale, FAKE, {"N": 64}, None, Measurement(Status.OK), {}, found)
+    assert benchmark.keep_ceilings(r).startswith("copy bandwidth kept in ")
+    doc = profiles.read(profiles.path_for(SLUG, settings.profiles_dir()))
+    assert [c.name for c in data.ceilings_of(doc["device"])] == ["copy bandwidth"]
+    assert doc["device"]["name"] == FAKE.name
+
+
+@needs_opencl
+def test_device_selector_of_this_machine_names_its_studies(scale, device):
+    info, _ = device
+    tune(scale, TuneOptions(sampler="grid", trials=1000, timeout_s=None), evaluator=Evaluator(), info=info)
+    assert [s.slug for s in data.find_sections(scale, None, device=info.selector)] == [info.slug]
+
+
+def test_roofline_when_the_spec_counts_flops_and_bytes(tmp_path):
+    yaml_text = SCALE_YAML.replace('  GB/s: "8 * N / seconds / 1e9"',
+                                   '  GFLOP/s: "N / seconds / 1e9"\n  GB/s: "8 * N / seconds / 1e9"')
+    spec = specs.load(write_spec(tmp_path / "roof", yaml_text))
+    tune_fake(spec)
+    (s,) = data.find_sections(spec, None)
+    assert plots.headline_metrics(s) == ("GFLOP/s", "GB/s")
+    png = plots.ceiling_figure(s)
+    assert png is not None and png.startswith(b"\x89PNG")
+
+
+class Wrong(QuietEvaluator):
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        return Measurement(Status.WRONG_RESULT, "y: every element off")
+
+
+def test_a_study_where_nothing_verified_still_gets_its_page(scale, tmp_path):
+    tune(scale, TuneOptions(trials=5, timeout_s=None), evaluator=Wrong(), info=FAKE)
+    written = report.write(scale, tmp_path / "out")
+    assert [p.name.rsplit("-", 1)[1] for p in written.figures] == ["convergence.png"]
+    page = written.page.read_text()
+    assert "No configuration verified" in page and "wrong result" in page
+
+
+def error_of(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("autotune: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_no_study_database_says_where_it_looked(capsys):
+    err = error_of(capsys, "report", "matmul")
+    assert f"no study database at {settings.home() / 'studies.db'}" in err and "autotune run" in err
+
+
+def test_no_study_of_the_kernel_names_the_kernels_there(scale, capsys):
+    tune_fake(scale)
+    err = error_of(capsys, "report", "matmul")
+    assert "no study of matmul in sqlite:///" in err and "it has studies of scale" in err
+
+
+def test_no_study_of_the_problem_lists_the_studies(scale, capsys):
+    tune_fake(scale)
+    err = error_of(capsys, "report", str(scale.path), "-s", "1024")
+    assert "no study of scale for N=1024" in err and f"N=4096 on {SLUG}" in err
+
+
+def test_unknown_kernel_and_bad_storage_are_one_line_errors(capsys, tmp_path):
+    assert "nosuchkernel" in error_of(capsys, "report", "nosuchkernel")
+    assert "cannot be opened" in error_of(capsys, "report", "matmul", "--storage", "nosuchdb://x/y")
+    bad = tmp_path / "bad.db"
+    bad.write_text("not a database")
+    assert "is not a usable study database" in error_of(capsys, "report", "matmul", "--storage", f"sqlite:///{bad}")
+
+
+def test_without_matplotlib_it_says_how_to_install_it(scale, capsys, monkeypatch):
+    tune_fake(scale)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    assert 'pip install "autotune[report]"' in error_of(capsys, "report", str(scale.path))
+
+
+def test_help_names_the_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = capsys.readouterr().out
+    for option in ("-s SIZE", "-d DEVICE", "-o DIR", "--storage URL", 'pip install "autotune[report]"'):
+        assert option in out

@@ -276,7 +276,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
         done = [r.report for r in mine if r.report is not None]
         best = min(done, key=lambda r: r.best.median_ms if r.best else math.inf, default=None)
         if best is not None:
-            print(format_report(best))
+            print(format_report(best, options.storage))
         if len(done) > 1:
             wall = max(r.wall_s for r in done)
             total, held = sum(r.measured for r in done), max(r.study_trials for r in done)

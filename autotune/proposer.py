@@ -23,8 +23,8 @@ Example:
 from __future__ import annotations
 
 import enum
-import os
 import math
+import os
 import random
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -51,10 +51,10 @@ class Sampler(str, enum.Enum):
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 # every ask names every parameter (inactive ones are made canonical by the
                 # tuner), so there is one group: grouping would only cost time per ask
-                # constant_liar: the candidate being measured counts as a bad one while the next
-                # is chosen (compile ahead), so the next is not the same region again
-                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed,
-                                                  constant_liar=os.environ.get("LIAR", "1") == "1")
+                # no constant liar for the candidate chosen ahead (see tuner._Run.loop): it made
+                # the candidate in flight, often the best's neighbour, repel TPE from the best
+                # region (replays over 60 seeds: 63.5 against 43.5 to 5% on the Titan GEMM space)
+                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed)
         return optuna.samplers.RandomSampler(seed=seed)
 
 

@@ -403,8 +403,8 @@ class _Run:
         """Measure candidates until the budget, the time or the valid space runs out.
 
         On a device that builds ahead, the next candidate is chosen before this one is
-        measured, so that it builds while this one is timed (TPE's constant liar keeps it
-        from choosing this one again).
+        measured, so that it builds while this one is timed; when this one becomes the new
+        best, that choice (made around the old best) is dropped and made again.
         """
         broken, upcoming = SameBuildError(), None
         try:

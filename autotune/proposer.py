@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import enum
 import math
-import os
 import random
 import warnings
 from collections.abc import Callable, Iterator, Mapping

@@ -238,7 +238,12 @@ class _Candidate:
 
     trial: optuna.Trial
     params: dict[str, Value]
-    local: bool = False  # a neighbour of the best at the time it was chosen
+    kind: str = "fixed"  # "tpe" (TPE's proposal), "local" (a neighbour of the best) or "fixed"
+
+    @property
+    def follows_the_search(self) -> bool:
+        """Chosen from the search's state (its model, its best) rather than from a list."""
+        return self.kind != "fixed"
 
 
 class _Run:
@@ -266,7 +271,7 @@ class _Run:
         self.limit = options.max_time_per_config
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
-        self.local = False  # the last pick was a neighbour of the best
+        self.kind = "fixed"  # how the last pick was made (see _Candidate.kind)
         self.near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
         self.due = self.starts()
 
@@ -358,9 +363,10 @@ class _Run:
         if fixed is None and self.near is not None:  # where TPE wanted to go, without asking again
             fixed = self.proposer.neighbour(self.near, self._seen) or self.proposer.next(self._seen)
             self.near = None
-        self.local = fixed is None and self.state.best is not None and self._local_turn()
-        if self.local and self.state.best is not None:
+        local = fixed is None and self.state.best is not None and self._local_turn()
+        if local and self.state.best is not None:
             fixed = self.proposer.neighbour(self.state.best.params, self._seen)
+        self.kind = "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
         return fixed
 
     def propose(self) -> _Candidate | None:
@@ -384,7 +390,7 @@ class _Run:
             if earlier is None and reason is None:
                 if not self._seen(params):
                     self.stuck = 0
-                    return _Candidate(trial, params, self.local)
+                    return _Candidate(trial, params, self.kind)
                 self.log.skip(trial)  # the one being measured now
             else:
                 self.log.tell(trial, earlier or Measurement(Status.INVALID, reason or "", params=params),
@@ -429,9 +435,9 @@ class _Run:
                     m = self.measure(evaluator, cand)
                 except _OutOfTime:
                     return "timeout"
-                if upcoming is not None and self.state.best is not best:
+                if upcoming is not None and upcoming.follows_the_search and self.state.best is not best:
                     # chosen around the old best (and a model without this result): choose again
-                    self.turns -= upcoming.local
+                    self.turns -= upcoming.kind == "local"
                     self.drop(upcoming)
                     upcoming = None
                 self.say("trial", m, self.state)

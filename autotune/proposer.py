@@ -50,10 +50,12 @@ class Sampler(str, enum.Enum):
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 # every ask names every parameter (inactive ones are made canonical by the
                 # tuner), so there is one group: grouping would only cost time per ask
-                # no constant liar for the candidate chosen ahead (see tuner._Run.loop): it made
-                # the candidate in flight, often the best's neighbour, repel TPE from the best
-                # region (replays over 60 seeds: 63.5 against 43.5 to 5% on the Titan GEMM space)
-                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed)
+                # no constant liar (optuna 5's default) for the candidate chosen ahead (see
+                # tuner._Run.loop): it made the candidate in flight, often the best's neighbour,
+                # repel TPE from the best region (replays, 60 seeds: 63.5 against 43.5 to 5% on
+                # the Titan GEMM space)
+                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed,
+                                                  constant_liar=False)
         return optuna.samplers.RandomSampler(seed=seed)
 
 

@@ -51,9 +51,9 @@ class Sampler(str, enum.Enum):
                 # every ask names every parameter (inactive ones are made canonical by the
                 # tuner), so there is one group: grouping would only cost time per ask
                 # no constant liar (optuna 5's default) for the candidate chosen ahead (see
-                # tuner._Run.loop): it made the candidate in flight, often the best's neighbour,
-                # repel TPE from the best region (replays, 60 seeds: 63.5 against 43.5 to 5% on
-                # the Titan GEMM space)
+                # tuner._Run.loop): the candidate in flight is often the best's neighbour, and a
+                # liar there pushes TPE away from the best region. Replays over 60 seeds were
+                # mixed (Titan GEMM 63.5 -> 41 to 5%, 3060 GEMM 65.5 -> 89.5; README)
                 return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed,
                                                   constant_liar=False)
         return optuna.samplers.RandomSampler(seed=seed)

@@ -421,7 +421,9 @@ class _Run:
                 cand, upcoming = upcoming or self.propose(), None
                 if cand is None:
                     return "exhausted"
-                if not self.claims.take(cand.params, self._ttl()):  # another worker has it
+                taken = self.claims.take(cand.params, self._ttl())
+                self.log.flush()  # the last trial's write, now that it cannot hold up the claim
+                if not taken:  # another worker has it
                     self.drop(cand)
                     self.state.elsewhere += 1
                     self.near = cand.params  # look next to it instead
@@ -470,8 +472,9 @@ class _Run:
             # stopped by the run's end, not by its own slowness: measured again next time
             self.interrupted()
             raise _OutOfTime
-        m = self.log.tell(cand.trial, replace(m, params=params))
-        self.claims.finish(params)
+        # the claim is finished once the trial is stored: a worker that dies before that
+        # leaves it to expire, and the configuration is measured again
+        m = self.log.tell(cand.trial, replace(m, params=params), then=lambda: self.claims.finish(params))
         self.in_flight = None
         self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)

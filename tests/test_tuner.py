@@ -303,8 +303,8 @@ def test_a_long_study_keeps_the_samplers_copy_small_and_measures_nothing_twice(s
     seen_sizes = []
     real_tell = study.StudyLog.tell
 
-    def tell(self, trial, m, repeat=False):
-        out = real_tell(self, trial, m, repeat)
+    def tell(self, trial, m, repeat=False, then=None):
+        out = real_tell(self, trial, m, repeat, then)
         seen_sizes.append(len(self.study.get_trials(deepcopy=False)))
         best_kept = min((t.value for t in self.study.get_trials(deepcopy=False) if t.value is not None),
                         default=None)

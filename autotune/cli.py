@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "separated by commas: one worker process per device, devices of one model on one study")
     run.add_argument("-n", "--trials", type=_number(int), default=40,
                      help="new configurations to measure (invalid and repeated ones do not count; "
-                     "default 40)")
+                     "with several devices, the budget of each study; default 40)")
     run.add_argument("-t", "--timeout", type=_number(float), default=150.0,
                      help="end the run after this many seconds; a candidate still running then is "
                      "stopped and measured again next time (default 150)")
@@ -114,8 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="measure in this process (faster start, but a hung or crashing "
                      "kernel stops the run)")
     run.add_argument("--compile-ahead", type=_number(int), metavar="N",
-                     help="build the next N known candidates in the background while one is "
-                     "timed (default: 2 on GPUs, 0 on CPU devices, whose kernels the builds would slow)")
+                     help="build upcoming candidates in the background while one is timed: the next "
+                     "N known in advance, and in the TPE phase the next one, then chosen before this one "
+                     "is measured (default: 2 on GPUs, 0 on CPU devices, whose kernels the builds would slow)")
     run.add_argument("--prune", type=_number(float), default=3.0, metavar="FACTOR",
                      help="stop timing a candidate when its first two timed launches (after the "
                      "warm-up) both take over FACTOR times the best so far, which it cannot beat "

@@ -115,15 +115,26 @@ class Claims:
             with self.engine.begin() as c:
                 c.execute(_TABLE.delete().where(where, _TABLE.c.owner == self.owner, _TABLE.c.done.is_(False)))
 
-    def count(self) -> int | None:
-        """Configurations measured or being measured in the study, every worker's (None in
-        memory). Unlike the stored trials, this is up to date: trials are stored afterwards."""
+    def count(self, done_only: bool = False) -> int | None:
+        """Configurations measured (``done_only``) or measured and being measured in the
+        study, every worker's (None in memory). A dead worker's claims count until they expire."""
         if self.engine is None:
             return None
+        live = _TABLE.c.done.is_(True) if done_only else sa.or_(_TABLE.c.done.is_(True),
+                                                                _TABLE.c.expires >= time.time())
         with self.engine.begin() as c:
             return int(c.execute(sa.select(sa.func.count()).select_from(_TABLE).where(
-                _TABLE.c.study == self.study, sa.or_(_TABLE.c.done.is_(True), _TABLE.c.expires >= time.time())
-            )).scalar_one())
+                _TABLE.c.study == self.study, live)).scalar_one())
+
+    def expired(self) -> list[dict[str, Value]]:
+        """Configurations whose worker died mid-trial (claimed, unfinished, expired): the search
+        chose them, so the next worker takes them over."""
+        if self.engine is None:
+            return []
+        with self.engine.begin() as c:
+            rows = c.execute(sa.select(_TABLE.c.params).where(
+                _TABLE.c.study == self.study, _TABLE.c.done.is_(False), _TABLE.c.expires < time.time())).all()
+        return [json.loads(r.params) for r in rows]
 
     def held(self) -> list[Claim]:
         """Every claim of the study (what is being measured where, and what was)."""

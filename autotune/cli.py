@@ -102,11 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
                      ":memory: for a study that is not kept). Runs started on one study (on one host or "
                      "several, e.g. postgresql://HOST/DB) cooperate: no configuration is measured twice")
     run.add_argument("--study-trials", type=_number(int), metavar="N",
-                     help="stop when the study holds N measured configurations, every worker's counted "
-                     "(a budget for workers that share a study)")
+                     help="stop when the study holds N measured configurations, every worker's counted, "
+                     "those being measured too (a budget for workers that share a study)")
     run.add_argument("--study-timeout", type=_number(float), metavar="SECONDS",
-                     help="stop SECONDS after the study's first worker started (a deadline for workers "
-                     "that share a study)")
+                     help="stop SECONDS after the study's first worker ever started (a deadline for "
+                     "workers that share a study; on a study resumed later it may already have passed)")
     run.add_argument("--max-time-per-config", type=_number(float), metavar="SECONDS",
                      help="kill and record as timeout a candidate that takes longer to build, "
                      "verify and time (default: max(30 s, 10x the baseline's); 300 s for the baseline)")
@@ -258,10 +258,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> int:
     """``run -d all`` or ``-d A,B``: a worker per device, one merged progress, a summary per study."""
+    from dataclasses import replace
+
     from .device import select_many
-    from .fleet import groups, tune_together
+    from .fleet import groups, require_shared, tune_together
+    from .tuner import tune
 
     infos = select_many(options.device)
+    if len(infos) == 1:  # `-d all` on a host with one device: an ordinary run
+        report = tune(spec, replace(options, device=infos[0].selector), problem,
+                      progress=None if quiet else _progress(spec))
+        print(format_report(report, options.storage))
+        return 0 if report.best is not None else _EXIT_ERROR
+    require_shared(options)
     for slug, members in groups(infos).items():
         print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"
               + ("; devices of other models tune studies of their own" if len(groups(infos)) > 1 else ""))
@@ -371,7 +380,8 @@ def format_report(report: Any, storage: str | None = None) -> str:
         lines.append(f"    {count:>4} {status:<13} e.g. {report.failure_examples.get(status, '')[:150]}")
     stop = {"trials": "trial budget reached", "timeout": "--timeout reached", "exhausted":
             "every valid configuration measured", "interrupted": "interrupted",
-            "study trials": "the study's --study-trials reached"}
+            "study trials": "the study's trial budget reached", "study timeout": "the study's --study-timeout "
+            "passed (counted from the study's first worker)"}
     lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
                  f"({_rate(report)})")
     if report.profile_path is not None:

@@ -198,7 +198,11 @@ def select_many(text: str) -> list[DeviceInfo]:
     """The devices ``all`` or a comma-separated list of selectors names, in order (a device
     named twice gets two workers)."""
     if text.strip().lower() != "all":
-        return [select(part.strip())[0] for part in text.split(",") if part.strip()]
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):
+            raise DeviceError(f"--device {text!r} has an empty selector; separate selectors with single "
+                              "commas, e.g. 0:0,0:1")
+        return [select(part)[0] for part in parts]
     found = list_devices()
     if not found:
         raise DeviceError(f"no OpenCL device found; {CPU_FIX}")

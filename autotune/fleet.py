@@ -62,6 +62,13 @@ def groups(infos: list[DeviceInfo]) -> dict[str, list[str]]:
     return out
 
 
+def require_shared(options: TuneOptions) -> None:
+    """ProblemError unless the workers can share the study's storage."""
+    if options.storage == IN_MEMORY:
+        raise ProblemError("several devices need a study they can share: leave --storage out (SQLite "
+                           "in $AUTOTUNE_HOME) or give a database URL; :memory: is one process's own")
+
+
 def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, Any],
                   infos: list[DeviceInfo], progress: FleetProgress) -> list[WorkerResult]:
     """Tune ``spec`` with one worker process per device; returns each worker's outcome.
@@ -69,9 +76,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
     Ctrl-C reaches every worker (one process group): each saves its best and stops, and this
     waits for them.
     """
-    if options.storage == IN_MEMORY:
-        raise ProblemError("several devices need a study they can share: leave --storage out (SQLite "
-                           "in $AUTOTUNE_HOME) or give a database URL; :memory: is one process's own")
+    require_shared(options)
     problem = spec.resolve_problem(problem)
     budgets = {d.slug: measured_count(study_name(spec, d, problem), options.storage) + options.trials
                for d in infos}

@@ -113,8 +113,12 @@ def _storage_problem(url: str, exc: Exception) -> str:
         path = url[len("sqlite:///"):]
         return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
                 "(its studies are lost), or give another --storage")
+    if not url.startswith("sqlite") and "://" in url and type(exc).__name__ == "OperationalError":
+        return (f"--storage {url!r}: cannot reach the database ({first}); check that the server is "
+                "running and the URL's user, host or socket folder, and database name")
     return (f"--storage {url!r} cannot be opened ({type(exc).__name__}: {first}); give an optuna "
-            "storage URL such as sqlite:///PATH/studies.db whose database driver is installed")
+            "storage URL such as sqlite:///PATH/studies.db whose database driver is installed "
+            "(PostgreSQL: pip install \"autotune[postgres]\")")
 
 
 @contextmanager
@@ -184,16 +188,17 @@ class StudyLog:
             self._started = self.store.user_attrs.get(_STARTED)  # read once: it never changes
         return self._started
 
-    def refresh(self, every_s: float = REFRESH_S) -> list[Measurement]:
+    def refresh(self, every_s: float = REFRESH_S) -> list[Measurement] | None:
         """Take in what other workers measured since the last look (a stored study only, at
         most every ``every_s`` seconds): the sampler sees their trials, ``seen`` and ``best``
-        their measurements. Returns them. (Claims keep workers from measuring a configuration
-        twice in between; this is what they learn from each other.)
+        their measurements. Returns them, or None when no look was due. (Claims keep workers
+        from measuring a configuration twice in between; this is what they learn from each
+        other.)
 
         Reading is incremental: optuna's storage cache fetches only trials it has not seen.
         """
         if self.store is None or time.monotonic() - self._refreshed < every_s:
-            return []
+            return None
         self._refreshed = time.monotonic()
         new = []
         for t in self.store.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):

@@ -286,7 +286,7 @@ class _Run:
             self.state.baseline = self.log.get(self.baseline)
             if self.state.baseline is not None and self.options.max_time_per_config is None:
                 self.limit = default_time_limit(self.state.baseline)
-        self.state.study_measured = self.log.measured_total
+        self.state.study_measured = self.study_total()
 
     def starts(self) -> list[dict[str, Value]]:
         """The baseline (for the speed-up), earlier winners on this device, the default and
@@ -313,31 +313,38 @@ class _Run:
         self.turns += 1
         return self.turns % LOCAL_EVERY == 0
 
-    def _time_left(self, for_search: bool = True) -> float | None:
-        """Seconds left of --timeout and --study-timeout; the search leaves a tenth of it (at
-        most 15 s) to confirm."""
-        lefts = []
-        if self.options.timeout_s is not None:
-            lefts.append(self.options.timeout_s - (time.perf_counter() - self.t_start))
+    def _deadlines(self, for_search: bool) -> dict[str, float]:
+        """Seconds left of --timeout ("timeout") and --study-timeout ("study timeout"); the
+        search leaves a tenth of each (at most 15 s) to confirm."""
         started = self.log.started_at
-        if self.options.study_timeout_s is not None and started is not None:
-            lefts.append(self.options.study_timeout_s - (time.time() - started))
-        if not lefts:
-            return None
-        whole = self.options.timeout_s or self.options.study_timeout_s or 0.0
-        return min(lefts) - (min(0.1 * whole, 15.0) if for_search else 0.0)
+        out = {}
+        for name, limit, elapsed in (
+                ("timeout", self.options.timeout_s, time.perf_counter() - self.t_start),
+                ("study timeout", self.options.study_timeout_s,
+                 time.time() - started if started is not None else None)):
+            if limit is not None and elapsed is not None:
+                out[name] = limit - elapsed - (min(0.1 * limit, 15.0) if for_search else 0.0)
+        return out
+
+    def _time_left(self, for_search: bool = True) -> float | None:
+        """Seconds left before the nearer deadline (None: no deadline)."""
+        return min(self._deadlines(for_search).values(), default=None)
 
     def _stop(self) -> str | None:
         if self.state.measured >= self.options.trials:
             return "trials"
         if self.options.study_trials is not None and self._study_count() >= self.options.study_trials:
             return "study trials"
-        left = self._time_left()
-        if left is not None and left <= 0:
-            return "timeout"
+        for name, left in self._deadlines(for_search=True).items():
+            if left <= 0:
+                return name
         if self.valid_exact and self.log.measured_total >= self.valid_count:
             return "exhausted"  # only valid configurations are measured
         return None
+
+    def study_total(self) -> int:
+        """The study's measured configurations, every worker's, as up to date as the claims."""
+        return max(self.log.measured_total, self.claims.count(done_only=True) or 0)
 
     def _study_count(self) -> int:
         """The study's measurements, with those other workers are making (claimed, not yet
@@ -415,7 +422,10 @@ class _Run:
         broken, upcoming = SameBuildError(), None
         try:
             while True:
-                self._take_in(self.log.refresh())  # other workers' trials, before the budget is checked
+                found = self.log.refresh()  # other workers' trials, before the budget is checked
+                if found is not None:  # a look was due: and what dead workers left unmeasured
+                    self._take_in(found)
+                    self.due[:0] = [c for c in self.claims.expired() if not self._seen(c) and c not in self.due]
                 if (stop := self._stop()) is not None:
                     return stop
                 cand, upcoming = upcoming or self.propose(), None
@@ -478,10 +488,16 @@ class _Run:
         self.in_flight = None
         self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)
-        self.state.study_measured = self.log.measured_total
+        self.state.study_measured = self.study_total()
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m
+
+    def catch_up(self) -> None:
+        """Everything the study holds now (other workers' last trials, the baseline): for the
+        leaders timed again and the summary."""
+        self.log.flush()
+        self._take_in(self.log.refresh(every_s=0.0) or [])
 
     def interrupted(self) -> None:
         """The candidate in flight when the run was stopped: measured again next time."""
@@ -520,7 +536,7 @@ class _Run:
             spec=self.spec, device=self.info, problem=self.problem, best=s.best, baseline=s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
-            study_trials=self.log.measured_total, pruned=s.pruned, valid_space=self.valid_count,
+            study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed, elsewhere=s.elsewhere,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
@@ -557,6 +573,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         try:
             evaluator = evaluator or _evaluator(run, workload, Path(folder))
             stopped_by = run.loop(evaluator)
+            run.catch_up()
             if stopped_by != "broken":
                 run.confirm(evaluator)
         except KeyboardInterrupt:

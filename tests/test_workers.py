@@ -90,6 +90,7 @@ def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
     assert all(r.measured > 0 for r in reports) and sum(r.measured for r in reports) == len(keys)
     assert 20 <= len(keys) <= 21  # the study's budget: at most one over, by the worker last to start one
     assert {r.stopped_by for r in reports} == {"study trials"}
+    assert max(r.study_trials for r in reports) == len(keys)  # the summary's "study total"
     name = study_name(scale, FAKE, scale.resolve_problem({}))
     assert sorted(_stored_keys(name, storage)) == sorted(keys)
 
@@ -115,7 +116,23 @@ def test_the_study_timeout_counts_from_the_studys_first_worker(scale, home):
     time.sleep(1.2)
     late = tune(scale, TuneOptions(trials=20, timeout_s=None, storage=storage, save=False, study_timeout_s=1.0),
                 evaluator=Slow([], threading.Lock()), info=FAKE)
-    assert (late.stopped_by, late.measured) == ("timeout", 0)
+    assert (late.stopped_by, late.measured) == ("study timeout", 0)
+
+
+def test_a_dead_workers_expired_claim_is_measured_by_the_next_worker(scale, home):
+    storage = f"sqlite:///{home}/shared.db"
+    calls: list[dict[str, Any]] = []
+    tune(scale, TuneOptions(trials=3, timeout_s=None, storage=storage, seed=1, save=False),
+         evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    name = study_name(scale, FAKE, scale.resolve_problem({}))
+    left = next(c for c in enumerate_valid(scale, scale.resolve_problem({}), FAKE.facts()) if c not in calls)
+    dead = Claims(sa.create_engine(storage), name, "gone:1")
+    assert dead.take(left, ttl_s=0.01)  # a worker that died mid-trial
+    time.sleep(0.05)
+    tune(scale, TuneOptions(trials=3, timeout_s=None, storage=storage, seed=2, save=False),
+         evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    assert left in calls[3:]
+    assert next(c for c in dead.held() if c.params == left).done
 
 
 # ---- learned work-group limits --------------------------------------------------------------
@@ -167,10 +184,13 @@ def test_run_on_a_list_of_devices_merges_progress_and_measures_nothing_twice(hom
     assert len(keys) == len(set(keys)) and 6 <= len(keys) <= 7
 
 
-def test_several_devices_need_a_shared_storage(capsys):
-    assert cli.main(["run", "reverse", "-d", "all", "--storage", ":memory:"]) == 1
-    err = capsys.readouterr().err
-    assert "several devices need a study they can share" in err and "Traceback" not in err
+@needs_cpu
+@pytest.mark.parametrize("device, message", [("{0},{0}", "several devices need a study they can share"),
+                                             ("{0},,{0}", "has an empty selector")])
+def test_bad_device_lists_are_one_line(capsys, device, message):
+    assert cli.main(["run", "reverse", "-d", device.format(DEVICES[0]), "--storage", ":memory:"]) == 1
+    out, err = capsys.readouterr()
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1 and not out
 
 
 # ---- a real PostgreSQL ----------------------------------------------------------------------

@@ -488,7 +488,7 @@ class _Run:
         self.in_flight = None
         self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)
-        self.state.study_measured = self.study_total()
+        self.state.study_measured += 1  # the others' are counted at each look (_take_in)
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m

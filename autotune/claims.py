@@ -22,20 +22,24 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
+from .errors import StorageError
 from .space import config_key
 from .spec import Value
+
+T = TypeVar("T")
 
 #: Seconds a claim outlives its measurement's time limit (the kill, the reply, the write).
 GRACE_S = 10.0
@@ -50,6 +54,18 @@ _TABLE = sa.Table(
     sa.Column("done", sa.Boolean, nullable=False),
     sa.Column("params", sa.Text, nullable=False),  # the configuration itself (config_key), to read back
 )
+
+
+def _answering(method: Callable[..., T]) -> Callable[..., T]:
+    """A database error in a claim method becomes StorageError, in one line."""
+    @functools.wraps(method)
+    def wrapped(*args: Any, **kwargs: Any) -> T:
+        try:
+            return method(*args, **kwargs)
+        except SQLAlchemyError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"the study database stopped answering ({type(exc).__name__}: {first})") from None
+    return wrapped
 
 
 def owner_name() -> str:
@@ -82,6 +98,7 @@ class Claims:
         digest = hashlib.sha256(key.encode()).hexdigest()
         return sa.and_(_TABLE.c.study == self.study, _TABLE.c.config == digest), digest, key
 
+    @_answering
     def take(self, params: Mapping[str, Value], ttl_s: float) -> bool:
         """Claim ``params`` for ``ttl_s`` seconds: False when another worker holds it, or it
         was measured."""
@@ -101,6 +118,7 @@ class Claims:
                               .values(owner=self.owner, expires=now + ttl_s))
         return bool(taken.rowcount == 1)
 
+    @_answering
     def finish(self, params: Mapping[str, Value]) -> None:
         """``params`` was measured (and is in the study): no worker measures it again."""
         if self.engine is not None:
@@ -108,6 +126,7 @@ class Claims:
             with self.engine.begin() as c:
                 c.execute(_TABLE.update().where(where, _TABLE.c.owner == self.owner).values(done=True))
 
+    @_answering
     def release(self, params: Mapping[str, Value]) -> None:
         """Give ``params`` back unmeasured (the run stopped first)."""
         if self.engine is not None:
@@ -115,6 +134,7 @@ class Claims:
             with self.engine.begin() as c:
                 c.execute(_TABLE.delete().where(where, _TABLE.c.owner == self.owner, _TABLE.c.done.is_(False)))
 
+    @_answering
     def count(self, done_only: bool = False) -> int | None:
         """Configurations measured (``done_only``) or measured and being measured in the
         study, every worker's (None in memory). A dead worker's claims count until they expire."""
@@ -126,6 +146,7 @@ class Claims:
             return int(c.execute(sa.select(sa.func.count()).select_from(_TABLE).where(
                 _TABLE.c.study == self.study, live)).scalar_one())
 
+    @_answering
     def expired(self) -> list[dict[str, Value]]:
         """Configurations whose worker died mid-trial (claimed, unfinished, expired): the search
         chose them, so the next worker takes them over."""
@@ -136,6 +157,7 @@ class Claims:
                 _TABLE.c.study == self.study, _TABLE.c.done.is_(False), _TABLE.c.expires < time.time())).all()
         return [json.loads(r.params) for r in rows]
 
+    @_answering
     def held(self) -> list[Claim]:
         """Every claim of the study (what is being measured where, and what was)."""
         if self.engine is None:

@@ -31,6 +31,10 @@ class ProfileError(AutotuneError):
     """A profile YAML cannot be read or written (corrupt file, bad entry)."""
 
 
+class StorageError(AutotuneError):
+    """The study's database stopped answering during a run (a lost server, a broken file)."""
+
+
 class BuildError(AutotuneError):
     """Every configuration fails to build the same way: a broken template or device compiler."""
 

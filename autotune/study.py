@@ -31,7 +31,7 @@ import optuna
 from filelock import FileLock
 
 from . import settings
-from .errors import ProblemError
+from .errors import ProblemError, StorageError
 from .result import Measurement, Status
 from .space import config_key
 from .spec import Value
@@ -201,7 +201,12 @@ class StudyLog:
             return None
         self._refreshed = time.monotonic()
         new = []
-        for t in self.store.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        try:
+            stored = self.store.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        except Exception as exc:  # SQLAlchemy's errors: a lost server, a broken file  # noqa: BLE001
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"the study database stopped answering ({type(exc).__name__}: {first})") from None
+        for t in stored:
             if t.number in self._taken_in:
                 continue
             self._taken_in.add(t.number)

@@ -35,7 +35,7 @@ from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
-from .errors import BuildError, ProblemError, TuningInterrupted
+from .errors import BuildError, ProblemError, StorageError, TuningInterrupted
 from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
 from .proposer import Proposer, Sampler, startup_trials
@@ -343,8 +343,12 @@ class _Run:
         return None
 
     def study_total(self) -> int:
-        """The study's measured configurations, every worker's, as up to date as the claims."""
-        return max(self.log.measured_total, self.claims.count(done_only=True) or 0)
+        """The study's measured configurations, every worker's, as up to date as the claims
+        (as this worker knows them when the database stopped answering)."""
+        try:
+            return max(self.log.measured_total, self.claims.count(done_only=True) or 0)
+        except StorageError:
+            return self.log.measured_total
 
     def _study_count(self) -> int:
         """The study's measurements, with those other workers are making (claimed, not yet
@@ -503,7 +507,10 @@ class _Run:
         """The candidate in flight when the run was stopped: measured again next time."""
         if self.in_flight is not None:
             self.log.tell_interrupted(self.in_flight.trial)
-            self.claims.release(self.in_flight.params)
+            try:
+                self.claims.release(self.in_flight.params)
+            except StorageError:
+                pass  # the database is gone: the claim expires instead
             self.in_flight = None
 
     def confirm(self, evaluator: Evaluator) -> None:
@@ -570,10 +577,15 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         run = _Run(spec, info, prob, options, valid, say, t_start)
         say("start", None, run.state)
         own = evaluator is None
+        lost = None
         try:
             evaluator = evaluator or _evaluator(run, workload, Path(folder))
-            stopped_by = run.loop(evaluator)
-            run.catch_up()
+            try:
+                stopped_by = run.loop(evaluator)
+                run.catch_up()
+            except StorageError as exc:  # save what was measured; say so after
+                stopped_by, lost = "storage lost", exc
+                run.interrupted()
             if stopped_by != "broken":
                 run.confirm(evaluator)
         except KeyboardInterrupt:
@@ -590,7 +602,12 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      run.state.measured))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save and report.best is not None:
-            report = _save(report, partial=stopped_by == "interrupted")
+            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"))
+        if lost is not None:
+            saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
+                else "nothing was saved"
+            raise StorageError(f"{lost} after {report.measured} trials; {saved}; the same command resumes "
+                               "the study once its database answers again")
         run.log.check_stored()
     if stopped_by == "interrupted":
         raise TuningInterrupted(report)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -20,6 +22,7 @@ from autotune import cli, profiles, settings
 from autotune import device as devices
 from autotune import spec as specs
 from autotune.claims import Claims
+from autotune.errors import StorageError
 from autotune.limits import MIN_BUILDS
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
@@ -133,6 +136,30 @@ def test_a_dead_workers_expired_claim_is_measured_by_the_next_worker(scale, home
          evaluator=Slow(calls, threading.Lock()), info=FAKE)
     assert left in calls[3:]
     assert next(c for c in dead.held() if c.params == left).done
+
+
+class Sabotage(Slow):
+    """Breaks the study's database after a few measurements (a lost server, as far as the
+    run can tell: its claims table is gone)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__([], threading.Lock())
+        self.path = path
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+        if len(self.calls) == 4:
+            with sqlite3.connect(self.path) as db:
+                db.execute("DROP TABLE autotune_claims")
+        return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+
+def test_a_database_lost_mid_run_stops_it_saving_the_best(scale, home):
+    report_path = home / "shared.db"
+    with pytest.raises(StorageError, match="stopped answering .* after 5 trials; the best so far was saved"):
+        tune(scale, TuneOptions(trials=20, timeout_s=None, storage=f"sqlite:///{report_path}"),
+             evaluator=Sabotage(report_path), info=FAKE)
+    entry = profiles.read(next((home / "profiles").glob("*.yaml")))["kernels"]["scale"][0]
+    assert entry["partial"] is True
 
 
 # ---- learned work-group limits --------------------------------------------------------------

@@ -63,8 +63,7 @@ def _answering(method: Callable[..., T]) -> Callable[..., T]:
         try:
             return method(*args, **kwargs)
         except SQLAlchemyError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StorageError(f"the study database stopped answering ({type(exc).__name__}: {first})") from None
+            raise StorageError.lost(exc) from None
     return wrapped
 
 

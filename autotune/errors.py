@@ -34,6 +34,12 @@ class ProfileError(AutotuneError):
 class StorageError(AutotuneError):
     """The study's database stopped answering during a run (a lost server, a broken file)."""
 
+    @classmethod
+    def lost(cls, exc: BaseException) -> StorageError:
+        """The error for a database error ``exc``, in one line."""
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return cls(f"the study database stopped answering ({type(exc).__name__}: {first})")
+
 
 class BuildError(AutotuneError):
     """Every configuration fails to build the same way: a broken template or device compiler."""

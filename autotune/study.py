@@ -204,8 +204,7 @@ class StudyLog:
         try:
             stored = self.store.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         except Exception as exc:  # SQLAlchemy's errors: a lost server, a broken file  # noqa: BLE001
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StorageError(f"the study database stopped answering ({type(exc).__name__}: {first})") from None
+            raise StorageError.lost(exc) from None
         for t in stored:
             if t.number in self._taken_in:
                 continue

@@ -240,7 +240,7 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .tuner import TuneOptions, tune
+    from .tuner import TuneOptions
 
     spec, problem = _spec_and_problem(args)
     options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=Sampler(args.sampler),
@@ -251,8 +251,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           study_trials=args.study_trials, study_timeout_s=args.study_timeout)
     if args.device and (args.device.strip().lower() == "all" or "," in args.device):
         return _run_together(spec, options, problem, args.quiet)
-    report = tune(spec, options, problem, progress=None if args.quiet else _progress(spec))
-    print(format_report(report, args.storage))
+    return _run_one(spec, options, problem, args.quiet)
+
+
+def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> int:
+    """An ordinary run on one device: progress, then the summary."""
+    from .tuner import tune
+
+    report = tune(spec, options, problem, progress=None if quiet else _progress(spec))
+    print(format_report(report, options.storage))
     return 0 if report.best is not None else _EXIT_ERROR
 
 
@@ -262,18 +269,15 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
 
     from .device import select_many
     from .fleet import groups, require_shared, tune_together
-    from .tuner import tune
 
     infos = select_many(options.device)
     if len(infos) == 1:  # `-d all` on a host with one device: an ordinary run
-        report = tune(spec, replace(options, device=infos[0].selector), problem,
-                      progress=None if quiet else _progress(spec))
-        print(format_report(report, options.storage))
-        return 0 if report.best is not None else _EXIT_ERROR
+        return _run_one(spec, replace(options, device=infos[0].selector), problem, quiet)
     require_shared(options)
-    for slug, members in groups(infos).items():
+    studies = groups(infos)
+    for slug, members in studies.items():
         print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"
-              + ("; devices of other models tune studies of their own" if len(groups(infos)) > 1 else ""))
+              + ("; devices of other models tune studies of their own" if len(studies) > 1 else ""))
     printers: dict[str, Any] = {}
 
     def progress(label: str, event: str, m: Any, state: Any) -> None:
@@ -281,7 +285,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             printers.setdefault(label, _progress(spec, label))(event, m, state)
 
     results = tune_together(spec, options, problem, infos, progress)
-    for members in groups(infos).values():
+    for members in studies.values():
         mine = [r for r in results if r.label in members]
         done = [r.report for r in mine if r.report is not None]
         best = min(done, key=lambda r: r.best.median_ms if r.best else math.inf, default=None)

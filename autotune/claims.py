@@ -75,15 +75,16 @@ def owner_name() -> str:
 class Claims:
     """One study's claims in its database; every method is one short transaction.
 
-    In memory (``in_memory``) there is one worker, and every claim is granted.
+    Without a database (``engine`` None: a study in memory) there is one worker, and every
+    claim is granted.
     """
 
     def __init__(self, engine: sa.engine.Engine | None, study: str, owner: str) -> None:
         self.engine, self.study, self.owner = engine, study, owner
 
     @classmethod
-    def open(cls, engine: sa.engine.Engine | None, study: str, in_memory: bool = False) -> Claims:
-        if in_memory or engine is None:
+    def open(cls, engine: sa.engine.Engine | None, study: str) -> Claims:
+        if engine is None:
             return cls(None, study, owner_name())
         try:
             _META.create_all(engine, checkfirst=True)

@@ -37,8 +37,7 @@ class StorageError(AutotuneError):
     @classmethod
     def lost(cls, exc: BaseException) -> StorageError:
         """The error for a database error ``exc``, in one line."""
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return cls(f"the study database stopped answering ({type(exc).__name__}: {first})")
+        return cls(f"the study database stopped answering ({type(exc).__name__}: {first_line(exc)})")
 
 
 class BuildError(AutotuneError):
@@ -51,3 +50,10 @@ class WorkerError(AutotuneError):
 
 class TuningInterrupted(AutotuneError):
     """SIGINT or SIGTERM stopped a tuning run; finished trials were kept."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none): driver
+    errors run to many lines, and autotune says what went wrong in one."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

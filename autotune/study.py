@@ -31,7 +31,7 @@ import optuna
 from filelock import FileLock
 
 from . import settings
-from .errors import ProblemError, StorageError
+from .errors import ProblemError, StorageError, first_line
 from .result import Measurement, Status
 from .space import config_key
 from .spec import Value
@@ -108,7 +108,7 @@ def _open_server(url: str, tries: int = 5) -> optuna.storages.RDBStorage:
 
 
 def _storage_problem(url: str, exc: Exception) -> str:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    first = first_line(exc)
     if "not a database" in first or "malformed" in first:
         path = url[len("sqlite:///"):]
         return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
@@ -349,7 +349,7 @@ class _Writer:
                 if then is not None:
                     then()
             except Exception as exc:  # a full disk, a lost server: said at close  # noqa: BLE001
-                self.failure = self.failure or f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                self.failure = self.failure or f"{type(exc).__name__}: {first_line(exc)}"
 
     def close(self) -> None:
         if self.thread.is_alive():

@@ -42,7 +42,7 @@ from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import ValidSpace, canonical, check, config_key, geometry, space_size
 from .spec import KernelSpec, Value, problem_label
-from .study import IN_MEMORY, StudyLog, quiet_optuna
+from .study import StudyLog, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
@@ -258,7 +258,7 @@ class _Run:
         self.n_startup = startup_trials(self.valid_count, options.trials)
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
                                  options.sampler.optuna(options.seed, self.n_startup))
-        self.claims = Claims.open(self.log.engine, self.log.study.study_name, options.storage == IN_MEMORY)
+        self.claims = Claims.open(self.log.engine, self.log.study.study_name)
         baseline = spec.baseline_config
         self.baseline = baseline if check(spec, baseline, problem, self.facts) is None else None
         self.state = RunState(budget=options.trials, study_budget=options.study_trials)

@@ -232,9 +232,9 @@ def _ignore(signum: int) -> None:
     signal.signal(signum, signal.SIG_IGN)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Candidate:
-    """A configuration to measure: its trial in the sampler's copy, and the claim held on it."""
+    """A configuration to measure, its trial in the sampler's copy, and how it was chosen."""
 
     trial: optuna.Trial
     params: dict[str, Value]
@@ -271,7 +271,6 @@ class _Run:
         self.limit = options.max_time_per_config
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
-        self.kind = "fixed"  # how the last pick was made (see _Candidate.kind)
         self.near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
         self.due = self.starts()
 
@@ -364,8 +363,9 @@ class _Run:
         steps = geometry(self.spec, params, self.problem, self.facts).steps
         return self.limits.exceeds({s.entry: math.prod(s.local_size) for s in steps if s.local_size})
 
-    def _pick(self) -> dict[str, Value] | None:
-        """A configuration chosen here, or None to let TPE propose; _Exhausted when none is left."""
+    def _pick(self) -> tuple[dict[str, Value] | None, str]:
+        """A configuration chosen here (None to let TPE propose) and how (see _Candidate.kind);
+        _Exhausted when none is left."""
         fixed = self.due.pop(0) if self.due else None
         if fixed is None and self._forced():
             fixed, self.stuck = self.proposer.next(self._seen), 0
@@ -377,8 +377,7 @@ class _Run:
         local = fixed is None and self.state.best is not None and self._local_turn()
         if local and self.state.best is not None:
             fixed = self.proposer.neighbour(self.state.best.params, self._seen)
-        self.kind = "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
-        return fixed
+        return fixed, "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
 
     def propose(self) -> _Candidate | None:
         """The next configuration to measure; None when none is left.
@@ -388,7 +387,7 @@ class _Run:
         """
         while True:
             try:
-                fixed = self._pick()
+                fixed, kind = self._pick()
             except _Exhausted:
                 return None
             trial = self.log.ask(fixed, self.distributions)
@@ -401,7 +400,7 @@ class _Run:
             if earlier is None and reason is None:
                 if not self._seen(params):
                     self.stuck = 0
-                    return _Candidate(trial, params, self.kind)
+                    return _Candidate(trial, params, kind)
                 self.log.skip(trial)  # the one being measured now
             else:
                 self.log.tell(trial, earlier or Measurement(Status.INVALID, reason or "", params=params),
@@ -442,8 +441,8 @@ class _Run:
                     self.state.elsewhere += 1
                     self.near = cand.params  # look next to it instead
                     continue
+                self.in_flight = cand  # not to be chosen again
                 if self.ahead > 0 and self.state.measured + 1 < self.options.trials:
-                    self.in_flight = cand  # not to be chosen again
                     upcoming = self.propose()
                 self._prefetch(evaluator, upcoming)
                 best = self.state.best
@@ -471,10 +470,9 @@ class _Run:
         evaluator.prefetch(later + self.due + (self.proposer.ahead(self.ahead, self._seen) if startup else []))
 
     def measure(self, evaluator: Evaluator, cand: _Candidate) -> Measurement:
-        """Measure one new configuration, record it, count it."""
+        """Measure one new configuration (the one in flight), record it, count it."""
         params = cand.params
         is_baseline = params == self.baseline
-        self.in_flight = cand
         best = self.state.best
         # the baseline is timed in full for the speed-up; others only while they could win
         cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None

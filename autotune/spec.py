@@ -319,6 +319,17 @@ def problem_label(problem: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in problem.items())
 
 
+def parse_problem_label(label: str) -> dict[str, Any]:
+    """A :func:`problem_label` back into a problem (sizes as integers).
+
+    Example:
+        >>> parse_problem_label("M=64,N=32,layout=row")
+        {'M': 64, 'N': 32, 'layout': 'row'}
+    """
+    pairs = (part.partition("=") for part in label.split(",") if part)
+    return {k: int(v) if v.isdigit() else v for k, _, v in pairs}
+
+
 def builtin_names() -> list[str]:
     """Names of the kernels shipped in ``search_spaces/``."""
     return sorted(p.stem for p in data_dir("search_spaces").glob("*.yaml"))

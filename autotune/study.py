@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,31 @@ MODEL_WINDOW = 200
 REFRESH_S = 1.0
 #: The stored study's user attribute: when its first worker started (for --study-timeout).
 _STARTED = "autotune_started_at"
+
+
+@dataclass(frozen=True)
+class StudyId:
+    """A study's name as autotune makes it, and its parts: ``kernel|device slug|problem|spec hash``.
+
+    Example:
+        >>> StudyId.parse("matmul|intel-cpu|M=64,layout=row|abc").slug
+        'intel-cpu'
+    """
+
+    kernel: str
+    slug: str
+    label: str  # the problem, as spec.problem_label writes it
+    spec_hash: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.kernel}|{self.slug}|{self.label}|{self.spec_hash}"
+
+    @classmethod
+    def parse(cls, name: str) -> StudyId | None:
+        """The parts of ``name``, or None for a study autotune did not make."""
+        parts = name.split("|")
+        return cls(*parts) if len(parts) == 4 else None
 
 
 def open_storage(url: str | None) -> optuna.storages.BaseStorage:

@@ -42,7 +42,7 @@ from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import ValidSpace, canonical, check, config_key, geometry, space_size
 from .spec import KernelSpec, Value, problem_label
-from .study import StudyLog, quiet_optuna
+from .study import StudyId, StudyLog, quiet_optuna
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
@@ -186,7 +186,7 @@ class RunState:
 
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:
-    return f"{spec.name}|{info.slug}|{problem_label(problem)}|{spec.spec_hash}"
+    return StudyId(spec.name, info.slug, problem_label(problem), spec.spec_hash).name
 
 
 def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any],

@@ -3,12 +3,6 @@
 Pure reading, no plotting: :func:`find_sections` turns a kernel, an optional problem and an
 optional device into one :class:`Section` per study (device and problem), each holding the
 study's measurements in trial order, the profile's entry and the device's known ceilings.
-
-Example:
-    >>> split_study_name("matmul|intel-cpu|M=64,layout=row|abc").slug
-    'intel-cpu'
-    >>> parse_label("M=64,N=32,layout=row")
-    {'M': 64, 'N': 32, 'layout': 'row'}
 """
 
 from __future__ import annotations
@@ -29,8 +23,8 @@ from ..ceilings import Ceiling
 from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
-from ..spec import KernelSpec, Value, problem_label
-from ..study import open_storage, quiet_optuna
+from ..spec import KernelSpec, Value, parse_problem_label, problem_label
+from ..study import StudyId, open_storage, quiet_optuna
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -152,29 +146,6 @@ def variant_parameter(spec: KernelSpec) -> str | None:
     return next((p.name for p in spec.parameters if p.name in named), None)
 
 
-@dataclass(frozen=True)
-class StudyId:
-    """The parts of a study name autotune made (``tuner.study_name``)."""
-
-    name: str
-    kernel: str
-    slug: str
-    label: str
-    spec_hash: str
-
-
-def split_study_name(name: str) -> StudyId | None:
-    """The parts of ``name``, or None for a study autotune did not make."""
-    parts = name.split("|")
-    return StudyId(name, *parts) if len(parts) == 4 else None
-
-
-def parse_label(label: str) -> dict[str, Any]:
-    """A problem label back into a problem (sizes as integers)."""
-    pairs = (part.partition("=") for part in label.split(",") if part)
-    return {k: int(v) if v.isdigit() else v for k, _, v in pairs}
-
-
 def open_existing(url: str | None) -> tuple[str, optuna.storages.BaseStorage]:
     """The storage URL and the storage, which must exist already (a report creates nothing)."""
     url = url or settings.default_storage()
@@ -237,7 +208,7 @@ def studies(url: str, opened: optuna.storages.BaseStorage) -> list[StudyId]:
     except Exception as exc:  # a database that opened but holds no optuna tables  # noqa: BLE001
         raise ProblemError(f"{url} holds no optuna studies ({type(exc).__name__}); give the --storage "
                            "the run used") from None
-    return [s for n in names if (s := split_study_name(n)) is not None]
+    return [s for n in names if (s := StudyId.parse(n)) is not None]
 
 
 def _current_first(spec: KernelSpec, ids: list[StudyId]) -> list[StudyId]:
@@ -254,7 +225,7 @@ def _order(s: Section) -> tuple[Any, ...]:
 def _section(spec: KernelSpec, sid: StudyId, opened: optuna.storages.BaseStorage) -> Section:
     study = optuna.load_study(study_name=sid.name, storage=opened)
     trials = tuple(_trials(study.get_trials(deepcopy=False)))
-    problem = parse_label(sid.label)
+    problem = parse_problem_label(sid.label)
     device_name, entry, found = _profile(spec.name, sid.slug, problem)
     method, importances = importance(spec, trials)
     return Section(spec, sid.name, sid.slug, problem, sid.spec_hash, trials, device_name or sid.slug, entry,

@@ -279,8 +279,9 @@ class _Run:
         the learned work-group limits and the study's count."""
         for m in found:
             self.limits.learn(m.wg_limits)
-            if m.ok and (self.state.best is None or m.median_ms < self.state.best.median_ms):
-                self.state.best = m
+        best = self.log.best  # the study's, kept as measurements are noted
+        if best is not None and (self.state.best is None or best.median_ms < self.state.best.median_ms):
+            self.state.best = best
         if self.state.baseline is None and self.baseline is not None:
             self.state.baseline = self.log.get(self.baseline)
             if self.state.baseline is not None and self.options.max_time_per_config is None:

@@ -1,8 +1,8 @@
 """What to measure next: valid configurations in order, drawn at random, or near another.
 
-optuna's TPE proposes configurations once it has a model; before that (its start-up trials),
-and always for the ``random`` and ``grid`` samplers, configurations come from the valid space
-here (:class:`~autotune.space.ValidSpace`, walked lazily, never listed), so invalid ones are
+TPE (:mod:`autotune.parzen`) proposes configurations once it has a model; before that (its
+start-up trials), and always for the ``random`` and ``grid`` samplers, configurations come from
+the valid space here (:class:`~autotune.space.ValidSpace`, walked lazily, never listed), so invalid ones are
 never drawn. Random draws are uniform over the valid configurations (by rejection from the
 full product; on recorded GEMM spaces this found the optimum sooner than draws balanced per
 parameter, which favour the small tiles that few constraints rule out); where valid
@@ -25,10 +25,7 @@ from __future__ import annotations
 import enum
 import math
 import random
-import warnings
 from collections.abc import Callable, Iterator, Mapping
-
-import optuna
 
 from .space import ValidSpace
 from .spec import Value
@@ -39,24 +36,9 @@ Config = dict[str, Value]
 class Sampler(str, enum.Enum):
     """How candidates are chosen (``--sampler``)."""
 
-    TPE = "tpe"  # multivariate TPE after random start-up trials
+    TPE = "tpe"  # TPE over valid configurations (autotune.parzen) after random start-up draws
     RANDOM = "random"  # uniform random draws from the valid space
     GRID = "grid"  # every valid configuration, in order
-
-    def optuna(self, seed: int | None, n_startup: int) -> optuna.samplers.BaseSampler:
-        """The optuna sampler behind ``ask`` (only TPE's proposals are used; see module doc)."""
-        if self is Sampler.TPE:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                # every ask names every parameter (inactive ones are made canonical by the
-                # tuner), so there is one group: grouping would only cost time per ask
-                # no constant liar (optuna 5's default) for the candidate chosen ahead (see
-                # tuner._Run.loop): the candidate in flight is often the best's neighbour, and a
-                # liar there pushes TPE away from the best region. Replays over 60 seeds were
-                # mixed (Titan GEMM 63.5 -> 41 to 5%, 3060 GEMM 65.5 -> 89.5; README)
-                return optuna.samplers.TPESampler(multivariate=True, n_startup_trials=n_startup, seed=seed,
-                                                  constant_liar=False)
-        return optuna.samplers.RandomSampler(seed=seed)
 
 
 def startup_trials(valid: int, budget: int) -> int:

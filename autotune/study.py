@@ -291,9 +291,10 @@ class StudyLog:
 
     def _compact(self) -> None:
         """Keep the sampler's copy to MODEL_WINDOW trials: the fastest third and the most
-        recent others. TPE reads every trial of its study on every proposal, so a study of
-        thousands made each proposal tens of milliseconds; what TPE models (the best few
-        against the rest) survives. The stored study and ``seen`` keep everything."""
+        recent others. Every ask scans the copy's trials (for the configuration enqueued), and
+        when optuna's TPE proposed, it read them all, which made each proposal tens of
+        milliseconds by trial 1,000. The stored study and ``seen`` keep everything; TPE's
+        model (autotune.parzen) learns from ``seen``."""
         done = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
         best = sorted(done, key=lambda t: t.value if t.value is not None else math.inf)[:MODEL_WINDOW // 3]
         keep = {t.number for t in best}

@@ -38,6 +38,7 @@ from .diagnose import SameBuildError, explain
 from .errors import BuildError, ProblemError, StorageError, TuningInterrupted
 from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
+from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import ValidSpace, canonical, check, config_key, geometry, space_size
@@ -52,8 +53,9 @@ BASELINE_LIMIT_S = 300.0
 #: After the search the leaders are timed again, interleaved (see _Run.confirm).
 CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
 #: After the start-up draws every LOCAL_EVERY-th candidate is a neighbour of the best so far
-#: (one parameter moved, nearest values first): TPE alone stalled a few percent above the
-#: optimum on recorded GEMM spaces, where a local step finds the last few percent.
+#: (one parameter moved, nearest values first; once those are measured, the model's best
+#: two-parameter move): TPE alone stalled a few percent above the optimum on recorded GEMM
+#: spaces, where a local step finds the last few percent.
 LOCAL_EVERY = 2
 
 
@@ -257,7 +259,7 @@ class _Run:
         self.valid_count, self.valid_exact = valid.count()
         self.n_startup = startup_trials(self.valid_count, options.trials)
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
-                                 options.sampler.optuna(options.seed, self.n_startup))
+                                 optuna.samplers.RandomSampler(options.seed))
         self.claims = Claims.open(self.log.engine, self.log.study.study_name)
         baseline = spec.baseline_config
         self.baseline = baseline if check(spec, baseline, problem, self.facts) is None else None
@@ -265,13 +267,16 @@ class _Run:
         self.limits = KernelLimits()
         self._take_in(list(self.log.seen.values()))
         self.proposer = Proposer(options.sampler, valid, options.seed)
+        self.model = ParzenSearch(valid, options.seed, listable=self.valid_exact or self.valid_count <= POOL_ALL) \
+            if options.sampler is Sampler.TPE else None
+        self._taught = 0  # how many of the study's measurements the model has seen
         self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                               for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
         self.limit = options.max_time_per_config
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
-        self.near: dict[str, Value] | None = None  # TPE's last proposal, when it was measured or invalid
+        self.near: dict[str, Value] | None = None  # a proposal another worker claimed first
         self.due = self.starts()
 
     def _take_in(self, found: list[Measurement]) -> None:
@@ -364,27 +369,43 @@ class _Run:
         steps = geometry(self.spec, params, self.problem, self.facts).steps
         return self.limits.exceeds({s.entry: math.prod(s.local_size) for s in steps if s.local_size})
 
-    def _pick(self) -> tuple[dict[str, Value] | None, str]:
-        """A configuration chosen here (None to let TPE propose) and how (see _Candidate.kind);
-        _Exhausted when none is left."""
+    def _pick(self) -> tuple[dict[str, Value], str]:
+        """The next configuration and how it was chosen (see _Candidate.kind); _Exhausted
+        when none is left."""
         fixed = self.due.pop(0) if self.due else None
         if fixed is None and self._forced():
             fixed, self.stuck = self.proposer.next(self._seen), 0
             if fixed is None:
                 raise _Exhausted
-        if fixed is None and self.near is not None:  # where TPE wanted to go, without asking again
+        if fixed is None and self.near is not None:  # where the search wanted to go
             fixed = self.proposer.neighbour(self.near, self._seen) or self.proposer.next(self._seen)
             self.near = None
         local = fixed is None and self.state.best is not None and self._local_turn()
         if local and self.state.best is not None:
-            fixed = self.proposer.neighbour(self.state.best.params, self._seen)
-        return fixed, "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
+            fixed = (self.proposer.neighbour(self.state.best.params, self._seen)
+                     or self._taught_model().propose_near(self.state.best.params, self._seen))
+        kind = "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
+        if fixed is None:
+            fixed = self._taught_model().propose(self._seen) or self.proposer.next(self._seen)
+        if fixed is None:
+            raise _Exhausted
+        return fixed, kind
+
+    def _taught_model(self) -> ParzenSearch:
+        """TPE's model, taught the study's measurements it has not seen yet."""
+        assert self.model is not None  # _forced() for every other sampler
+        found = list(self.log.seen.values())[self._taught:]
+        self._taught += len(found)
+        for m in found:
+            self.model.observe(m.params, m.median_ms if m.ok else math.inf)
+        return self.model
 
     def propose(self) -> _Candidate | None:
         """The next configuration to measure; None when none is left.
 
-        Proposals that are invalid or measured before cost no budget: each is told to the
-        sampler (not stored) and the next is asked for.
+        Proposals that are invalid (over a work-group limit learned while tuning) or measured
+        before (another worker's) cost no budget: each is told to the sampler's copy (not
+        stored) and the next is chosen.
         """
         while True:
             try:
@@ -392,8 +413,8 @@ class _Run:
             except _Exhausted:
                 return None
             trial = self.log.ask(fixed, self.distributions)
-            # a proposal that differs from a configuration only in parameters its variant
-            # ignores is that configuration (TPE asks for every parameter every time)
+            # a configuration that differs from another only in parameters its variant ignores
+            # is that one (a hint or an earlier winner may name them all)
             params = canonical(self.spec, {n: trial.params[n] for n in self.spec.parameter_names},
                                self.problem, self.facts)
             earlier = self.log.get(params)
@@ -409,7 +430,6 @@ class _Run:
                 self.state.repeats += earlier is not None
                 self.state.skipped_invalid += earlier is None
             self.stuck += 1
-            self.near = params if fixed is None else self.near
 
     def drop(self, c: _Candidate | None) -> None:
         """Give back a candidate that will not be measured."""

@@ -53,6 +53,12 @@ POOL_START, POOL_GROWTH, POOL_MAX = 1024, 64, 8192
 GAMMA, GOOD_MAX = 0.25, 25
 #: The other set's estimator keeps the most recent OTHERS_MAX (bounds the time per proposal).
 OTHERS_MAX = 200
+#: ``propose(away_from=...)`` leaves out of the good set what is this many parameters or fewer
+#: from the given configuration. On the recorded RTX 2080 Ti GEMM space a quarter of the
+#: searches stalled 11% above the optimum, with every good configuration in one basin four
+#: parameters from the optimum's; a model without that basin on every other TPE turn after a
+#: stall got 92% of 40 seeds within 5% in 400 configurations instead of 68%.
+BASIN = 2
 #: Draws from l(x) per proposal; the one with the best l(x)/g(x) is proposed.
 CANDIDATES = 100
 #: Kernel: a Gaussian over positions in the value list (width in positions), mixed with the
@@ -173,30 +179,40 @@ class ParzenSearch:
             total += self._columns[i]
         return np.log(total) - math.log(len(members) + 1)
 
-    def _split(self) -> tuple[list[int], list[int]]:
-        """(good, others): the fastest GAMMA (at most GOOD_MAX), the most recent others."""
-        n = len(self._obs)
-        good_n = max(1, min(math.ceil(GAMMA * n), GOOD_MAX))
-        order = sorted(range(n), key=lambda i: self._obs[i][1])
-        good = order[:good_n]
-        others = sorted(order[good_n:])[-OTHERS_MAX:]
+    def _split(self, away_from: Mapping[str, Value] | None) -> tuple[list[int], list[int]]:
+        """(good, others): the fastest GAMMA (at most GOOD_MAX) of the measured configurations
+        (of those more than BASIN parameters from ``away_from``, when given and there are
+        any), and the most recent others."""
+        order = sorted(range(len(self._obs)), key=lambda i: self._obs[i][1])
+        eligible = order
+        if away_from is not None:
+            centre = self._encode(away_from)
+            eligible = [i for i in order if (self._obs[i][0] != centre).sum() > BASIN] or order
+        good = eligible[:max(1, min(math.ceil(GAMMA * len(eligible)), GOOD_MAX))]
+        chosen = set(good)
+        others = [i for i in range(len(self._obs)) if i not in chosen][-OTHERS_MAX:]
         for i in set(self._columns) - set(good) - set(others):  # no longer in either set
             del self._columns[i]
         return good, others
 
-    def _model(self) -> tuple[np.ndarray, np.ndarray]:
+    def _model(self, away_from: Mapping[str, Value] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(log l(x), log l(x)/g(x)) at every pool row."""
         self._fill_pool()
-        good, others = self._split()
+        good, others = self._split(away_from)
         low = self._density(good)
         return low, low - (self._density(others) if others else self._log_prior)
 
-    def propose(self, seen: Callable[[Config], bool]) -> Config | None:
+    def propose(self, seen: Callable[[Config], bool],
+                away_from: Mapping[str, Value] | None = None) -> Config | None:
         """The unmeasured configuration TPE's rule picks (``seen``: also those in flight);
-        None when the pool is used up or nothing has been measured yet."""
+        None when the pool is used up or nothing has been measured yet.
+
+        ``away_from`` (the best, when the search has stalled): the good set leaves out the
+        configurations within BASIN parameters of it, so TPE models the next-best region.
+        """
         if not self._obs:
             return None
-        low, ratio = self._model()
+        low, ratio = self._model(away_from)
         free = self._free.copy()
         while (rows := np.flatnonzero(free)).size:
             weights = np.exp(low[rows] - low[rows].max())

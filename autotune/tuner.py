@@ -57,6 +57,11 @@ CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
 #: two-parameter move): TPE alone stalled a few percent above the optimum on recorded GEMM
 #: spaces, where a local step finds the last few percent.
 LOCAL_EVERY = 2
+#: Measurements without a new best after which every other TPE proposal models the region
+#: beside the best's (parzen.BASIN). On every TPE turn instead of every other, a prototype
+#: over recorded spaces lost convolution A100's optimum (median 298-378 against 200), whose
+#: runner-up lies two parameters from it.
+STALL = 15
 
 
 class _OutOfTime(Exception):
@@ -270,6 +275,8 @@ class _Run:
         self.model = ParzenSearch(valid, options.seed, listable=self.valid_exact or self.valid_count <= POOL_ALL) \
             if options.sampler is Sampler.TPE else None
         self._taught = 0  # how many of the study's measurements the model has seen
+        self._best_params: Mapping[str, Value] | None = None  # the best, when _best_since was taken
+        self._best_since, self._tpe_turns = 0, 0
         self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                               for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
@@ -386,10 +393,22 @@ class _Run:
                      or self._taught_model().propose_near(self.state.best.params, self._seen))
         kind = "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
         if fixed is None:
-            fixed = self._taught_model().propose(self._seen) or self.proposer.next(self._seen)
+            fixed = self._taught_model().propose(self._seen, self._stalled_best()) or self.proposer.next(self._seen)
         if fixed is None:
             raise _Exhausted
         return fixed, kind
+
+    def _stalled_best(self) -> Mapping[str, Value] | None:
+        """The best's configuration on every other TPE turn once STALL measurements have found
+        nothing faster (TPE then models the region beside the best's; see parzen.BASIN)."""
+        best = self.state.best
+        if best is None:
+            return None
+        if best.params != self._best_params:
+            self._best_params, self._best_since = best.params, self.log.measured_total
+        self._tpe_turns += 1
+        stalled = self.log.measured_total - self._best_since >= STALL
+        return best.params if stalled and self._tpe_turns % 2 == 0 else None
 
     def _taught_model(self) -> ParzenSearch:
         """TPE's model, taught the study's measurements it has not seen yet."""

@@ -145,3 +145,36 @@ def test_a_two_parameter_move_of_the_best_until_there_is_none():
         moves.append(c)
     two_away = [c for c in space if sum(c[n] != centre[n] for n in sp.parameter_names) == 2]
     assert len(moves) == len(two_away) > 0
+
+
+def test_after_a_stall_it_models_the_region_beside_the_best():
+    """Every configuration near the best measured (a basin), a second good region elsewhere:
+    away_from=best makes TPE propose in the second region instead of around the basin."""
+    sp = specs.load("reverse")
+    space = ValidSpace(sp, sp.default_problem(), {"max_work_group_size": 256})
+    names = sp.parameter_names
+    a = sp.default_config
+    b = next(c for c in space if sum(c[n] != a[n] for n in names) == len(names) - 1)
+
+    def apart(c, d) -> int:
+        return sum(c[n] != d[n] for n in names)
+
+    def time(c) -> float:
+        return 1.0 + apart(c, a) if apart(c, a) <= parzen.BASIN else 2.0 + apart(c, b)
+
+    def proposals(away: bool) -> list[int]:
+        model, draws = ParzenSearch(space, seed=2), random.Random(2)
+        measured = {config_key(c) for c in space if apart(c, a) <= parzen.BASIN}
+        measured |= {config_key(_draw(space, draws)) for _ in range(30)}
+        for c in space:
+            if config_key(c) in measured:
+                model.observe(c, time(c))
+        out = []
+        for _ in range(6):
+            c = model.propose(seen=lambda c: config_key(c) in measured, away_from=a if away else None)
+            measured.add(config_key(c))
+            model.observe(c, time(c))
+            out.append(apart(c, b))
+        return sorted(out)
+
+    assert proposals(away=True)[3] < proposals(away=False)[3]  # medians: nearer the second region

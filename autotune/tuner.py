@@ -272,7 +272,7 @@ class _Run:
         self.limits = KernelLimits()
         self._take_in(list(self.log.seen.values()))
         self.proposer = Proposer(options.sampler, valid, options.seed)
-        self.model = ParzenSearch(valid, options.seed, listable=self.valid_exact or self.valid_count <= POOL_ALL) \
+        self.model = ParzenSearch(valid, options.seed, listable=self.valid_count <= POOL_ALL) \
             if options.sampler is Sampler.TPE else None
         self._taught = 0  # how many of the study's measurements the model has seen
         self._best_params: Mapping[str, Value] | None = None  # the best, when _best_since was taken

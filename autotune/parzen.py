@@ -156,7 +156,7 @@ class ParzenSearch:
     def _draws(self, count: int) -> list[Config]:
         out = []
         for _ in range(count):
-            c = self.space.draw_uniform(self._draw_rng) or self.space.draw(self._draw_rng)
+            c = self.space.sample(self._draw_rng)
             if c is None:
                 break
             out.append(c)

@@ -64,7 +64,7 @@ class Proposer:
     def _draw(self, seen: Callable[[Config], bool]) -> Config | None:
         if self._grid is None:  # random: draws while they find new configurations
             for _ in range(_REDRAWS):
-                c = self.space.draw_uniform(self.rng) or self.space.draw(self.rng)
+                c = self.space.sample(self.rng)
                 if c is None:
                     return None
                 if not seen(c) and c not in self.upcoming:

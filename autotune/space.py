@@ -318,6 +318,12 @@ class ValidSpace:
                 return c
         return None
 
+    def sample(self, rng: random.Random) -> dict[str, Value] | None:
+        """A valid configuration drawn uniformly (:meth:`draw_uniform`), or balanced per
+        parameter (:meth:`draw`) where valid ones are too sparse for rejection; None if there
+        is none."""
+        return self.draw_uniform(rng) or self.draw(rng)
+
     def count(self, budget_s: float = 0.5, seed: int = 0) -> tuple[int, bool]:
         """(number of valid configurations, whether exact). Counting stops after ``budget_s``
         (the estimate takes half as long again);

@@ -3,7 +3,7 @@
 Only configurations that pass the constraint check are built; only verified ones can win.
 ``--trials`` counts new measurements: invalid and already-measured configurations do not use
 it up. The parts: options checked in :class:`TuneOptions`, candidates from
-:class:`~autotune.proposer.Proposer` (and optuna's TPE), the study in
+:class:`~autotune.proposer.Proposer` and TPE's :class:`~autotune.parzen.ParzenSearch`, the study in
 :class:`~autotune.study.StudyLog`, measuring behind :class:`~autotune.worker.Evaluator`, the
 counters in :class:`RunState`. The first candidates are the baseline, the device's earlier
 winners (:func:`previous_winners`), the spec's default and its hints.

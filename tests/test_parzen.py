@@ -28,7 +28,7 @@ def _matmul() -> ValidSpace:
 
 
 def _draw(space: ValidSpace, rng: random.Random) -> dict:
-    c = space.draw_uniform(rng) or space.draw(rng)
+    c = space.sample(rng)
     assert c is not None
     return c
 

@@ -100,6 +100,7 @@ class ParzenSearch:
         self._proposals = 0
         self._obs: list[tuple[np.ndarray, float]] = []  # (positions, value), in measuring order
         self._columns: dict[int, np.ndarray] = {}  # observation -> its kernel at each pool row
+        self._last_used: set[int] = set()  # the observations of the last _split
         self._keys: set[str] = set()
 
     @property
@@ -193,13 +194,16 @@ class ParzenSearch:
         good = eligible[:max(1, min(math.ceil(GAMMA * len(eligible)), GOOD_MAX))]
         chosen = set(good)
         others = [i for i in range(len(self._obs)) if i not in chosen][-OTHERS_MAX:]
-        for i in set(self._columns) - set(good) - set(others):  # no longer in either set
+        # columns of neither set are dropped, except the last split's: after a stall the
+        # good set alternates between two (see propose), and each would be computed again
+        used = chosen | set(others)
+        for i in set(self._columns) - used - self._last_used:
             del self._columns[i]
+        self._last_used = used
         return good, others
 
     def _model(self, away_from: Mapping[str, Value] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(log l(x), log l(x)/g(x)) at every pool row."""
-        self._fill_pool()
+        """(log l(x), log l(x)/g(x)) at every pool row (call _fill_pool first)."""
         good, others = self._split(away_from)
         low = self._density(good)
         return low, low - (self._density(others) if others else self._log_prior)
@@ -214,6 +218,7 @@ class ParzenSearch:
         """
         if not self._obs:
             return None
+        self._fill_pool()
         low, ratio = self._model(away_from)
         free = self._free.copy()
         while (rows := np.flatnonzero(free)).size:
@@ -235,8 +240,11 @@ class ParzenSearch:
         cannot cross.)"""
         if not self._obs:
             return None
-        _, ratio = self._model()
+        self._fill_pool()
         rows = np.flatnonzero(self._free & ((self._pool != self._encode(centre)).sum(1) == moved))
+        if not rows.size:  # in a sampled pool, usually: no model needed
+            return None
+        _, ratio = self._model()
         for row in rows[np.argsort(-ratio[rows], kind="stable")]:
             config = self._config(int(row))
             if not seen(config):

@@ -1,5 +1,7 @@
 """TPE over valid configurations: the next candidate from Parzen estimators of the good and
-the other measured configurations, chosen among valid, unmeasured ones.
+the other measured configurations, chosen among valid, unmeasured ones. The same pool and
+measurements serve the ridge models' proposals (:mod:`autotune.ridge`): the configuration
+predicted fastest, and the two-parameter move of the best predicted fastest.
 
 optuna's TPE draws each parameter from its own estimate of the good region and keeps the best
 of 24 draws by the ratio l(x)/g(x) of the good to the other trials' densities. Its draws come
@@ -38,6 +40,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from . import ridge
 from .space import ValidSpace, canonical, config_key
 from .spec import Value
 
@@ -65,6 +68,9 @@ CANDIDATES = 100
 #: Kernel: a Gaussian over positions in the value list (width in positions), mixed with the
 #: uniform distribution (weight PRIOR_MIX) so that no value's density is ever zero.
 BANDWIDTH, PRIOR_MIX = 1.0, 0.1
+#: The ridge models (:mod:`autotune.ridge`) learn from at most this many measured
+#: configurations: the fastest half of them and the most recent others (bounds their cost).
+RIDGE_MAX = 300
 
 
 def _log_kernels(sizes: list[int]) -> list[np.ndarray]:
@@ -90,7 +96,8 @@ class ParzenSearch:
         params = space.spec.parameters
         self._names = [p.name for p in params]
         self._index = [{v: i for i, v in enumerate(p.values)} for p in params]
-        self._kernels = _log_kernels([len(p.values) for p in params])
+        self._sizes = [len(p.values) for p in params]
+        self._kernels = _log_kernels(self._sizes)
         self._log_prior = -float(sum(math.log(len(p.values)) for p in params))
         self._pool = np.zeros((0, len(params)), dtype=np.int32)
         self._pool_keys: dict[str, int] = {}
@@ -232,20 +239,59 @@ class ParzenSearch:
             free[row] = False  # in flight, or measured and not yet observed
         return None
 
+    def fitted(self, pairs: bool) -> ridge.Ridge | None:
+        """The ridge model of log time (failures as twice the slowest time), or None before
+        anything has been timed."""
+        finite = [v for _, v in self._obs if math.isfinite(v)]
+        if not finite:
+            return None
+        order = sorted(range(len(self._obs)), key=lambda i: self._obs[i][1])
+        if len(order) > RIDGE_MAX:
+            fast = order[:RIDGE_MAX // 2]
+            order = fast + sorted(set(range(len(order))) - set(fast))[-(RIDGE_MAX - len(fast)):]
+        failed = math.log(2 * max(finite))
+        times = np.array([math.log(self._obs[i][1]) if math.isfinite(self._obs[i][1]) else failed
+                          for i in order])
+        rows = np.array([self._obs[i][0] for i in order])
+        return ridge.fit(rows, times, self._sizes, pairs)
+
+    def ranked(self, configs: list[Config]) -> list[Config]:
+        """``configs``, fastest first by the main-effects model (as given when it cannot fit)."""
+        model = self.fitted(pairs=False)
+        if model is None or len(configs) < 2:
+            return configs
+        predicted = model.predict(np.array([self._encode(c) for c in configs]))
+        return [configs[i] for i in np.argsort(predicted, kind="stable")]
+
     def propose_near(self, centre: Mapping[str, Value], seen: Callable[[Config], bool],
                      moved: int = 2) -> Config | None:
         """The unmeasured pool configuration that differs from ``centre`` in exactly ``moved``
-        parameters and has the best l(x)/g(x); None if there is none. (On recorded convolution
-        spaces the optimum lies two parameters from the runner-up, which one-parameter steps
-        cannot cross.)"""
+        parameters and that the main-effects model predicts fastest; None if there is none.
+        (On recorded convolution spaces the optimum lies two parameters from the runner-up,
+        which one-parameter steps cannot cross.)"""
         if not self._obs:
             return None
         self._fill_pool()
         rows = np.flatnonzero(self._free & ((self._pool != self._encode(centre)).sum(1) == moved))
         if not rows.size:  # in a sampled pool, usually: no model needed
             return None
-        _, ratio = self._model()
-        for row in rows[np.argsort(-ratio[rows], kind="stable")]:
+        return self._first_unseen(rows, self.fitted(pairs=False), seen)
+
+    def propose_fitted(self, seen: Callable[[Config], bool]) -> Config | None:
+        """The unmeasured pool configuration that the pairs model predicts fastest; None when
+        the pool is used up or nothing has been timed yet."""
+        if not self._obs:
+            return None
+        self._fill_pool()
+        model = self.fitted(pairs=True)
+        return None if model is None else self._first_unseen(np.flatnonzero(self._free), model, seen)
+
+    def _first_unseen(self, rows: np.ndarray, model: ridge.Ridge | None,
+                      seen: Callable[[Config], bool]) -> Config | None:
+        """The first of ``rows`` by predicted time (pool order without a model) not ``seen``."""
+        if model is not None:
+            rows = rows[np.argsort(model.predict(self._pool[rows]), kind="stable")]
+        for row in rows:
             config = self._config(int(row))
             if not seen(config):
                 return config

@@ -96,6 +96,12 @@ class Proposer:
                     return c
         return None
 
+    def neighbours(self, centre: Mapping[str, Value], seen: Callable[[Config], bool]) -> list[Config]:
+        """Every unmeasured valid configuration one parameter away from ``centre``."""
+        moves = ({**centre, p.name: v} for p in self.space.spec.parameters for v in p.values
+                 if v != centre[p.name])
+        return [c for c in moves if not seen(c) and self.space.valid(c)]
+
     def ahead(self, count: int, seen: Callable[[Config], bool]) -> list[Config]:
         """The next ``count`` configurations :meth:`next` will return, drawn now."""
         while len(self.upcoming) < count:

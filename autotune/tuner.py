@@ -52,11 +52,15 @@ _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unm
 BASELINE_LIMIT_S = 300.0
 #: After the search the leaders are timed again, interleaved (see _Run.confirm).
 CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
-#: After the start-up draws every LOCAL_EVERY-th candidate is a neighbour of the best so far
-#: (one parameter moved, nearest values first; once those are measured, the model's best
-#: two-parameter move): TPE alone stalled a few percent above the optimum on recorded GEMM
-#: spaces, where a local step finds the last few percent.
-LOCAL_EVERY = 2
+#: After the start-up draws, how candidates are chosen, in turn: by TPE (which models where
+#: the fast configurations are), as a neighbour of the best so far ("local": the one-parameter
+#: move the main-effects ridge model predicts fastest; once those are all measured, its fastest
+#: two-parameter move), by TPE, and as the pool's configuration the pairs ridge model predicts
+#: fastest ("fit"; autotune.ridge). TPE alone stalled a few percent above the optimum on
+#: recorded GEMM spaces, where a local step finds the last few percent; in a prototype over
+#: nine recorded spaces (40 seeds), ranking local steps by the model and the "fit" turn took
+#: the summed median over the four GEMM spaces from 247 to 206 configurations.
+TURNS = ("tpe", "local", "tpe", "fit")
 #: Measurements without a new best after which every other TPE proposal models the region
 #: beside the best's (parzen.BASIN). On every TPE turn instead of every other, a prototype
 #: over recorded spaces lost convolution A100's optimum (median 298-378 against 200), whose
@@ -245,7 +249,7 @@ class _Candidate:
 
     trial: optuna.Trial
     params: dict[str, Value]
-    kind: str = "fixed"  # "tpe" (TPE's proposal), "local" (a neighbour of the best) or "fixed"
+    kind: str = "fixed"  # one of TURNS (how the search chose it) or "fixed" (from a list)
 
     @property
     def follows_the_search(self) -> bool:
@@ -320,10 +324,10 @@ class _Run:
         return (self.options.sampler is not Sampler.TPE or self.log.measured_total < self.n_startup
                 or self.stuck >= _STUCK_AFTER)
 
-    def _local_turn(self) -> bool:
-        """Whether this TPE-phase candidate is a neighbour of the best (see LOCAL_EVERY)."""
+    def _turn(self) -> str:
+        """How this search-phase candidate is chosen (see TURNS)."""
         self.turns += 1
-        return self.turns % LOCAL_EVERY == 0
+        return TURNS[(self.turns - 1) % len(TURNS)]
 
     def _deadlines(self, for_search: bool) -> dict[str, float]:
         """Seconds left of --timeout ("timeout") and --study-timeout ("study timeout"); the
@@ -387,16 +391,24 @@ class _Run:
         if fixed is None and self.near is not None:  # where the search wanted to go
             fixed = self.proposer.neighbour(self.near, self._seen) or self.proposer.next(self._seen)
             self.near = None
-        local = fixed is None and self.state.best is not None and self._local_turn()
-        if local and self.state.best is not None:
-            fixed = (self.proposer.neighbour(self.state.best.params, self._seen)
-                     or self._taught_model().propose_near(self.state.best.params, self._seen))
-        kind = "local" if local and fixed is not None else "tpe" if fixed is None else "fixed"
+        kind = "fixed" if fixed is not None else self._turn() if self.state.best is not None else "tpe"
+        if kind == "local" and self.state.best is not None:
+            fixed = self._local_step(self.state.best.params)
+        elif kind == "fit":
+            fixed = self._taught_model().propose_fitted(self._seen)
         if fixed is None:
+            kind = "tpe"
             fixed = self._taught_model().propose(self._seen, self._stalled_best()) or self.proposer.next(self._seen)
         if fixed is None:
             raise _Exhausted
         return fixed, kind
+
+    def _local_step(self, best: Mapping[str, Value]) -> dict[str, Value] | None:
+        """The one-parameter move of the best that the model predicts fastest, else its
+        fastest two-parameter move; None when neither is left."""
+        model = self._taught_model()
+        moves = model.ranked(self.proposer.neighbours(best, self._seen))
+        return moves[0] if moves else model.propose_near(best, self._seen)
 
     def _stalled_best(self) -> Mapping[str, Value] | None:
         """The best's configuration on every other TPE turn once STALL measurements have found
@@ -492,7 +504,7 @@ class _Run:
                     return "timeout"
                 if upcoming is not None and upcoming.follows_the_search and self.state.best is not best:
                     # chosen around the old best (and a model without this result): choose again
-                    self.turns -= upcoming.kind == "local"
+                    self.turns -= upcoming.kind in TURNS  # its turn is taken again
                     self.drop(upcoming)
                     upcoming = None
                 self.say("trial", m, self.state)

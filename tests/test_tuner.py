@@ -293,6 +293,10 @@ def test_neighbours_are_one_parameter_away_nearest_first_valid_and_unmeasured(sc
     # the nearest moves first: WPT 1/4 and WG 16/64 and mad before WPT 8 or 16
     first_steps = {(k, n[k]) for n in found[:5] for k in centre if n[k] != centre[k]}
     assert first_steps <= {("WPT", 1), ("WPT", 4), ("WG", 16), ("WG", 64), ("mad", True)}
+    # all of them at once (for the model to rank), less those measured
+    every = prop.neighbours(centre, lambda c: False)
+    assert sorted(map(config_key, every)) == sorted(map(config_key, found))
+    assert prop.neighbours(centre, lambda c: config_key(c) != config_key(found[0])) == [found[0]]
 
 
 def test_a_long_study_keeps_the_samplers_copy_small_and_measures_nothing_twice(scale, monkeypatch):

@@ -257,8 +257,8 @@ class ParzenSearch:
 
     def ranked(self, configs: list[Config]) -> list[Config]:
         """``configs``, fastest first by the main-effects model (as given when it cannot fit)."""
-        model = self.fitted(pairs=False)
-        if model is None or len(configs) < 2:
+        model = self.fitted(pairs=False) if len(configs) > 1 else None
+        if model is None:
             return configs
         predicted = model.predict(np.array([self._encode(c) for c in configs]))
         return [configs[i] for i in np.argsort(predicted, kind="stable")]

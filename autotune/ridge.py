@@ -7,9 +7,9 @@ model can: log time as a sum of one weight per parameter value (``pairs=False``)
 per pair of values of two parameters (``pairs=True``), fitted by ridge regression on the
 measured configurations. On the recorded RTX 2080 Ti GEMM space, trained on 120 random
 configurations, the pairs model put a configuration within 5% of the optimum at a median rank of
-17 among 17,956; and on convolution A100 the main-effects model ranked the optimum 27th (median
+17 among 17,956; and on convolution A100 the main-effects model ranked the optimum 27.5th (median
 of 8 replays) among the unmeasured two-parameter moves of its runner-up, where TPE's ratio
-ranked it 115th.
+ranked it 113th.
 
 Configurations are rows of positions in each parameter's list of values. The fit is solved in
 its dual form: the kernel of two configurations is m (+ m(m-1)/2 with pairs), m the number of
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: The ridge penalty (on standardised-free one-hot features: each weight shrinks towards 0).
+#: The ridge penalty: the features are 0/1 codes, so it shrinks every weight alike towards 0.
 #: In a prototype of the loop over recorded spaces, 0.3 and 3 gave no better medians than 1.
 LAMBDA = 1.0
 

@@ -94,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="end the run after this many seconds; a candidate still running then is "
                      "stopped and measured again next time (default 150)")
     run.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
-                     help="tpe (default; TPE over the valid configurations after 3-5 random draws, "
-                     "every other candidate a neighbour of the best), random (uniform over the valid "
+                     help="tpe (default; after 3-5 random draws, candidates in turn from TPE over the "
+                     "valid configurations, a step beside the best, TPE, and the configuration a "
+                     "regression of log time predicts fastest), random (uniform over the valid "
                      "configurations), or grid (every valid configuration in order)")
     run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
     run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME; "

@@ -487,14 +487,17 @@ class _Run:
                 cand, upcoming = upcoming or self.propose(), None
                 if cand is None:
                     return "exhausted"
+                # in flight from before the claim: a stop landing just after it (interrupted())
+                # gives the claim back; held by no one alive, it would be skipped until it expired
+                self.in_flight = cand
                 taken = self.claims.take(cand.params, self._ttl())
                 self.log.flush()  # the last trial's write, now that it cannot hold up the claim
                 if not taken:  # another worker has it
+                    self.in_flight = None
                     self.drop(cand)
                     self.state.elsewhere += 1
                     self.near = cand.params  # look next to it instead
                     continue
-                self.in_flight = cand  # not to be chosen again
                 if self.ahead > 0 and self.state.measured + 1 < self.options.trials:
                     upcoming = self.propose()
                 self._prefetch(evaluator, upcoming)

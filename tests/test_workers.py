@@ -282,3 +282,34 @@ def test_a_worker_killed_mid_trial_leaves_a_claim_that_expires(postgres, home):
     again = {config_key(c.params): c for c in claims.held()}[config_key(held.params)]
     # measured by a survivor after the claim expired, or free for any worker to take now
     assert (again.done and again.owner != held.owner) or claims.take(held.params, ttl_s=60)
+
+
+def test_a_stop_right_after_a_claim_gives_the_claim_back(scale, home, monkeypatch):
+    """Ctrl-C that lands just after a candidate was claimed (between trials, where a run
+    spends most of its time on a slow device's host) must not leave the claim held: the next
+    run would take the configuration for another worker's, skip it and never measure it."""
+    from autotune.tuner import TuningInterrupted
+
+    storage = f"sqlite:///{home}/shared.db"
+    taken: list[dict[str, Any]] = []
+    real_take = Claims.take
+
+    def take_then_stop(self, params, ttl_s):  # type: ignore[no-untyped-def]
+        ok = real_take(self, params, ttl_s)
+        taken.append(dict(params))
+        if len(taken) == 4:
+            raise KeyboardInterrupt
+        return ok
+
+    monkeypatch.setattr(Claims, "take", take_then_stop)
+    calls: list[dict[str, Any]] = []
+    options = TuneOptions(sampler="grid", trials=1000, timeout_s=None, storage=storage, save=False)
+    with pytest.raises(TuningInterrupted):
+        tune(scale, options, evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    monkeypatch.setattr(Claims, "take", real_take)
+    name = study_name(scale, FAKE, scale.resolve_problem({}))
+    held = Claims(sa.create_engine(storage), name, "someone else").held()
+    assert all(c.done for c in held) and len(held) == 3  # the fourth was given back
+    report = tune(scale, options, evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    assert report.stopped_by == "exhausted" and report.study_trials == report.valid_space
+    assert taken[3] in calls[3:]

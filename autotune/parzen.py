@@ -193,14 +193,14 @@ class ParzenSearch:
         """(good, others): the fastest GAMMA (at most GOOD_MAX) of the measured configurations
         (of those more than BASIN parameters from ``away_from``, when given and there are
         any), and the most recent others."""
-        order = sorted(range(len(self._obs)), key=lambda i: self._obs[i][1])
+        order = self._by_time()
         eligible = order
         if away_from is not None:
             centre = self._encode(away_from)
             eligible = [i for i in order if (self._obs[i][0] != centre).sum() > BASIN] or order
         good = eligible[:max(1, min(math.ceil(GAMMA * len(eligible)), GOOD_MAX))]
         chosen = set(good)
-        others = [i for i in range(len(self._obs)) if i not in chosen][-OTHERS_MAX:]
+        others = self._recent(chosen, OTHERS_MAX)
         # columns of neither set are dropped, except the last split's: after a stall the
         # good set alternates between two (see propose), and each would be computed again
         used = chosen | set(others)
@@ -208,6 +208,14 @@ class ParzenSearch:
             del self._columns[i]
         self._last_used = used
         return good, others
+
+    def _by_time(self) -> list[int]:
+        """The observations, fastest first."""
+        return sorted(range(len(self._obs)), key=lambda i: self._obs[i][1])
+
+    def _recent(self, excluded: set[int], count: int) -> list[int]:
+        """The ``count`` most recent observations not in ``excluded``, in measuring order."""
+        return [i for i in range(len(self._obs)) if i not in excluded][-count:]
 
     def _model(self, away_from: Mapping[str, Value] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(log l(x), log l(x)/g(x)) at every pool row (call _fill_pool first)."""
@@ -245,10 +253,10 @@ class ParzenSearch:
         finite = [v for _, v in self._obs if math.isfinite(v)]
         if not finite:
             return None
-        order = sorted(range(len(self._obs)), key=lambda i: self._obs[i][1])
+        order = self._by_time()
         if len(order) > RIDGE_MAX:
             fast = order[:RIDGE_MAX // 2]
-            order = fast + sorted(set(range(len(order))) - set(fast))[-(RIDGE_MAX - len(fast)):]
+            order = fast + self._recent(set(fast), RIDGE_MAX - len(fast))
         failed = math.log(2 * max(finite))
         times = np.array([math.log(self._obs[i][1]) if math.isfinite(self._obs[i][1]) else failed
                           for i in order])

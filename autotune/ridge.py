@@ -55,8 +55,13 @@ class Ridge:
 
 
 def fit(rows: np.ndarray, log_times: np.ndarray, sizes: Sequence[int], pairs: bool,
-        lam: float = LAMBDA) -> Ridge:
-    """The ridge fit of ``log_times`` (finite) on the one-hot codes of ``rows``."""
+        lam: float = LAMBDA, trend: float = 0.0) -> Ridge:
+    """The ridge fit of ``log_times`` (finite) on the one-hot codes of ``rows``.
+
+    ``trend`` > 0 adds a straight line over each parameter's value positions (its slope's prior
+    variance, relative to a value weight's), so that a value never measured is predicted from
+    the direction of its measured neighbours rather than as the mean.
+    """
     varied = tuple(p for p, k in enumerate(sizes) if k > 1)
     x = rows[:, list(varied)]
     offsets = np.cumsum([0] + [sizes[p] for p in varied[:-1]], dtype=np.int64)
@@ -64,10 +69,18 @@ def fit(rows: np.ndarray, log_times: np.ndarray, sizes: Sequence[int], pairs: bo
     onehot[np.arange(len(rows))[:, None], x + offsets] = 1.0
     same = onehot @ onehot.T  # shared parameters, pair by pair (a product of 0/1: exact)
     gram = same + same * (same - 1) / 2 if pairs else same
+    lines = [np.linspace(-1.0, 1.0, sizes[p]) for p in varied]
+    along = np.zeros((len(rows), len(varied)))  # each configuration's place on each line
+    for i, line in enumerate(lines):
+        along[:, i] = line[x[:, i]]
+    gram = gram + trend * (along @ along.T)
     mean = float(log_times.mean())
     alpha = np.linalg.solve(gram + lam * np.eye(len(rows)), log_times - mean)
-    # the primal weights: each measured configuration adds its alpha to the weights it uses
-    main = tuple(np.bincount(x[:, i], alpha, minlength=sizes[p]) for i, p in enumerate(varied))
+    # the primal weights: each measured configuration adds its alpha to the weights it uses;
+    # a parameter's line is folded into its value weights
+    slopes = trend * (along.T @ alpha)
+    main = tuple(np.bincount(x[:, i], alpha, minlength=sizes[p]) + slopes[i] * lines[i]
+                 for i, p in enumerate(varied))
     pair_weights = []
     if pairs:
         for i, a in enumerate(varied):

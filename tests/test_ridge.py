@@ -90,6 +90,35 @@ def test_the_fitted_proposal_is_the_fastest_predicted_and_runs_out():
     assert measured == {config_key(d) for d in configs}
 
 
+def test_a_trend_reaches_a_value_never_measured_at_the_end_of_a_list():
+    """Time falls with each larger value of the first parameter, and its largest value was
+    never measured: with a trend the model predicts that value fastest; as one weight per
+    value only, it predicts it as the mean, which measured values beat."""
+    sizes = [6, 3]
+    rows = _grid(sizes)
+    times = -0.3 * rows[:, 0] + 0.1 * rows[:, 1]
+    train = rows[:, 0] < 5
+    for trend in (parzen.TREND, 0.0):
+        model = ridge.fit(rows[train], times[train], sizes, pairs=False, trend=trend)
+        fastest = rows[np.argmin(model.predict(rows))]
+        assert (fastest[0] == 5) == (trend > 0)
+
+
+def test_the_step_beside_the_best_tries_the_next_value_along_the_trend():
+    """Measured wider vectors were faster: of the best's untried moves, the widest (never
+    measured) comes first."""
+    space = _reverse()
+    model = ParzenSearch(space, seed=0)
+    widths = next(p.values for p in space.spec.parameters if p.name == "VW")
+    widest = max(widths)
+    for c in space:
+        if c["VW"] != widest:
+            model.observe(c, _time(c))
+    best = min((c for c in space if c["VW"] != widest), key=_time)
+    moves = [{**best, "VW": v} for v in widths if v != best["VW"] and space.valid({**best, "VW": v})]
+    assert model.ranked(moves)[0]["VW"] == widest
+
+
 def test_moves_are_ranked_by_predicted_time():
     space = _reverse()
     model = ParzenSearch(space, seed=0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -219,24 +220,44 @@ def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, A
     return out[:limit]
 
 
+#: Set by a stop signal. The KeyboardInterrupt its handler raises lands wherever the main
+#: thread is, and where that is a ``__del__`` or a weakref callback Python prints "Exception
+#: ignored" and goes on; the run checks this too (see _StopSignals), so it stops all the same.
+_STOP_REQUESTED = threading.Event()
+
+
+@dataclass(frozen=True)
+class _StopSignals:
+    """What a run needs of the stop signals: ``hold()`` ignores a second Ctrl-C while saving;
+    ``requested()`` says whether a stop came whose KeyboardInterrupt may have been lost (never,
+    for a run in another thread, which installs no handler)."""
+
+    hold: Callable[[], None]
+    requested: Callable[[], bool]
+
+
 @contextmanager
-def _stop_signals() -> Iterator[Callable[[], None]]:
-    """SIGTERM stops the run as Ctrl-C does; yields ``hold`` to ignore a second Ctrl-C while
-    saving. The caller's handlers are restored on the way out."""
+def _stop_signals() -> Iterator[_StopSignals]:
+    """Ctrl-C and SIGTERM stop the run (main thread only). The caller's handlers are restored
+    on the way out."""
     try:
         previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
         signal.signal(signal.SIGTERM, _raise_interrupt)
+        signal.signal(signal.SIGINT, _raise_interrupt)
     except ValueError:  # not the main thread: leave signals alone
-        yield lambda: None
+        yield _StopSignals(lambda: None, lambda: False)
         return
+    _STOP_REQUESTED.clear()
     try:
-        yield lambda: _ignore(signal.SIGINT)
+        yield _StopSignals(lambda: _ignore(signal.SIGINT), _STOP_REQUESTED.is_set)
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
+        _STOP_REQUESTED.clear()
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
+    _STOP_REQUESTED.set()
     raise KeyboardInterrupt
 
 
@@ -468,7 +489,7 @@ class _Run:
         if c is not None:
             self.log.skip(c.trial)
 
-    def loop(self, evaluator: Evaluator) -> str:
+    def loop(self, evaluator: Evaluator, stop_requested: Callable[[], bool] = lambda: False) -> str:
         """Measure candidates until the budget, the time or the valid space runs out.
 
         On a device that builds ahead, the next candidate is chosen before this one is
@@ -478,6 +499,8 @@ class _Run:
         broken, upcoming = SameBuildError(), None
         try:
             while True:
+                if stop_requested():  # a stop signal whose KeyboardInterrupt was lost
+                    raise KeyboardInterrupt
                 found = self.log.refresh()  # other workers' trials, before the budget is checked
                 if found is not None:  # a look was due: and what dead workers left unmeasured
                     self._take_in(found)
@@ -627,7 +650,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         profiles.read(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
-    with quiet_optuna(), _stop_signals() as hold, workload_folder() as folder:
+    with quiet_optuna(), _stop_signals() as signals, workload_folder() as folder:
         run = _Run(spec, info, prob, options, valid, say, t_start)
         say("start", None, run.state)
         own = evaluator is None
@@ -635,16 +658,18 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         try:
             evaluator = evaluator or _evaluator(run, workload, Path(folder))
             try:
-                stopped_by = run.loop(evaluator)
+                stopped_by = run.loop(evaluator, signals.requested)
                 run.catch_up()
             except StorageError as exc:  # save what was measured; say so after
                 stopped_by, lost = "storage lost", exc
                 run.interrupted()
             if stopped_by != "broken":
                 run.confirm(evaluator)
+            if signals.requested():  # during the confirmation, and lost there
+                raise KeyboardInterrupt
         except KeyboardInterrupt:
             stopped_by = "interrupted"
-            hold()  # finish saving before another Ctrl-C
+            signals.hold()  # finish saving before another Ctrl-C
             run.interrupted()
         finally:
             if own and evaluator is not None:

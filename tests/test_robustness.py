@@ -61,7 +61,7 @@ def test_interrupted_run_saves_partial_and_resumes(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert time.monotonic() - t0 < 10, "stops within a few seconds"
-    assert proc.returncode == 130
+    assert proc.returncode == 130, f"stdout: {out[-1500:]}\nstderr: {err[-1500:]}"
     assert "interrupted after" in err and "partial" in err and "Traceback" not in err
     (prof,) = list(settings.profiles_dir().glob("*.yaml"))
     (entry,) = profiles.entries(profiles.read(prof), "scale")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+
 import pytest
 
 from autotune import profiles, settings
 from autotune import spec as specs
-from autotune.errors import ProblemError
+from autotune.errors import ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.tuner import TuneOptions, tune
@@ -321,3 +324,28 @@ def test_a_long_study_keeps_the_samplers_copy_small_and_measures_nothing_twice(s
     assert max(seen_sizes) < 2 * 6 + 1 and report.measured == len(ev.calls)
     assert len({config_key(c) for c in ev.calls}) == len(ev.calls), "nothing measured twice"
     assert report.study_trials == len(ev.calls), "the stored study keeps every trial"
+
+
+def test_a_stop_signal_whose_interrupt_is_swallowed_still_stops_the_run(scale):
+    """A Ctrl-C whose KeyboardInterrupt lands in a __del__ (Python prints "Exception ignored"
+    and goes on) still stops the run: at the next trial, as interrupted, the best kept."""
+    class SwallowsTheThird(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            if len(self.calls) == 3:
+                try:
+                    signal.raise_signal(signal.SIGINT)  # the handler runs here, at once
+                except KeyboardInterrupt:
+                    pass  # as in a __del__
+            return m
+
+    ev, before = SwallowsTheThird(), signal.getsignal(signal.SIGINT)
+    with pytest.raises(TuningInterrupted) as stopped:
+        run(scale, ev, sampler="grid", trials=1000)
+    assert len(ev.calls) == 3 and stopped.value.args[0].measured == 3
+    assert signal.getsignal(signal.SIGINT) == before  # the caller's handler is given back
+    later: list = []  # the stop is over: a run in a thread (which installs no handler) is not stopped
+    worker = threading.Thread(target=lambda: later.append(run(scale, FakeEvaluator(), sampler="grid", trials=2)))
+    worker.start()
+    worker.join()
+    assert later and later[0].measured == 2

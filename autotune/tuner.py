@@ -489,7 +489,7 @@ class _Run:
         if c is not None:
             self.log.skip(c.trial)
 
-    def loop(self, evaluator: Evaluator, stop_requested: Callable[[], bool] = lambda: False) -> str:
+    def loop(self, evaluator: Evaluator, stop_requested: Callable[[], bool]) -> str:
         """Measure candidates until the budget, the time or the valid space runs out.
 
         On a device that builds ahead, the next candidate is chosen before this one is

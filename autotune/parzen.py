@@ -1,7 +1,8 @@
 """TPE over valid configurations: the next candidate from Parzen estimators of the good and
 the other measured configurations, chosen among valid, unmeasured ones. The same pool and
 measurements serve the ridge models' proposals (:mod:`autotune.ridge`): the configuration
-predicted fastest, and the two-parameter move of the best predicted fastest.
+predicted fastest, and the moves of the best ranked by an optimistic prediction
+(:data:`OPTIMISM`).
 
 optuna's TPE draws each parameter from its own estimate of the good region and keeps the best
 of 24 draws by the ratio l(x)/g(x) of the good to the other trials' densities. Its draws come
@@ -74,10 +75,17 @@ RIDGE_MAX = 300
 #: The main-effects model (the step beside the best) also fits a line over each parameter's
 #: value positions, with this prior weight (ridge.fit's ``trend``): the step then reaches an
 #: unmeasured value at the end of a list (point-in-polygon's fastest tile size is its largest).
-#: Over 400 replays per recorded space: point-in-polygon's median 31 to 23, dedispersion
-#: MI250X's 27 to 24, the others within their noise. In the pairs model as well, the GEMM
-#: spaces gained 3-6 points within 100 but convolution A100's median rose from 153 to 166.
-TREND = 4.0
+#: With a weight of 4 in the pairs model as well, the GEMM spaces gained 3-6 points within 100
+#: but convolution A100's median rose from 153 to 166 (400 replays per recorded space).
+TREND = 1.0
+#: The step beside the best ranks its moves by the main-effects model's lower confidence bound,
+#: this many standard deviations below the prediction (ridge.Ridge.optimistic), so that a value
+#: rarely measured next to good ones gets its try: by the prediction alone, a value that was
+#: slow with poor company looks slow (point-in-polygon's fastest ``use_method`` is the last of
+#: three, and the middle one is slow). Over 400 replays per recorded space, against the
+#: prediction alone with TREND 4: point-in-polygon's median 23 to 20, convolution A100's 158 to
+#: 148, the others within their noise; 1 or 0.5 deviations, or TREND 4, did no better.
+OPTIMISM = 2.0
 
 
 def _log_kernels(sizes: list[int]) -> list[np.ndarray]:
@@ -271,17 +279,18 @@ class ParzenSearch:
         return ridge.fit(rows, times, self._sizes, pairs, trend=0.0 if pairs else TREND)
 
     def ranked(self, configs: list[Config]) -> list[Config]:
-        """``configs``, fastest first by the main-effects model (as given when it cannot fit)."""
+        """``configs``, most promising first: by the main-effects model's lower confidence bound
+        (:data:`OPTIMISM`); as given when it cannot fit."""
         model = self.fitted(pairs=False) if len(configs) > 1 else None
         if model is None:
             return configs
-        predicted = model.predict(np.array([self._encode(c) for c in configs]))
-        return [configs[i] for i in np.argsort(predicted, kind="stable")]
+        score = model.optimistic(np.array([self._encode(c) for c in configs]), OPTIMISM)
+        return [configs[i] for i in np.argsort(score, kind="stable")]
 
     def propose_near(self, centre: Mapping[str, Value], seen: Callable[[Config], bool],
                      moved: int = 2) -> Config | None:
         """The unmeasured pool configuration that differs from ``centre`` in exactly ``moved``
-        parameters and that the main-effects model predicts fastest; None if there is none.
+        parameters and that ranks first as in :meth:`ranked`; None if there is none.
         (On recorded convolution spaces the optimum lies two parameters from the runner-up,
         which one-parameter steps cannot cross.)"""
         if not self._obs:
@@ -290,7 +299,7 @@ class ParzenSearch:
         rows = np.flatnonzero(self._free & ((self._pool != self._encode(centre)).sum(1) == moved))
         if not rows.size:  # in a sampled pool, usually: no model needed
             return None
-        return self._first_unseen(rows, self.fitted(pairs=False), seen)
+        return self._first_unseen(rows, self.fitted(pairs=False), seen, OPTIMISM)
 
     def propose_fitted(self, seen: Callable[[Config], bool]) -> Config | None:
         """The unmeasured pool configuration that the pairs model predicts fastest; None when
@@ -302,10 +311,11 @@ class ParzenSearch:
         return None if model is None else self._first_unseen(np.flatnonzero(self._free), model, seen)
 
     def _first_unseen(self, rows: np.ndarray, model: ridge.Ridge | None,
-                      seen: Callable[[Config], bool]) -> Config | None:
-        """The first of ``rows`` by predicted time (pool order without a model) not ``seen``."""
+                      seen: Callable[[Config], bool], sds: float = 0.0) -> Config | None:
+        """The first of ``rows`` by predicted time less ``sds`` standard deviations (pool order
+        without a model) not ``seen``."""
         if model is not None:
-            rows = rows[np.argsort(model.predict(self._pool[rows]), kind="stable")]
+            rows = rows[np.argsort(model.optimistic(self._pool[rows], sds), kind="stable")]
         for row in rows:
             config = self._config(int(row))
             if not seen(config):

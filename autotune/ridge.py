@@ -36,6 +36,47 @@ LAMBDA = 1.0
 
 
 @dataclass(frozen=True)
+class _Kernel:
+    """The fit's kernel: shared parameter values (and pairs of them), and the trend lines."""
+
+    sizes: tuple[int, ...]
+    pairs: bool
+    trend: float
+
+    @property
+    def varied(self) -> tuple[int, ...]:
+        """The parameters with more than one value (the others add nothing)."""
+        return tuple(p for p, k in enumerate(self.sizes) if k > 1)
+
+    def lines(self) -> list[np.ndarray]:
+        """Per varied parameter: each value position's place on its trend line."""
+        return [np.linspace(-1.0, 1.0, self.sizes[p]) for p in self.varied]
+
+    def features(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(one-hot codes, places on the lines) of each row."""
+        varied = self.varied
+        x = rows[:, list(varied)]
+        offsets = np.cumsum([0] + [self.sizes[p] for p in varied[:-1]], dtype=np.int64)
+        onehot = np.zeros((len(rows), sum(self.sizes[p] for p in varied)))
+        onehot[np.arange(len(rows))[:, None], x + offsets] = 1.0
+        along = np.zeros((len(rows), len(varied)))
+        for i, line in enumerate(self.lines()):
+            along[:, i] = line[x[:, i]]
+        return onehot, along
+
+    def __call__(self, a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """The kernel between the rows of two feature sets."""
+        same = a[0] @ b[0].T  # shared parameters, pair by pair (a product of 0/1: exact)
+        gram = same + same * (same - 1) / 2 if self.pairs else same
+        return gram + self.trend * (a[1] @ b[1].T)
+
+    def self_similarity(self, along: np.ndarray) -> np.ndarray:
+        """The kernel of each row with itself."""
+        m = len(self.varied)
+        return m + (m * (m - 1) / 2 if self.pairs else 0.0) + self.trend * (along ** 2).sum(1)
+
+
+@dataclass(frozen=True)
 class Ridge:
     """A fitted model: predicted log time = mean + value weights (+ pair weights)."""
 
@@ -43,6 +84,10 @@ class Ridge:
     varied: tuple[int, ...]  # the parameters with more than one value (the others add nothing)
     main: tuple[np.ndarray, ...]  # per varied parameter: a weight per value position
     pairs: tuple[tuple[int, int, np.ndarray], ...]  # (a, b, weights[position a, position b])
+    kernel: _Kernel
+    training: tuple[np.ndarray, np.ndarray]  # the measured rows' features
+    system: np.ndarray  # the kernel of the measured rows, plus the penalty
+    scale: float  # the weights' prior variance, estimated from the fit
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
         """Predicted log time of each row (positions in each parameter's list of values)."""
@@ -53,6 +98,18 @@ class Ridge:
             out += w[rows[:, a], rows[:, b]]
         return out
 
+    def spread(self, rows: np.ndarray) -> np.ndarray:
+        """The standard deviation of each prediction, as a Gaussian process with the fit's
+        kernel reads it: large for values rarely or never measured with the others."""
+        features = self.kernel.features(rows)
+        cross = self.kernel(features, self.training)
+        explained = (cross * np.linalg.solve(self.system, cross.T).T).sum(1)
+        return np.sqrt(np.maximum(self.scale * (self.kernel.self_similarity(features[1]) - explained), 0.0))
+
+    def optimistic(self, rows: np.ndarray, sds: float) -> np.ndarray:
+        """Predicted log time less ``sds`` standard deviations (a lower confidence bound)."""
+        return self.predict(rows) - sds * self.spread(rows) if sds else self.predict(rows)
+
 
 def fit(rows: np.ndarray, log_times: np.ndarray, sizes: Sequence[int], pairs: bool,
         lam: float = LAMBDA, trend: float = 0.0) -> Ridge:
@@ -62,23 +119,17 @@ def fit(rows: np.ndarray, log_times: np.ndarray, sizes: Sequence[int], pairs: bo
     variance, relative to a value weight's), so that a value never measured is predicted from
     the direction of its measured neighbours rather than as the mean.
     """
-    varied = tuple(p for p, k in enumerate(sizes) if k > 1)
+    kernel = _Kernel(tuple(sizes), pairs, trend)
+    varied = kernel.varied
     x = rows[:, list(varied)]
-    offsets = np.cumsum([0] + [sizes[p] for p in varied[:-1]], dtype=np.int64)
-    onehot = np.zeros((len(rows), sum(sizes[p] for p in varied)))
-    onehot[np.arange(len(rows))[:, None], x + offsets] = 1.0
-    same = onehot @ onehot.T  # shared parameters, pair by pair (a product of 0/1: exact)
-    gram = same + same * (same - 1) / 2 if pairs else same
-    lines = [np.linspace(-1.0, 1.0, sizes[p]) for p in varied]
-    along = np.zeros((len(rows), len(varied)))  # each configuration's place on each line
-    for i, line in enumerate(lines):
-        along[:, i] = line[x[:, i]]
-    gram = gram + trend * (along @ along.T)
+    training = kernel.features(rows)
+    system = kernel(training, training) + lam * np.eye(len(rows))
     mean = float(log_times.mean())
-    alpha = np.linalg.solve(gram + lam * np.eye(len(rows)), log_times - mean)
+    alpha = np.linalg.solve(system, log_times - mean)
     # the primal weights: each measured configuration adds its alpha to the weights it uses;
     # a parameter's line is folded into its value weights
-    slopes = trend * (along.T @ alpha)
+    lines = kernel.lines()
+    slopes = trend * (training[1].T @ alpha)
     main = tuple(np.bincount(x[:, i], alpha, minlength=sizes[p]) + slopes[i] * lines[i]
                  for i, p in enumerate(varied))
     pair_weights = []
@@ -89,4 +140,5 @@ def fit(rows: np.ndarray, log_times: np.ndarray, sizes: Sequence[int], pairs: bo
                 code = x[:, i] * sizes[b] + x[:, j]
                 w = np.bincount(code, alpha, minlength=sizes[a] * sizes[b]).reshape(sizes[a], sizes[b])
                 pair_weights.append((a, b, w))
-    return Ridge(mean, varied, main, tuple(pair_weights))
+    scale = float((log_times - mean) @ alpha) / len(rows)
+    return Ridge(mean, varied, main, tuple(pair_weights), kernel, training, system, scale)

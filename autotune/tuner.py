@@ -55,9 +55,9 @@ BASELINE_LIMIT_S = 300.0
 CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
 #: After the start-up draws, how candidates are chosen, in turn: by TPE (which models where
 #: the fast configurations are), as a neighbour of the best so far ("local": the one-parameter
-#: move the main-effects ridge model predicts fastest; once those are all measured, its fastest
-#: two-parameter move), by TPE, and as the pool's configuration the pairs ridge model predicts
-#: fastest ("fit"; autotune.ridge). TPE alone stalled a few percent above the optimum on
+#: move the main-effects ridge model ranks first, parzen.OPTIMISM; once those are all
+#: measured, its first two-parameter move), by TPE, and as the pool's configuration the pairs
+#: ridge model predicts fastest ("fit"; autotune.ridge). TPE alone stalled a few percent above the optimum on
 #: recorded GEMM spaces, where a local step finds the last few percent. Ranking the local steps
 #: by the model and the "fit" turn took the median number of measurements to within 5% of the
 #: optimum from 191 to 153 on the recorded convolution A100 space and from 83 to 76.5 on the
@@ -68,6 +68,14 @@ TURNS = ("tpe", "local", "tpe", "fit")
 #: over recorded spaces lost convolution A100's optimum (median 298-378 against 200), whose
 #: runner-up lies two parameters from it.
 STALL = 15
+#: A local step that finds a new best is followed by local steps while at most this many more
+#: configurations have been measured (with compile ahead, one more is chosen before the last is
+#: measured): a step that paid off is tried again in its neighbourhood, as a hill climber does.
+#: Over 400 replays per recorded space: point-in-polygon's median 20 to 16.5, the GEMM spaces
+#: and convolution RTX 3090 within their noise, but convolution A100's 148 to 156.5 and
+#: dedispersion MI250X's 24 to 27; following every kind of turn that found a best the same way
+#: lost more there (165, 30).
+LOCAL_RUN = 1
 
 
 class _OutOfTime(Exception):
@@ -303,6 +311,7 @@ class _Run:
         self._taught = 0  # how many of the study's measurements the model has seen
         self._best_params: Mapping[str, Value] | None = None  # the best, when _best_since was taken
         self._best_since, self._tpe_turns = 0, 0
+        self._local_best_at: int | None = None  # when a local step of this run last found a best
         self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                               for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
@@ -347,8 +356,10 @@ class _Run:
                 or self.stuck >= _STUCK_AFTER)
 
     def _turn(self) -> str:
-        """How this search-phase candidate is chosen (see TURNS)."""
+        """How this search-phase candidate is chosen (see TURNS and LOCAL_RUN)."""
         self.turns += 1
+        if self._local_best_at is not None and self.log.measured_total - self._local_best_at <= LOCAL_RUN:
+            return "local"
         return TURNS[(self.turns - 1) % len(TURNS)]
 
     def _deadlines(self, for_search: bool) -> dict[str, float]:
@@ -426,8 +437,8 @@ class _Run:
         return fixed, kind
 
     def _local_step(self, best: Mapping[str, Value]) -> dict[str, Value] | None:
-        """The one-parameter move of the best that the model predicts fastest, else its
-        fastest two-parameter move; None when neither is left."""
+        """The one-parameter move of the best that the model ranks first, else its first
+        two-parameter move; None when neither is left."""
         model = self._taught_model()
         moves = model.ranked(self.proposer.neighbours(best, self._seen))
         return moves[0] if moves else model.propose_near(best, self._seen)
@@ -569,6 +580,8 @@ class _Run:
         self.in_flight = None
         self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)
+        if cand.kind == "local" and self.state.best is m:
+            self._local_best_at = self.log.measured_total
         self.state.study_measured += 1  # the others' are counted at each look (_take_in)
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)

@@ -349,3 +349,32 @@ def test_a_stop_signal_whose_interrupt_is_swallowed_still_stops_the_run(scale):
     worker.start()
     worker.join()
     assert later and later[0].measured == 2
+
+
+def test_a_local_step_that_finds_a_new_best_is_followed_by_local_steps(monkeypatch):
+    """On a smooth space the step beside the best keeps finding faster ones: after each such
+    find the next two candidates are steps beside the new best too, not the turns' next."""
+    from autotune import tuner
+    from autotune.replay import Recorded, RecordedEvaluator, device_for, spec_for
+    values = tuple(range(6))
+    rec = Recorded("smooth", "Toy GPU", (("A", values), ("B", values), ("C", values)),
+                   {(a, b, c): float(1 + (5 - a) + 0.5 * (5 - b) ** 2 + 0.3 * c)
+                    for a in values for b in values for c in values})
+    kinds: list[tuple[str, float]] = []
+    measure = tuner._Run.measure
+
+    def spy(self, evaluator, cand):
+        m = measure(self, evaluator, cand)
+        kinds.append((cand.kind, m.median_ms))
+        return m
+
+    monkeypatch.setattr(tuner._Run, "measure", spy)
+    tune(spec_for(rec), TuneOptions(trials=60, timeout_s=None, storage=":memory:", seed=1, save=False,
+                                    prune=0, compile_ahead=0), evaluator=RecordedEvaluator(rec), info=device_for(rec))
+    best, finds = float("inf"), 0
+    for i, (kind, t) in enumerate(kinds[:-2]):
+        if t < best and kind == "local":
+            finds += 1
+            assert [k for k, _ in kinds[i + 1:i + 3]] == ["local", "local"], kinds
+        best = min(best, t)
+    assert finds >= 2

@@ -57,11 +57,11 @@ CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
 #: the fast configurations are), as a neighbour of the best so far ("local": the one-parameter
 #: move the main-effects ridge model ranks first, parzen.OPTIMISM; once those are all
 #: measured, its first two-parameter move), by TPE, and as the pool's configuration the pairs
-#: ridge model predicts fastest ("fit"; autotune.ridge). TPE alone stalled a few percent above the optimum on
-#: recorded GEMM spaces, where a local step finds the last few percent. Ranking the local steps
-#: by the model and the "fit" turn took the median number of measurements to within 5% of the
-#: optimum from 191 to 153 on the recorded convolution A100 space and from 83 to 76.5 on the
-#: RTX 2080 Ti GEMM space (60 seeds; README, "Search efficiency").
+#: ridge model predicts fastest ("fit"; autotune.ridge). TPE alone stalled a few percent above
+#: the optimum on recorded GEMM spaces, where a local step finds the last few percent. Ranking
+#: the local steps by the model and the "fit" turn took the median number of measurements to
+#: within 5% of the optimum from 191 to 153 on the recorded convolution A100 space and from 83
+#: to 76.5 on the RTX 2080 Ti GEMM space (60 seeds; README, "Search efficiency").
 TURNS = ("tpe", "local", "tpe", "fit")
 #: Measurements without a new best after which every other TPE proposal models the region
 #: beside the best's (parzen.BASIN). On every TPE turn instead of every other, a prototype
@@ -71,10 +71,10 @@ STALL = 15
 #: A local step that finds a new best is followed by local steps while at most this many more
 #: configurations have been measured (with compile ahead, one more is chosen before the last is
 #: measured): a step that paid off is tried again in its neighbourhood, as a hill climber does.
-#: Over 400 replays per recorded space: point-in-polygon's median 20 to 16.5, the GEMM spaces
-#: and convolution RTX 3090 within their noise, but convolution A100's 148 to 156.5 and
+#: Over 400 replays per recorded space: point-in-polygon's median 20 to 17, the GEMM spaces
+#: and convolution RTX 3090 within their noise, but convolution A100's 148 to 155 and
 #: dedispersion MI250X's 24 to 27; following every kind of turn that found a best the same way
-#: lost more there (165, 30).
+#: lost more there (165, 30 in a prototype).
 LOCAL_RUN = 1
 
 

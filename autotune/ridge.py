@@ -68,7 +68,7 @@ class _Kernel:
         """The kernel between the rows of two feature sets."""
         same = a[0] @ b[0].T  # shared parameters, pair by pair (a product of 0/1: exact)
         gram = same + same * (same - 1) / 2 if self.pairs else same
-        return gram + self.trend * (a[1] @ b[1].T)
+        return gram + self.trend * (a[1] @ b[1].T) if self.trend else gram
 
     def self_similarity(self, along: np.ndarray) -> np.ndarray:
         """The kernel of each row with itself."""

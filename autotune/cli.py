@@ -7,11 +7,12 @@ import math
 import os
 import re
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-from .errors import AutotuneError, ProblemError, TuningInterrupted
+from .errors import AutotuneError, AutotuneWarning, ProblemError, TuningInterrupted
 from .proposer import Sampler
 
 _EXIT_ERROR, _EXIT_INTERRUPTED = 1, 130
@@ -180,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = sys.stdout
     sys.stdout = _Stdout(previous)
     try:
-        return _COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            return _COMMANDS[args.command](args)
     except TuningInterrupted as exc:
         report = exc.args[0]
         saved = f"best so far saved to {report.profile_path} (partial)" if report.profile_path else "nothing saved"
@@ -201,6 +204,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         sys.stdout = previous
+
+
+def _one_line_warnings(show: Any) -> Any:
+    """A warnings.showwarning that prints autotune's own warnings as one line, like its errors
+    (Python's form adds a source line), and hands the others to ``show``."""
+    def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
+        if issubclass(category, AutotuneWarning):
+            print(f"autotune: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+    return one_line
 
 
 class _ReaderLeft(Exception):
@@ -525,17 +540,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from . import replay
 
-    if args.seeds < 1 or args.trials < 1 or not 0 <= args.target < math.inf:
-        raise ProblemError("--seeds and --trials must be at least 1, --target a percentage of 0 or more")
+    for name, value in (("--seeds", args.seeds), ("-n/--trials", args.trials)):
+        if value < 1:
+            raise ProblemError(f"{name} must be at least 1 (got {value})")
+    if not 0 <= args.target < math.inf:
+        raise ProblemError(f"--target must be a percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
     for rec in recs:
         print(f"{rec.name} ({rec.device}): {rec.valid} valid configurations, optimum {rec.optimum_ms:.4g} ms")
         summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target))
         if args.seeds > 1:
-            print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within())} measured "
-                  f"to within {args.target:g}%; within 100: {summary.share_within(100):.0%}, "
-                  f"within {args.trials}: {summary.share_within(args.trials):.0%}")
+            shares = [n for n in (100, args.trials) if n <= args.trials]
+            print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within(), args.trials)} "
+                  f"measured to within {args.target:g}%; "
+                  + ", ".join(f"within {n}: {summary.share_within(n):.0%}" for n in dict.fromkeys(shares)))
     return 0
 
 
@@ -546,8 +565,8 @@ def _replayed(target: float) -> Any:
     return show
 
 
-def _count(n: float) -> str:
-    return f"{n:g}" if math.isfinite(n) else "> all"
+def _count(n: float, budget: int) -> str:
+    return f"{n:g}" if math.isfinite(n) else f"> {budget}"
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:

@@ -11,6 +11,11 @@ class AutotuneError(Exception):
     """Root of all autotune errors; the message says what is wrong and how to fix it."""
 
 
+class AutotuneWarning(UserWarning):
+    """autotune fell back to something less than a tuned configuration (the CLI prints it as
+    one line)."""
+
+
 class SpecError(AutotuneError):
     """A kernel spec (search-space YAML) or its template/reference is missing or malformed."""
 

@@ -41,16 +41,12 @@ from . import device as devices
 from . import firstuse, profiles, record, settings
 from . import spec as specs
 from .arguments import Arguments
-from .errors import AutotuneError, ProblemError, ProfileError
+from .errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError
 from .launch import CandidateError, Launch, ProgramCache
 from .space import check, closest_valid
 from .spec import KernelSpec, Value, problem_label
 
 _warned: set[tuple[str, str, str]] = set()
-
-
-class AutotuneWarning(UserWarning):
-    """autotune fell back to something less than a tuned configuration."""
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,24 @@ class Recorded:
 
 
 def load(path: str | Path) -> Recorded:
-    """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``); ProblemError says what is wrong."""
+    """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``); ProblemError says what is wrong.
+
+    Each cache entry holds its parameters' values and a ``time`` in ms, or an error string::
+
+        {"tune_params": {"bx": [16, 32]}, "cache": {"16": {"bx": 16, "time": 1.5}}}
+    """
     path = Path(path)
+    raw = _read(path)
+    try:
+        params = _parameters(raw)
+        outcomes = _outcomes(raw, params)
+    except ProblemError as exc:
+        raise ProblemError(f"{path}: {exc}") from None
+    name = path.name.removesuffix(".gz").removesuffix(".json")
+    return Recorded(name, str(raw.get("device_name") or "unknown device"), params, outcomes)
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as f:
@@ -84,30 +100,66 @@ def load(path: str | Path) -> Recorded:
     if not isinstance(raw, dict) or not isinstance(raw.get("tune_params"), dict) \
             or not isinstance(raw.get("cache"), dict):
         raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file")
-    keys = raw.get("tune_params_keys") or list(raw["tune_params"])
-    params = tuple((str(k), tuple(_value(v) for v in raw["tune_params"][k])) for k in keys)
+    return raw
+
+
+def _parameters(raw: dict[str, Any]) -> tuple[tuple[str, tuple[Value, ...]], ...]:
+    """The parameters and their values, in ``tune_params_keys`` order."""
+    tune_params = raw["tune_params"]
+    keys = raw.get("tune_params_keys") or list(tune_params)
+    if not tune_params:
+        raise ProblemError("'tune_params' names no parameter: nothing to tune")
+    if not isinstance(keys, list):
+        raise ProblemError(f"'tune_params_keys' is {keys!r}: give a list of the parameters' names")
+    params = []
+    for k in keys:
+        values = tune_params.get(k) if isinstance(k, str) else None
+        if values is None:
+            raise ProblemError(f"'tune_params_keys' names {k!r}, which 'tune_params' lacks")
+        if not isinstance(values, list) or not values:
+            raise ProblemError(f"'tune_params' gives {k} {values!r}: give a list of its values")
+        listed = tuple(_value(v, k) for v in values)
+        if len(set(listed)) < len(listed):
+            raise ProblemError(f"'tune_params' lists a value of {k} twice")
+        params.append((k, listed))
+    return tuple(params)
+
+
+def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], ...]
+              ) -> dict[tuple[Value, ...], float | str]:
+    """Each recorded configuration's time (ms) or error string."""
+    keys = [k for k, _ in params]
     outcomes: dict[tuple[Value, ...], float | str] = {}
     for key, entry in raw["cache"].items():
         try:
-            config = tuple(_value(entry[k]) for k in keys)
+            config = tuple(_value(entry[k], k) for k in keys)
         except (KeyError, TypeError):
-            raise ProblemError(f"{path}: cache entry {key!r} lacks a value of {', '.join(keys)}") from None
+            raise ProblemError(f"cache entry {key!r} lacks a value of {', '.join(keys)}") from None
+        for (k, values), v in zip(params, config, strict=True):
+            if v not in values:
+                raise ProblemError(f"cache entry {key!r} has {k} = {v!r}, not one of the values "
+                                   f"'tune_params' lists for it")
         t = entry.get("time")
+        if _is_number(t) and not t > 0:
+            raise ProblemError(f"cache entry {key!r} has time {t!r}: a time is a positive number of ms")
         outcomes[config] = float(t) if _is_time(t) else str(t)
     if not any(isinstance(t, float) for t in outcomes.values()):
-        raise ProblemError(f"{path} records no successful time: nothing to tune against")
-    name = path.name.removesuffix(".gz").removesuffix(".json")
-    return Recorded(name, str(raw.get("device_name") or "unknown device"), params, outcomes)
+        raise ProblemError("it records no successful time: nothing to tune against")
+    return outcomes
 
 
-def _value(v: Any) -> Value:
+def _value(v: Any, name: str) -> Value:
     if isinstance(v, (bool, int, float, str)):
         return v
-    raise ProblemError(f"parameter value {v!r} is not a number, string or boolean")
+    raise ProblemError(f"{name} has the value {v!r}, which is not a number, string or boolean")
+
+
+def _is_number(t: Any) -> bool:
+    return isinstance(t, (int, float)) and not isinstance(t, bool)
 
 
 def _is_time(t: Any) -> bool:
-    return isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t < 1e20
+    return _is_number(t) and math.isfinite(t) and 0 < t < 1e20
 
 
 def spec_for(rec: Recorded) -> KernelSpec:

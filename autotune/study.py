@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from . import settings
 from .errors import ProblemError, StorageError, first_line
@@ -71,6 +71,10 @@ class StudyId:
         return cls(*parts) if len(parts) == 4 else None
 
 
+#: How long a run waits for another to create the SQLite study database it is creating.
+LOCK_WAIT_S = 120.0
+
+
 def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     """The optuna storage; SQLite files are created under a lock (concurrent first runs).
 
@@ -87,13 +91,19 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
         if not path.name:
             raise ProblemError(f"--storage {url!r} names no file; use sqlite:///PATH/studies.db")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path) + ".lock", timeout=120):
+        lock = str(path) + ".lock"
+        open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
+        with FileLock(lock, timeout=LOCK_WAIT_S):
             # a generous busy timeout: several runs may write to one study database at once
             storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
             _write_ahead(storage.engine)
             return storage
     except ProblemError:
         raise
+    except Timeout as exc:
+        raise ProblemError(f"waited {LOCK_WAIT_S:g} s for {exc.lock_file}, which another process holds "
+                           "while it creates the study database; try again, or give --storage another "
+                           "file") from None
     except OSError as exc:
         raise ProblemError(f"cannot write the study database for {url!r} ({exc.strerror}: {exc.filename}); "
                            "set AUTOTUNE_HOME or --storage to a writable place") from None

@@ -18,3 +18,28 @@ def test_size_forms():
 def test_bad_sizes_say_how_to_write_them(bad):
     with pytest.raises(ProblemError, match="--size"):
         parse_size(bad, KEYS)
+
+
+def test_autotunes_warnings_are_one_line_and_others_keep_their_form(monkeypatch, capsys):
+    """bench, run and show warn through the loader (no tuned entry, a stale profile): the CLI
+    prints those as one line, as it does errors; a warning of another library goes to Python's
+    hook as before."""
+    import warnings
+
+    from autotune import cli
+    from autotune.errors import AutotuneWarning
+
+    def noisy(args):
+        warnings.warn(AutotuneWarning("no tuned matmul for X; using the default configuration"), stacklevel=2)
+        warnings.warn("a library's own warning", DeprecationWarning, stacklevel=2)
+        return 0
+
+    monkeypatch.setitem(cli._COMMANDS, "list", noisy)
+    others: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        hook = warnings.showwarning = lambda message, *rest, **kw: others.append(str(message))
+        assert cli.main(["list"]) == 0
+        assert warnings.showwarning is hook, "the hook is back after the command"
+    assert capsys.readouterr().err == "autotune: warning: no tuned matmul for X; using the default configuration\n"
+    assert others == ["a library's own warning"]

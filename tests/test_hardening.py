@@ -229,3 +229,27 @@ def test_a_worker_killed_holding_the_program_cache_lock_does_not_stall_later_bui
     assert first.ok and second.ok, second.message
     assert took < 30, "the dead worker's lock was not waited for"
     assert any((tmp_path / "programs").iterdir()), "the run's own program cache is used"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_storage_where_no_lock_file_can_be_made_is_one_line_at_once(scale, monkeypatch):
+    """/proc takes no new file: the run says so at once, not after waiting for the lock (which
+    cannot be made either, and the lock library waits its whole timeout on that)."""
+    from autotune import study
+    monkeypatch.setattr(study, "LOCK_WAIT_S", 5.0)
+    start = time.monotonic()
+    with pytest.raises(ProblemError, match=r"cannot write the study database") as caught:
+        run(scale, storage=f"sqlite:////proc/autotune-{os.getpid()}.db")
+    assert time.monotonic() - start < 4 and "\n" not in str(caught.value)
+
+
+def test_a_lock_held_by_another_process_too_long_is_said(tmp_path, monkeypatch):
+    import fcntl
+
+    from autotune import study
+    monkeypatch.setattr(study, "LOCK_WAIT_S", 0.2)
+    db = tmp_path / "studies.db"
+    with open(str(db) + ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as a stuck run creating the database would hold it
+        with pytest.raises(ProblemError, match=r"waited 0.2 s for .*studies.db.lock, which another process"):
+            open_storage(f"sqlite:///{db}")

@@ -70,7 +70,8 @@ def test_the_cli_summarizes_seeds(tmp_path, capsys):
     assert cli.main(["replay", str(_cache(tmp_path)), "--seeds", "3", "-n", "60"]) == 0
     out = capsys.readouterr().out
     assert "toy (Toy GPU):" in out and out.count("seed ") == 3
-    assert "tpe, 3 seeds: median" in out and "within 100:" in out
+    assert "tpe, 3 seeds: median" in out and "within 60:" in out
+    assert "within 100" not in out  # a share within more than the budget would say nothing
 
 
 @pytest.mark.parametrize("content, message", [
@@ -79,6 +80,16 @@ def test_the_cli_summarizes_seeds(tmp_path, capsys):
     ('{"cache": {}}', "no 'tune_params' and 'cache'"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"time": 1.0}}}', "lacks a value of X"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": "RuntimeFailedConfig"}}}', "no successful time"),
+    ('{"tune_params": {}, "cache": {}}', "names no parameter"),
+    ('{"tune_params": {"X": 5}, "cache": {"5": {"X": 5, "time": 1.0}}}', "give a list of its values"),
+    ('{"tune_params": {"X": []}, "cache": {"1": {"X": 1, "time": 1.0}}}', "give a list of its values"),
+    ('{"tune_params": {"X": [1, 1]}, "cache": {"1": {"X": 1, "time": 1.0}}}', "lists a value of X twice"),
+    ('{"tune_params_keys": ["X", "Y"], "tune_params": {"X": [1]}, "cache": {}}', "which 'tune_params' lacks"),
+    ('{"tune_params_keys": "X", "tune_params": {"X": [1]}, "cache": {}}', "give a list of the parameters' names"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"3": {"X": 3, "time": 1.0}}}', "not one of the values"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": null, "time": 1.0}}}', "not a number, string or boolean"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": -1}}}', "a time is a positive number"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 0}}}', "a time is a positive number"),
 ])
 def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
     path = tmp_path / "bad.json"
@@ -89,3 +100,16 @@ def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, mess
     assert cli.main(["replay", str(path)]) == 1
     err = capsys.readouterr().err
     assert message.split("'")[0].strip() in err and "Traceback" not in err and err.count("\n") == 1
+    assert "bad.json" in err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--seeds", "0"], "--seeds must be at least 1 (got 0)"),
+    (["-n", "0"], "-n/--trials must be at least 1 (got 0)"),
+    (["--target", "-5"], "--target must be a percentage of 0 or more (got -5)"),
+    (["--target", "nan"], "--target must be a percentage of 0 or more (got nan)"),
+])
+def test_a_bad_replay_option_is_named_in_one_line(tmp_path, capsys, flags, message):
+    assert cli.main(["replay", str(_cache(tmp_path)), *flags]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

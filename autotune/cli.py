@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import re
@@ -421,9 +422,12 @@ def _report_command(report: Any, storage: str | None) -> str | None:
         return None
     spec = report.spec
     builtin = spec.path.resolve().parent == data_dir("search_spaces").resolve()
-    return " ".join(["autotune report", quote(spec.name if builtin else str(spec.path)),
-                     "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
-                     *(["--storage", quote(storage)] if storage else [])])
+    command = " ".join(["autotune report", quote(spec.name if builtin else str(spec.path)),
+                        "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
+                        *(["--storage", quote(storage)] if storage else [])])
+    # the quick start installs no plotting library: say so here rather than when it is run
+    needs = "" if importlib.util.find_spec("matplotlib") else '  (after pip install "autotune[report]")'
+    return command + needs
 
 
 def _valid_space(report: Any) -> str:

@@ -144,6 +144,16 @@ def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path
     assert "autotune report" not in format_report(run, ":memory:")
 
 
+def test_without_matplotlib_the_report_command_says_what_to_install(scale, monkeypatch):
+    import importlib.util
+    run = tune_fake(scale)
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else find(name, *a))
+    line = format_report(run).splitlines()[-1]
+    assert line == (f"  report      autotune report {scale.path} -s N=4096 -d {SLUG}"
+                    '  (after pip install "autotune[report]")')
+
+
 def test_bench_ceilings_kept_in_the_profile_give_the_ceiling_figure(scale, tmp_path):
     tune_fake(scale)
     path = profiles.path_for(SLUG, settings.profiles_dir())

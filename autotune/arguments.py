@@ -61,6 +61,8 @@ class Arguments:
         need = self._needs[arg]
         if need.nbytes is None:
             return _scalar(f"{self.spec.name}: argument {arg}", value, need.dtype)
+        if isinstance(value, cl_array.Array):
+            _check_array(f"{self.spec.name}: argument {arg}", value, need)
         return self._buffer(arg, value, need.nbytes)
 
     def _buffer(self, arg: str, value: Any, nbytes: int) -> cl.Buffer:
@@ -98,11 +100,19 @@ class Arguments:
 
 @dataclass(frozen=True)
 class _ArgNeed:
-    """What one kernel argument takes: a buffer of ``nbytes`` or more, or (``nbytes`` None) a
-    scalar of ``dtype``."""
+    """What one kernel argument takes: a buffer of ``nbytes`` or more (of ``dtype`` elements),
+    or (``nbytes`` None) a scalar of ``dtype``."""
 
     dtype: np.dtype[Any]
     nbytes: int | None
+
+
+def _check_array(where: str, array: cl_array.Array, need: _ArgNeed) -> None:
+    """An array of another element type would be read as the kernel's and give wrong numbers
+    without an error (a plain Buffer carries no type to check)."""
+    if array.dtype != need.dtype:
+        raise TypeError(f"{where} holds {array.dtype}; the kernel takes {need.dtype} "
+                        f"(convert it: .astype(numpy.{need.dtype}))")
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.

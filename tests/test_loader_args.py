@@ -109,6 +109,17 @@ def test_an_argument_of_the_wrong_kind_is_a_type_error(mm, queue, enqueued, valu
 
 
 @needs_opencl
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.float16])
+def test_an_array_of_another_element_type_is_a_type_error(mm, queue, enqueued, dtype):
+    """Its bytes would be read as float32: wrong numbers and no error (a Buffer cannot be told)."""
+    a = cl_array.zeros(queue, M * K, dtype)
+    b, c = buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
+    with pytest.raises(TypeError, match=rf"argument A holds {np.dtype(dtype)}; the kernel takes float32"):
+        mm(a, b, c)
+    assert enqueued == []
+
+
+@needs_opencl
 def test_unknown_and_repeated_keywords_are_type_errors(mm, queue, enqueued):
     a, b, c = buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
     with pytest.raises(TypeError, match=r"unknown argument\(s\) c, alpha; it takes A, B, C"):

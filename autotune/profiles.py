@@ -158,8 +158,10 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
                 return new, "kept"  # a choice among tuned configurations never displaces a tuned one
             # a time that is not a number (edited by hand, say) must not shut out every result
             better = entry.time_ms < old.time_ms or not math.isfinite(old.time_ms)
+            # a finished run's winner replaces a stopped run's: it resumed that study, and its
+            # leaders were timed again, where the stopped run's best was timed once
             if (old.spec_hash != entry.spec_hash or better or (old.picked and not entry.picked)
-                    or (old.partial and not entry.partial and entry.time_ms <= old.time_ms)):
+                    or (old.partial and not entry.partial)):
                 items[i] = entry.to_yaml()
                 return new, "replaced"
             if entry.trials > old.trials:  # the study measured more: the count stays true

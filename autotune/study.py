@@ -195,9 +195,14 @@ class StudyLog:
         #: configurations built and run in this study, whatever the outcome (counted as noted,
         #: since the loop asks for it every iteration)
         self.measured_total = 0
+        stopped = []
         for t in study.get_trials(deepcopy=False):
             if "status" in t.user_attrs and t.user_attrs["status"] != Status.INTERRUPTED.value:
                 self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
+            elif t.user_attrs.get("status") == Status.INTERRUPTED.value:
+                stopped.append(dict(t.params))
+        #: the candidates an earlier run was measuring when it was stopped, not measured since
+        self.interrupted = [c for i, c in enumerate(stopped) if self.get(c) is None and c not in stopped[:i]]
 
     @classmethod
     def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler) -> StudyLog:

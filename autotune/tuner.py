@@ -336,10 +336,11 @@ class _Run:
         self.state.study_measured = self.study_total()
 
     def starts(self) -> list[dict[str, Value]]:
-        """The baseline (for the speed-up), earlier winners on this device, the default and
-        the hints: good incumbents from the start steer the search."""
+        """The baseline (for the speed-up), the candidates a stopped run of this study was
+        measuring, earlier winners on this device, the default and the hints: good incumbents
+        from the start steer the search."""
         due: list[dict[str, Value]] = []
-        for c in [self.baseline, *previous_winners(self.spec, self.info, self.problem),
+        for c in [self.baseline, *self.log.interrupted, *previous_winners(self.spec, self.info, self.problem),
                   self.spec.default_config, *self.spec.hint_configs]:
             if (c is not None and self.log.get(c) is None and c not in due
                     and check(self.spec, c, self.problem, self.facts) is None):

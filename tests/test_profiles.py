@@ -31,6 +31,19 @@ def test_merge_better_replaces_worse_keeps_others():
     assert len(doc["kernels"]["mm"]) == 2 and len(doc["kernels"]["other"]) == 1
 
 
+def test_a_finished_runs_entry_replaces_a_stopped_runs_even_if_slower():
+    """The stopped run's best was timed once; the finished run resumed its study and timed the
+    leaders again: its winner, slower on paper, is the one to keep, and no longer partial."""
+    doc, _ = profiles.merge({}, "mm", entry({"N": 64}, 1.00, partial=True))
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.01, params={"TS": 32}))
+    (kept,) = profiles.entries(doc, "mm")
+    assert v == "replaced" and not kept.partial and kept.params == {"TS": 32}
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 0.9, partial=True))
+    assert v == "replaced", "a stopped run that found better is kept, as partial"
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.2, partial=True))
+    assert v == "kept"
+
+
 def test_save_roundtrip_backup_and_device_header(tmp_path):
     path = tmp_path / "dev.yaml"
     assert profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path) == "added"

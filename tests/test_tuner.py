@@ -378,3 +378,23 @@ def test_a_local_step_that_finds_a_new_best_is_followed_by_local_steps(monkeypat
             assert [k for k, _ in kinds[i + 1:i + 3]] == ["local", "local"], kinds
         best = min(best, t)
     assert finds >= 2
+
+
+def test_the_candidate_in_flight_at_a_stop_is_measured_first_by_the_next_run(scale):
+    """Ctrl-C during the fourth measurement: that configuration is not measured, and the
+    resumed run measures it first (after nothing: the baseline is measured already)."""
+    class StopsInTheFourth(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if verify and len(self.calls) == 3:
+                self.stopped_at = dict(params)
+                raise KeyboardInterrupt
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    first = StopsInTheFourth()
+    with pytest.raises(TuningInterrupted):
+        run(scale, first, sampler="random", seed=3, trials=20, storage=None)
+    assert len(first.calls) == 3
+    then = FakeEvaluator()
+    run(scale, then, sampler="random", seed=4, trials=2, storage=None)
+    assert then.calls[0] == first.stopped_at
+    assert first.stopped_at not in first.calls

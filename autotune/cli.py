@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="within this many percent of the optimum counts as found (default 5)")
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
-    show.add_argument("kernel", nargs="?", help="only this kernel")
+    show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
     show.add_argument("-d", "--device", help="device selector (default as for run)")
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
@@ -470,13 +470,16 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from . import spec as specs
 
     info, _ = device.select(args.device)
+    wanted = args.kernel
+    if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
+        wanted = specs.load(wanted).name  # profiles hold the spec's name, not its path
     shown = 0
     for folder in profiles.search_folders(settings.profiles_dir()):
         path = profiles.path_for(info.slug, folder)
         doc = profiles.read(path)
         kernels = doc.get("kernels") or {}
         for kernel in sorted(kernels):
-            if args.kernel and kernel != args.kernel:
+            if wanted and kernel != wanted:
                 continue
             if not shown:
                 print(f"{info.name} ({info.platform})")

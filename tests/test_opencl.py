@@ -92,6 +92,15 @@ def test_cli_run_prints_summary_and_writes_profile():
     assert "M=64,N=64,K=32,layout=col" in shown.stdout
 
 
+def test_show_takes_an_own_spec_by_its_path_as_run_does(tmp_path):
+    from conftest import SCALE_YAML, write_spec
+    path = write_spec(tmp_path, SCALE_YAML)
+    assert cli("run", str(path), "-n", "2", "-q").returncode == 0
+    by_path, by_name = cli("show", str(path)), cli("show", "scale")
+    assert by_path.returncode == 0 and "\nscale  [" in by_path.stdout
+    assert by_path.stdout == by_name.stdout
+
+
 def test_cli_list_and_devices():
     listed = cli("list")
     assert listed.returncode == 0 and "matmul" in listed.stdout

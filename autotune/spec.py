@@ -181,9 +181,11 @@ class KernelSpec:
         return [dict(h) for h in self.hints]
 
     def baseline_overrides(self) -> dict[str, Value]:
-        """The baseline's parameters that are not their first value (how it is shown)."""
+        """The baseline's parameters as the summary shows them: those not at their first value,
+        and those that choose a variant (named in a ``when``), which say what the baseline is."""
         first = {p.name: p.values[0] for p in self.parameters}
-        return {k: v for k, v in self.baseline if v != first[k]}
+        selectors = {n for p in self.parameters if p.when is not None for n in p.when.names}
+        return {k: v for k, v in self.baseline if v != first[k] or k in selectors}
 
     def throughput(self, problem: Mapping[str, Any], median_ms: float) -> dict[str, float]:
         """The spec's metrics for a run of ``median_ms`` on ``problem`` (headline first)."""

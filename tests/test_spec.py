@@ -189,3 +189,11 @@ def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
     (tmp_path / "helpers.h").unlink()
     with pytest.raises(SpecError, match=r'template: .*scale.cl:1: #include "helpers.h" not found beside it'):
         specs.load(path)
+
+
+def test_the_baseline_as_shown_names_its_variant_even_when_that_is_the_first():
+    """matmul's baseline is the naive variant, the first of ALGO's values: the summary's
+    'baseline ... (ALGO=naive MDIMC=16 ...)' must still say so."""
+    shown = specs.load("matmul").baseline_overrides()
+    assert shown == {"ALGO": "naive", "MDIMC": 16, "NDIMC": 16, "MWG": 16, "NWG": 16}
+    assert specs.load("reverse").baseline_overrides() == {"WG": 64}  # no variants: only what differs

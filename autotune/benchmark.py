@@ -17,6 +17,7 @@ from .loader import Choice, choose
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
 from .space import check
+from .tuner import check_fits
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     spec = kernel if isinstance(kernel, specs.KernelSpec) else specs.load(kernel)
     prob = spec.resolve_problem(problem)
     info, dev = devices.select(selector)
+    check_fits(spec, prob, info)  # before the first-use timer draws the inputs
     ctx = cl.Context([dev])
     choice = choose(spec, info, prob, timer=firstuse.timer(spec, prob, ctx, dev, info.facts()))
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(),

@@ -33,6 +33,7 @@ import optuna
 from . import device as devices
 from . import profiles, record, settings
 from . import spec as specs
+from .arguments import shaped_inputs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
@@ -709,21 +710,48 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
 
 def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions) -> Workload:
     """The inputs and expected outputs, made once; ProblemError when they cannot fit."""
-    def fits(inputs: Mapping[str, Any]) -> None:
-        arrays = [a for a in inputs.values() if isinstance(a, np.ndarray)]
-        total, largest = sum(a.nbytes for a in arrays), max((a.nbytes for a in arrays), default=0)
-        most = info.max_mem_alloc_size or info.global_mem_size
-        if total > info.global_mem_size or largest > most:
-            raise ProblemError(
-                f"{problem_label(problem)} needs {total / 2**30:.2f} GiB of buffers (the largest "
-                f"{largest / 2**30:.2f} GiB); {info.name} has {info.global_mem_size / 2**30:.2f} GiB and "
-                f"allocates at most {most / 2**30:.2f} GiB at once; use a smaller --size")
-
+    check_fits(spec, problem, info)
     try:
-        return make_workload(spec, problem, seed=options.seed or 0, fits=fits)
+        return make_workload(spec, problem, seed=options.seed or 0)
     except MemoryError:  # numpy's _ArrayMemoryError too
         raise ProblemError(f"{problem_label(problem)} needs more memory than this machine can give for "
                            f"{spec.name}'s inputs; use a smaller --size") from None
+
+
+def check_fits(spec: KernelSpec, problem: Mapping[str, Any], info: DeviceInfo) -> None:
+    """ProblemError where the problem's buffers cannot fit on the device, or its inputs and
+    reference in the host's free memory: from their sizes, before anything is drawn."""
+    free = host_memory_available()  # before the sizes are found: their casts may take some
+    inputs = shaped_inputs(spec, problem)
+    arrays = [a for a in inputs.values() if isinstance(a, np.ndarray)]
+    total, largest = sum(a.nbytes for a in arrays), max((a.nbytes for a in arrays), default=0)
+    most = info.max_mem_alloc_size or info.global_mem_size
+    if total > info.global_mem_size or largest > most:
+        raise ProblemError(
+            f"{problem_label(problem)} needs {total / 2**30:.2f} GiB of buffers (the largest "
+            f"{largest / 2**30:.2f} GiB); {info.name} has {info.global_mem_size / 2**30:.2f} GiB and "
+            f"allocates at most {most / 2**30:.2f} GiB at once; use a smaller --size")
+    if free is not None and HOST_FACTOR * total > free:
+        raise ProblemError(f"{problem_label(problem)} needs about {HOST_FACTOR * total / 2**30:.1f} GiB of host "
+                           f"memory for its inputs and reference; this machine has {free / 2**30:.1f} GiB "
+                           "free; use a smaller --size")
+
+
+#: Host memory a workload may need, as a multiple of its inputs' bytes: float64 draws before
+#: the cast, and the reference's own arrays (matmul's float64 product of float32 operands).
+HOST_FACTOR = 4
+
+
+def host_memory_available() -> int | None:
+    """Bytes of memory the host can give now (Linux's MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:

@@ -87,7 +87,7 @@ def test_bad_options_are_refused(options, message):
 
 def test_a_problem_too_large_stops_before_the_study(tmp_path):
     # numpy refuses 15 TiB at once, or (where memory is overcommitted) the device check does
-    with pytest.raises(ProblemError, match=r"needs (more memory than this machine can give|[\d.]+ GiB of buffers)"):
+    with pytest.raises(ProblemError, match=r"(more memory than this machine can give|needs [\d.]+ GiB of buffers)"):
         tune("matmul", TuneOptions(timeout_s=None), problem={"M": 2_000_000, "N": 2_000_000, "K": 8}, info=FAKE)
     small = replace(FAKE, global_mem_size=2**28)
     with pytest.raises(ProblemError, match=r"needs 0\.75 GiB of buffers.*has 0\.25 GiB"):
@@ -253,3 +253,15 @@ def test_a_lock_held_by_another_process_too_long_is_said(tmp_path, monkeypatch):
         fcntl.flock(held, fcntl.LOCK_EX)  # as a stuck run creating the database would hold it
         with pytest.raises(ProblemError, match=r"waited 0.2 s for .*studies.db.lock, which another process"):
             open_storage(f"sqlite:///{db}")
+
+
+def test_a_problem_the_hosts_free_memory_cannot_hold_is_refused_before_drawing(monkeypatch):
+    """Linux does not refuse a large allocation: it kills the process once the pages are
+    touched (a 40000³ matmul on a 23 GiB machine: no MemoryError, exit 137). The sizes are
+    checked against the free memory before any input is drawn."""
+    from autotune import measure, tuner
+    monkeypatch.setattr(tuner, "host_memory_available", lambda: 2**30)
+    monkeypatch.setattr(measure, "make_workload", lambda *a, **k: pytest.fail("inputs drawn"))
+    with pytest.raises(ProblemError, match=r"M=8192,N=8192,K=8192.* needs about 3\.0 GiB of host memory.*"
+                                           r"has 1\.0 GiB free; use a smaller --size"):
+        tune("matmul", TuneOptions(timeout_s=None), problem={"M": 8192, "N": 8192, "K": 8192}, info=FAKE)

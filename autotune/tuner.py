@@ -115,7 +115,7 @@ class TuneOptions:
         if self.trials < 1:
             raise ProblemError(f"--trials must be at least 1 (got {self.trials})")
         if not self.prune >= 0 or 0 < self.prune < 1 or math.isinf(self.prune):  # NaN fails >= 0
-            raise ProblemError(f"--prune must be 0 (off) or at least 1 (got {self.prune:g})")
+            raise ProblemError(f"--prune must be 0 (off) or a finite number of at least 1 (got {self.prune:g})")
         if self.study_trials is not None and self.study_trials < 1:
             raise ProblemError(f"--study-trials must be at least 1 (got {self.study_trials})")
         for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config),
@@ -631,8 +631,12 @@ class _Run:
 
     def report(self, stopped_by: str, wall_s: float, full_space: int) -> TuneReport:
         s = self.state
+        # the best is the baseline's configuration: its speed-up is 1, not its timing again
+        # over its first timing
+        same = s.best is not None and s.baseline is not None and s.best.params == s.baseline.params
         return TuneReport(
-            spec=self.spec, device=self.info, problem=self.problem, best=s.best, baseline=s.baseline,
+            spec=self.spec, device=self.info, problem=self.problem, best=s.best,
+            baseline=s.best if same else s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,

@@ -212,7 +212,7 @@ class IsolatedEvaluator:
         if not ready:
             self._kill()
             self.restarts += 1
-            return Measurement(Status.TIMEOUT, f"no result within {limit_s:.1f} s; worker killed",
+            return Measurement(Status.TIMEOUT, f"no result within {limit_s:.3g} s; worker killed",
                                wall_s=time.perf_counter() - t0, params=dict(params))
         try:
             kind, payload = conn.recv()

@@ -398,3 +398,17 @@ def test_the_candidate_in_flight_at_a_stop_is_measured_first_by_the_next_run(sca
     run(scale, then, sampler="random", seed=4, trials=2, storage=None)
     assert then.calls[0] == first.stopped_at
     assert first.stopped_at not in first.calls
+
+
+def test_a_best_that_is_the_baseline_has_a_speed_up_of_1(scale):
+    """The baseline's configuration wins and is timed again faster: the summary must not
+    show it a speed-up over its own first timing."""
+    class BaselineWins(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            base = params["WPT"] == 1 and params["WG"] == 16
+            t = (1.0 if verify else 0.6) if base else 2.0 + 0.01 * params["WPT"]
+            return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
+
+    report = run(scale, BaselineWins(), sampler="grid", trials=8)
+    assert report.best.params["WPT"] == 1 and report.best.params["WG"] == 16
+    assert report.best.median_ms == 0.6 and report.speedup == 1.0

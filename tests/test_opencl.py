@@ -136,8 +136,9 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--device", "no-such-gpu"], "no OpenCL device matches 'no-such-gpu'"),
     (["run", "matmul", "--trials", "0"], "must be at least 1"),
     (["run", "matmul", "--trials", "many"], "is not an integer"),
-    (["run", "matmul", "--prune", "0.5"], "--prune must be 0 (off) or at least 1"),
-    (["run", "matmul", "--prune", "-1"], "--prune must be 0 (off) or at least 1"),
+    (["run", "matmul", "--prune", "0.5"], "--prune must be 0 (off) or a finite number of at least 1"),
+    (["run", "matmul", "--prune", "-1"], "--prune must be 0 (off) or a finite number of at least 1"),
+    (["run", "matmul", "--prune", "inf"], "--prune must be 0 (off) or a finite number of at least 1 (got inf)"),
     (["show", "nosuchkernel"], "unknown kernel 'nosuchkernel'"),
     (["bench", "nosuchkernel"], "unknown kernel 'nosuchkernel'"),
 ])

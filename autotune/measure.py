@@ -10,7 +10,7 @@ answer is a ``wrong_result``. Anything else propagates: it is a bug.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,8 +46,7 @@ class Workload:
     bounds: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
-                  fits: Callable[[Mapping[str, Any]], None] | None = None) -> Workload:
+def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> Workload:
     """Inputs from the reference module, and the reference result computed once.
 
     What the module returns is checked here, so a mistake in it is one SpecError naming the
@@ -55,8 +54,6 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
     """
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
-    if fits is not None:  # before the reference, which may take long for a size that cannot run
-        fits(inputs)
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:

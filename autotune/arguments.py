@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
 
+from . import hostmemory
 from .errors import ProblemError, SpecError
 from .measure import host_inputs
 from .spec import KernelSpec
@@ -170,6 +172,9 @@ class _ShapeRng:
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)
+        # the arrays cost nothing until a cast copies them (matmul's inputs() casts its draws to
+        # float32): more than the host has free is refused before that copy is made
+        self._drawn, self._free = 0, hostmemory.available()
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._rng, name)
@@ -188,6 +193,9 @@ class _ShapeRng:
             bound.arguments["size"] = 1  # one real draw gives the dtype and any trailing dimensions
             one = np.asarray(real(*bound.args, **bound.kwargs))
             shape = (size,) if isinstance(size, numbers.Integral) else tuple(size)
+            self._drawn += math.prod((*shape, *one.shape[1:])) * one.dtype.itemsize
+            if self._free is not None and self._drawn > self._free:
+                raise MemoryError
             return np.zeros((*shape, *one.shape[1:]), one.dtype)
 
         return draw

@@ -31,7 +31,7 @@ import numpy as np
 import optuna
 
 from . import device as devices
-from . import profiles, record, settings
+from . import hostmemory, profiles, record, settings
 from . import spec as specs
 from .arguments import shaped_inputs
 from .claims import GRACE_S, Claims
@@ -725,7 +725,7 @@ def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, optio
 def check_fits(spec: KernelSpec, problem: Mapping[str, Any], info: DeviceInfo) -> None:
     """ProblemError where the problem's buffers cannot fit on the device, or its inputs and
     reference in the host's free memory: from their sizes, before anything is drawn."""
-    free = host_memory_available()  # before the sizes are found: their casts may take some
+    free = hostmemory.available()  # before the sizes are found: their casts may take some
     inputs = shaped_inputs(spec, problem)
     arrays = [a for a in inputs.values() if isinstance(a, np.ndarray)]
     total, largest = sum(a.nbytes for a in arrays), max((a.nbytes for a in arrays), default=0)
@@ -744,18 +744,6 @@ def check_fits(spec: KernelSpec, problem: Mapping[str, Any], info: DeviceInfo) -
 #: Host memory a workload may need, as a multiple of its inputs' bytes: float64 draws before
 #: the cast, and the reference's own arrays (matmul's float64 product of float32 operands).
 HOST_FACTOR = 4
-
-
-def host_memory_available() -> int | None:
-    """Bytes of memory the host can give now (Linux's MemAvailable), None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:

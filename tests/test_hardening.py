@@ -259,9 +259,21 @@ def test_a_problem_the_hosts_free_memory_cannot_hold_is_refused_before_drawing(m
     """Linux does not refuse a large allocation: it kills the process once the pages are
     touched (a 40000³ matmul on a 23 GiB machine: no MemoryError, exit 137). The sizes are
     checked against the free memory before any input is drawn."""
-    from autotune import measure, tuner
-    monkeypatch.setattr(tuner, "host_memory_available", lambda: 2**30)
+    from autotune import hostmemory, measure
+    monkeypatch.setattr(hostmemory, "available", lambda: 2**30)
     monkeypatch.setattr(measure, "make_workload", lambda *a, **k: pytest.fail("inputs drawn"))
     with pytest.raises(ProblemError, match=r"M=8192,N=8192,K=8192.* needs about 3\.0 GiB of host memory.*"
                                            r"has 1\.0 GiB free; use a smaller --size"):
         tune("matmul", TuneOptions(timeout_s=None), problem={"M": 8192, "N": 8192, "K": 8192}, info=FAKE)
+
+
+def test_the_size_pass_itself_stops_at_the_hosts_free_memory(monkeypatch):
+    """The size pass's arrays cost nothing until inputs() casts them (matmul casts its draws to
+    float32): on a 128 GiB host, -s 200000 was killed inside it. Draws past the free memory are
+    refused before the cast."""
+    from autotune import hostmemory
+    from autotune.arguments import shaped_inputs
+    monkeypatch.setattr(hostmemory, "available", lambda: 100 * 2**20)
+    with pytest.raises(ProblemError, match="its arguments need more memory than this machine can give"):
+        shaped_inputs(specs.load("matmul"), {"M": 8192, "N": 8192, "K": 8192, "layout": "row"})
+    assert shaped_inputs(specs.load("matmul"), {"M": 64, "N": 64, "K": 64, "layout": "row"})["A"].nbytes == 4 * 64 * 64

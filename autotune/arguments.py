@@ -63,14 +63,19 @@ class Arguments:
         need = self._needs[arg]
         if need.nbytes is None:
             return _scalar(f"{self.spec.name}: argument {arg}", value, need.dtype)
-        if isinstance(value, cl_array.Array):
-            _check_array(f"{self.spec.name}: argument {arg}", value, need)
-        return self._buffer(arg, value, need.nbytes)
+        return self._buffer(arg, value, need)
 
-    def _buffer(self, arg: str, value: Any, nbytes: int) -> cl.Buffer:
-        """``value`` as a buffer the kernel may use whole: of this context, ``nbytes`` or more."""
-        where = f"{self.spec.name}: argument {arg}"
+    def _buffer(self, arg: str, value: Any, need: _ArgNeed) -> cl.Buffer:
+        """``value`` as a buffer the kernel may use whole: of this context, ``need.nbytes`` or
+        more, and (an Array) of its element type."""
+        where, nbytes = f"{self.spec.name}: argument {arg}", need.nbytes
+        assert nbytes is not None  # a buffer argument
         if isinstance(value, cl_array.Array):
+            # another element type would be read as the kernel's: wrong numbers, no error (a
+            # plain Buffer carries no type to check)
+            if value.dtype != need.dtype:
+                raise TypeError(f"{where} holds {value.dtype}; the kernel takes {need.dtype} "
+                                f"(convert it: .astype(numpy.{need.dtype}))")
             if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
                 raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
             mem, size = value.base_data, value.nbytes  # the view's bytes, not its base buffer's
@@ -107,14 +112,6 @@ class _ArgNeed:
 
     dtype: np.dtype[Any]
     nbytes: int | None
-
-
-def _check_array(where: str, array: cl_array.Array, need: _ArgNeed) -> None:
-    """An array of another element type would be read as the kernel's and give wrong numbers
-    without an error (a plain Buffer carries no type to check)."""
-    if array.dtype != need.dtype:
-        raise TypeError(f"{where} holds {array.dtype}; the kernel takes {need.dtype} "
-                        f"(convert it: .astype(numpy.{need.dtype}))")
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.

@@ -213,10 +213,14 @@ def _one_line_warnings(show: Any) -> Any:
     def one_line(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                  file: Any = None, line: str | None = None) -> None:
         if issubclass(category, AutotuneWarning):
-            print(f"autotune: warning: {message}", file=sys.stderr)
+            _warn(message)
         else:
             show(message, category, filename, lineno, file, line)
     return one_line
+
+
+def _warn(message: Warning | str) -> None:
+    print(f"autotune: warning: {message}", file=sys.stderr)
 
 
 class _ReaderLeft(Exception):
@@ -251,7 +255,7 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
 
     spec = specs.load(args.kernel)
     for warning in specs.lint(spec):
-        print(f"autotune: warning: {warning}", file=sys.stderr)
+        _warn(warning)
     problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
     return spec, problem
 
@@ -558,10 +562,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target))
         if args.seeds > 1:
-            shares = [n for n in (100, args.trials) if n <= args.trials]
+            budgets = sorted({min(100, args.trials), args.trials})  # no share past the budget
             print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within(), args.trials)} "
                   f"measured to within {args.target:g}%; "
-                  + ", ".join(f"within {n}: {summary.share_within(n):.0%}" for n in dict.fromkeys(shares)))
+                  + ", ".join(f"within {n}: {summary.share_within(n):.0%}" for n in budgets))
     return 0
 
 

@@ -195,14 +195,15 @@ class StudyLog:
         #: configurations built and run in this study, whatever the outcome (counted as noted,
         #: since the loop asks for it every iteration)
         self.measured_total = 0
-        stopped = []
+        #: the candidates earlier runs were measuring when they were stopped (measured since, or
+        #: not: the tuner's start list leaves out what is measured, and repeats)
+        self.interrupted: list[dict[str, Value]] = []
         for t in study.get_trials(deepcopy=False):
-            if "status" in t.user_attrs and t.user_attrs["status"] != Status.INTERRUPTED.value:
+            status = t.user_attrs.get("status")
+            if status == Status.INTERRUPTED.value:
+                self.interrupted.append(dict(t.params))
+            elif status is not None:
                 self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
-            elif t.user_attrs.get("status") == Status.INTERRUPTED.value:
-                stopped.append(dict(t.params))
-        #: the candidates an earlier run was measuring when it was stopped, not measured since
-        self.interrupted = [c for i, c in enumerate(stopped) if self.get(c) is None and c not in stopped[:i]]
 
     @classmethod
     def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler) -> StudyLog:

@@ -13,11 +13,11 @@ from . import device as devices
 from . import spec as specs
 from .ceilings import Ceiling
 from .errors import ProfileError
+from .fits import check_fits
 from .loader import Choice, choose
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
 from .space import check
-from .tuner import check_fits
 
 
 @dataclass(frozen=True)

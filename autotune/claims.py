@@ -119,6 +119,18 @@ class Claims:
         return bool(taken.rowcount == 1)
 
     @_answering
+    def reopen(self, params: Mapping[str, Value], ttl_s: float) -> bool:
+        """Claim a measured ``params`` to measure it again (a timeout under a shorter limit):
+        False when it is not measured, or another worker reopened it first."""
+        if self.engine is None:
+            return True
+        where = self._where(params)[0]
+        with self.engine.begin() as c:
+            taken = c.execute(_TABLE.update().where(where, _TABLE.c.done.is_(True))
+                              .values(owner=self.owner, expires=time.time() + ttl_s, done=False))
+        return bool(taken.rowcount == 1)
+
+    @_answering
     def finish(self, params: Mapping[str, Value]) -> None:
         """``params`` was measured (and is in the study): no worker measures it again."""
         if self.engine is not None:

@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "workers that share a study; on a study resumed later it may already have passed)")
     run.add_argument("--max-time-per-config", type=_number(float), metavar="SECONDS",
                      help="kill and record as timeout a candidate that takes longer to build, "
-                     "verify and time (default: max(30 s, 10x the baseline's); 300 s for the baseline)")
+                     "verify and time (default: max(30 s, 10x the baseline's); 300 s for the baseline); a later "
+                     "run with a longer limit measures the study's timeouts again")
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process (faster start, but a hung or crashing "
                      "kernel stops the run)")
@@ -343,6 +344,9 @@ def _progress(spec: Any, label: str = "") -> Any:
         if event == "start":
             print(f"{who}tuning {spec.name}: up to {state.budget} new configurations"
                   + (f" (the study holds {state.study_measured})" if state.study_measured else ""), flush=True)
+            if state.retrying:
+                print(f"{who}{state.retrying} that timed out under a shorter --max-time-per-config are measured "
+                      "again first", flush=True)
             return
         n = f"{who}[{state.measured:>3}/{state.budget}]"
         if state.study_measured != state.measured or state.study_budget is not None:

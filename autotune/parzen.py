@@ -123,7 +123,7 @@ class ParzenSearch:
         self._obs: list[tuple[np.ndarray, float]] = []  # (positions, value), in measuring order
         self._columns: dict[int, np.ndarray] = {}  # observation -> its kernel at each pool row
         self._last_used: set[int] = set()  # the observations of the last _split
-        self._keys: set[str] = set()
+        self._keys: dict[str, int] = {}  # configuration -> its observation
 
     @property
     def observed(self) -> int:
@@ -186,11 +186,13 @@ class ParzenSearch:
         return out
 
     def observe(self, config: Mapping[str, Value], value: float) -> None:
-        """A measured configuration and its time (``math.inf`` for a failure); each once."""
+        """A measured configuration and its time (``math.inf`` for a failure); a configuration
+        observed again (a timeout measured under a longer limit) takes its new time."""
         key = config_key(config)
         if key in self._keys:
+            self._obs[self._keys[key]] = (self._obs[self._keys[key]][0], value)
             return
-        self._keys.add(key)
+        self._keys[key] = len(self._obs)
         self._obs.append((self._encode(config), value))
         if (row := self._pool_keys.get(key)) is not None:
             self._free[row] = False

@@ -59,6 +59,7 @@ class Measurement:
     params: Mapping[str, Value] = field(default_factory=dict)
     number: int = -1
     wg_limits: Mapping[str, int] = field(default_factory=dict)  # entry -> the build's CL_KERNEL_WORK_GROUP_SIZE
+    limit_s: float | None = None  # a timeout's limit: a later run with a longer one measures it again
 
     @property
     def ok(self) -> bool:
@@ -78,7 +79,8 @@ class Measurement:
         raw = {"status": self.status.value, "message": self.message[:2000],
                "times_ms": list(self.times_ms) or None, "error": self.error,
                "tolerance_used": self.tolerance_used, "build_s": self.build_s,
-               "wall_s": self.wall_s, "pruned": self.pruned or None, "wg_limits": dict(self.wg_limits) or None}
+               "wall_s": self.wall_s, "pruned": self.pruned or None, "wg_limits": dict(self.wg_limits) or None,
+               "limit_s": self.limit_s}
         return {k: v for k, v in raw.items() if v is not None}
 
     def speedup_over(self, baseline: Measurement | None) -> float | None:
@@ -99,4 +101,5 @@ class Measurement:
         return cls(Status(attrs["status"]), attrs.get("message", ""), tuple(times or ()),
                    attrs.get("error"), attrs.get("tolerance_used"), attrs.get("build_s", 0.0),
                    attrs.get("wall_s", 0.0), pruned=bool(attrs.get("pruned", False)),
-                   params=dict(params), number=number, wg_limits=dict(attrs.get("wg_limits") or {}))
+                   params=dict(params), number=number, wg_limits=dict(attrs.get("wg_limits") or {}),
+                   limit_s=attrs.get("limit_s"))

@@ -365,6 +365,8 @@ class StudyLog:
         if key not in self.seen:
             self.seen[key] = m
             self.measured_total += m.status is not Status.INVALID
+        elif self.seen[key].status is Status.TIMEOUT and m.status is not Status.INVALID:
+            self.seen[key] = m  # measured again under a longer limit (tuner: _Run.retried)
         if m.ok and (self.best is None or m.median_ms < self.best.median_ms):
             self.best = m
 

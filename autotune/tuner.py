@@ -27,17 +27,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import optuna
 
 from . import device as devices
-from . import hostmemory, profiles, record, settings
+from . import profiles, record, settings
 from . import spec as specs
-from .arguments import shaped_inputs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
 from .errors import BuildError, ProblemError, StorageError, TuningInterrupted
+from .fits import check_fits
 from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
 from .parzen import POOL_ALL, ParzenSearch
@@ -186,6 +185,7 @@ class RunState:
     elsewhere: int = 0  # proposals another worker of the study held
     study_measured: int = 0  # the study's measured configurations, every worker's
     study_budget: int | None = None  # --study-trials
+    retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -320,6 +320,8 @@ class _Run:
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
         self.near: dict[str, Value] | None = None  # a proposal another worker claimed first
+        self.retried = self._timed_out_sooner()
+        self.state.retrying = len(self.retried)
         self.due = self.starts()
 
     def _take_in(self, found: list[Measurement]) -> None:
@@ -332,25 +334,39 @@ class _Run:
             self.state.best = best
         if self.state.baseline is None and self.baseline is not None:
             self.state.baseline = self.log.get(self.baseline)
-            if self.state.baseline is not None and self.options.max_time_per_config is None:
+            # a baseline that timed out says nothing of how long the others take (measured again)
+            if (self.state.baseline is not None and self.state.baseline.status is not Status.TIMEOUT
+                    and self.options.max_time_per_config is None):
                 self.limit = default_time_limit(self.state.baseline)
         self.state.study_measured = self.study_total()
 
+    def _timed_out_sooner(self) -> dict[str, dict[str, Value]]:
+        """The study's timeouts under a shorter limit than this run's (a tiny
+        --max-time-per-config once must not rule them out for good), by key: measured again."""
+        limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
+        return {config_key(m.params): dict(m.params) for m in self.log.seen.values()
+                if m.status is Status.TIMEOUT and m.limit_s is not None and m.limit_s < limit}
+
+    def _earlier(self, c: Mapping[str, Value]) -> Measurement | None:
+        """The study's measurement of ``c``, unless this run measures it again."""
+        return None if config_key(c) in self.retried else self.log.get(c)
+
     def starts(self) -> list[dict[str, Value]]:
         """The baseline (for the speed-up), the candidates a stopped run of this study was
-        measuring, earlier winners on this device, the default and the hints: good incumbents
-        from the start steer the search."""
+        measuring, those that timed out under a shorter limit, earlier winners on this device,
+        the default and the hints: good incumbents from the start steer the search."""
         due: list[dict[str, Value]] = []
-        for c in [self.baseline, *self.log.interrupted, *previous_winners(self.spec, self.info, self.problem),
+        for c in [self.baseline, *self.log.interrupted, *self.retried.values(),
+                  *previous_winners(self.spec, self.info, self.problem),
                   self.spec.default_config, *self.spec.hint_configs]:
-            if (c is not None and self.log.get(c) is None and c not in due
+            if (c is not None and self._earlier(c) is None and c not in due
                     and check(self.spec, c, self.problem, self.facts) is None):
                 due.append(c)
         return due
 
     def _seen(self, c: Mapping[str, Value]) -> bool:
         """Measured, or being measured now."""
-        return self.log.get(c) is not None or (self.in_flight is not None and c == self.in_flight.params)
+        return self._earlier(c) is not None or (self.in_flight is not None and c == self.in_flight.params)
 
     def _forced(self) -> bool:
         """Whether the next candidate comes from the valid list rather than from TPE."""
@@ -389,7 +405,7 @@ class _Run:
         for name, left in self._deadlines(for_search=True).items():
             if left <= 0:
                 return name
-        if self.valid_exact and self.log.measured_total >= self.valid_count:
+        if self.valid_exact and self.log.measured_total - len(self.retried) >= self.valid_count:
             return "exhausted"  # only valid configurations are measured
         return None
 
@@ -410,6 +426,15 @@ class _Run:
     def _ttl(self) -> float:
         """How long a claim lasts: longer than any measurement this worker lets run."""
         return (self.limit if self.limit is not None else BASELINE_LIMIT_S) + GRACE_S
+
+    def _claim(self, params: Mapping[str, Value]) -> bool:
+        """Take ``params`` for this worker to measure (see :mod:`autotune.claims`)."""
+        if config_key(params) not in self.retried:
+            return self.claims.take(params, self._ttl())
+        if self.claims.reopen(params, self._ttl()):
+            return True
+        del self.retried[config_key(params)]  # another worker measures it again
+        return False
 
     def _over_limit(self, params: Mapping[str, Value]) -> str | None:
         steps = geometry(self.spec, params, self.problem, self.facts).steps
@@ -483,7 +508,7 @@ class _Run:
             # is that one (a hint or an earlier winner may name them all)
             params = canonical(self.spec, {n: trial.params[n] for n in self.spec.parameter_names},
                                self.problem, self.facts)
-            earlier = self.log.get(params)
+            earlier = self._earlier(params)
             reason = None if earlier else check(self.spec, params, self.problem, self.facts) or self._over_limit(params)
             if earlier is None and reason is None:
                 if not self._seen(params):
@@ -526,7 +551,7 @@ class _Run:
                 # in flight from before the claim: a stop landing just after it (interrupted())
                 # gives the claim back; held by no one alive, it would be skipped until it expired
                 self.in_flight = cand
-                taken = self.claims.take(cand.params, self._ttl())
+                taken = self._claim(cand.params)
                 self.log.flush()  # the last trial's write, now that it cannot hold up the claim
                 if not taken:  # another worker has it
                     self.in_flight = None
@@ -580,6 +605,8 @@ class _Run:
         # leaves it to expire, and the configuration is measured again
         m = self.log.tell(cand.trial, replace(m, params=params), then=lambda: self.claims.finish(params))
         self.in_flight = None
+        if self.retried.pop(config_key(params), None) is not None and self.model is not None:
+            self.model.observe(params, m.median_ms if m.ok else math.inf)  # its timeout was taught
         self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)
         if cand.kind == "local" and self.state.best is m:
@@ -720,30 +747,6 @@ def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, optio
     except MemoryError:  # numpy's _ArrayMemoryError too
         raise ProblemError(f"{problem_label(problem)} needs more memory than this machine can give for "
                            f"{spec.name}'s inputs; use a smaller --size") from None
-
-
-def check_fits(spec: KernelSpec, problem: Mapping[str, Any], info: DeviceInfo) -> None:
-    """ProblemError where the problem's buffers cannot fit on the device, or its inputs and
-    reference in the host's free memory: from their sizes, before anything is drawn."""
-    free = hostmemory.available()  # before the sizes are found: their casts may take some
-    inputs = shaped_inputs(spec, problem)
-    arrays = [a for a in inputs.values() if isinstance(a, np.ndarray)]
-    total, largest = sum(a.nbytes for a in arrays), max((a.nbytes for a in arrays), default=0)
-    most = info.max_mem_alloc_size or info.global_mem_size
-    if total > info.global_mem_size or largest > most:
-        raise ProblemError(
-            f"{problem_label(problem)} needs {total / 2**30:.2f} GiB of buffers (the largest "
-            f"{largest / 2**30:.2f} GiB); {info.name} has {info.global_mem_size / 2**30:.2f} GiB and "
-            f"allocates at most {most / 2**30:.2f} GiB at once; use a smaller --size")
-    if free is not None and HOST_FACTOR * total > free:
-        raise ProblemError(f"{problem_label(problem)} needs about {HOST_FACTOR * total / 2**30:.1f} GiB of host "
-                           f"memory for its inputs and reference; this machine has {free / 2**30:.1f} GiB "
-                           "free; use a smaller --size")
-
-
-#: Host memory a workload may need, as a multiple of its inputs' bytes: float64 draws before
-#: the cast, and the reference's own arrays (matmul's float64 product of float32 operands).
-HOST_FACTOR = 4
 
 
 def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:

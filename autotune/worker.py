@@ -213,7 +213,7 @@ class IsolatedEvaluator:
             self._kill()
             self.restarts += 1
             return Measurement(Status.TIMEOUT, f"no result within {limit_s:.3g} s; worker killed",
-                               wall_s=time.perf_counter() - t0, params=dict(params))
+                               wall_s=time.perf_counter() - t0, params=dict(params), limit_s=limit_s)
         try:
             kind, payload = conn.recv()
         except (EOFError, OSError):

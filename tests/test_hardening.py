@@ -87,10 +87,10 @@ def test_bad_options_are_refused(options, message):
 
 def test_a_problem_too_large_stops_before_the_study(tmp_path):
     # numpy refuses 15 TiB at once, or (where memory is overcommitted) the device check does
-    with pytest.raises(ProblemError, match=r"(more memory than this machine can give|needs [\d.]+ GiB of buffers)"):
+    with pytest.raises(ProblemError, match=r"(more memory than this machine can give|needs [\d.]+ [GM]iB of buffers)"):
         tune("matmul", TuneOptions(timeout_s=None), problem={"M": 2_000_000, "N": 2_000_000, "K": 8}, info=FAKE)
     small = replace(FAKE, global_mem_size=2**28)
-    with pytest.raises(ProblemError, match=r"needs 0\.75 GiB of buffers.*has 0\.25 GiB"):
+    with pytest.raises(ProblemError, match=r"needs 768\.0 MiB of buffers.*has 256\.0 MiB"):
         tune("matmul", TuneOptions(timeout_s=None), problem={"M": 8192, "N": 8192, "K": 8192}, info=small)
     assert not (tmp_path / "home" / "studies.db").exists(), "no empty study is left behind"
 
@@ -262,8 +262,8 @@ def test_a_problem_the_hosts_free_memory_cannot_hold_is_refused_before_drawing(m
     from autotune import hostmemory, measure
     monkeypatch.setattr(hostmemory, "available", lambda: 2**30)
     monkeypatch.setattr(measure, "make_workload", lambda *a, **k: pytest.fail("inputs drawn"))
-    with pytest.raises(ProblemError, match=r"M=8192,N=8192,K=8192.* needs about 3\.0 GiB of host memory.*"
-                                           r"has 1\.0 GiB free; use a smaller --size"):
+    with pytest.raises(ProblemError, match=r"M=8192,N=8192,K=8192.* needs about 3\.00 GiB of host memory.*"
+                                           r"has 1\.00 GiB free; use a smaller --size"):
         tune("matmul", TuneOptions(timeout_s=None), problem={"M": 8192, "N": 8192, "K": 8192}, info=FAKE)
 
 

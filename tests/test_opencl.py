@@ -134,6 +134,8 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--size", "M=0"], "sizes must be positive"),
     (["run", "matmul", "--size", "layout=diag"], "layout='diag': choose one of row, col"),
     (["run", "matmul", "--device", "no-such-gpu"], "no OpenCL device matches 'no-such-gpu'"),
+    (["run", "matmul", "--device", ""], "the device selector is empty"),
+    (["bench", "matmul", "-d", " "], "the device selector is empty"),
     (["run", "matmul", "--trials", "0"], "must be at least 1"),
     (["run", "matmul", "--trials", "many"], "is not an integer"),
     (["run", "matmul", "--prune", "0.5"], "--prune must be 0 (off) or a finite number of at least 1"),

@@ -412,3 +412,30 @@ def test_a_best_that_is_the_baseline_has_a_speed_up_of_1(scale):
     report = run(scale, BaselineWins(), sampler="grid", trials=8)
     assert report.best.params["WPT"] == 1 and report.best.params["WG"] == 16
     assert report.best.median_ms == 0.6 and report.speedup == 1.0
+
+
+def test_a_timeout_under_a_shorter_limit_is_measured_again_by_a_later_run(scale):
+    """A run with a tiny --max-time-per-config records timeouts; a later run with a longer
+    limit measures those first, and one of them can win. The same short limit again does not."""
+    class SlowWide(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if params["WPT"] == 4 and params["WG"] == 64:  # 2 s of build and run, then fastest
+                if verify:
+                    self.calls.append(dict(params))
+                if limit_s is not None and limit_s < 2.0:
+                    return Measurement(Status.TIMEOUT, "no result", wall_s=limit_s, limit_s=limit_s)
+                return Measurement(Status.OK, "", (0.01, 0.01, 0.01), 0.0, 0.0, 2.0)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    first = run(scale, SlowWide(), sampler="grid", trials=100, storage=None, max_time_per_config=0.5)
+    assert first.failures.get("timeout") == 2  # WPT=4, WG=64 with and without mad
+    assert first.best.params["WG"] != 64 or first.best.params["WPT"] != 4
+    again, said = SlowWide(), []
+    second = tune(scale, TuneOptions(sampler="random", seed=1, trials=2, timeout_s=None, max_time_per_config=5.0),
+                  evaluator=again, info=FAKE, progress=lambda event, m, state: said.append(state.retrying))
+    assert said[0] == 2
+    assert [(c["WPT"], c["WG"]) for c in again.calls] == [(4, 64), (4, 64)]
+    assert second.best.median_ms == 0.01 and not second.failures
+    same = SlowWide()
+    run(scale, same, sampler="random", seed=2, trials=1, storage=None, max_time_per_config=0.5)
+    assert all((c["WPT"], c["WG"]) != (4, 64) for c in same.calls)

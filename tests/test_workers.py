@@ -72,6 +72,19 @@ def test_a_claim_is_refused_while_held_or_measured_and_taken_over_once_expired(t
     assert {(str(c.params), c.done) for c in a.held()} == {("{'X': 1}", True), ("{'X': 2}", False)}
 
 
+def test_a_measured_configuration_is_reopened_by_one_worker_only(tmp_path):
+    """Measuring a timeout again under a longer limit: one worker wins the reopened claim."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/c.db")
+    a, b = Claims.open(engine, "s"), Claims(engine, "s", "host:2")
+    assert a.take({"X": 1}, ttl_s=60)
+    assert not b.reopen({"X": 1}, ttl_s=60)  # held, not measured yet
+    a.finish({"X": 1})
+    assert b.reopen({"X": 1}, ttl_s=60) and not a.reopen({"X": 1}, ttl_s=60)
+    assert not a.take({"X": 1}, ttl_s=60)  # b measures it again
+    b.finish({"X": 1})
+    assert [c.done for c in a.held()] == [True]
+
+
 def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
     calls: list[dict[str, Any]] = []
     lock = threading.Lock()

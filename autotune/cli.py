@@ -62,6 +62,14 @@ def _number(kind: type) -> Any:
     return parse
 
 
+def _selector(text: str) -> str:
+    """An argparse type for --device: an empty selector is a mistake, not the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give an index such as 0:0 or part of a device's name "
+                                         "(see `autotune devices`), or leave --device out for the default")
+    return text
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """Usage errors as one line that points to --help."""
 
@@ -85,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-s", "--size", default="",
                      help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
-    run.add_argument("-d", "--device", help="device selector (see `autotune devices`); default: "
+    run.add_argument("-d", "--device", type=_selector, help="device selector (see `autotune devices`); default: "
                      "$AUTOTUNE_DEVICE, else the first GPU that builds, else the first CPU device that "
                      "builds. Several: 'all' (every GPU that builds, else every CPU device) or selectors "
                      "separated by commas: one worker process per device, devices of one model on one study")
@@ -145,20 +153,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
-    show.add_argument("-d", "--device", help="device selector (default as for run)")
+    show.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
     devices.add_argument("--recheck", action="store_true",
                          help="build the check kernel again instead of using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
-    probe.add_argument("-d", "--device", help="device selector (default as for run)")
+    probe.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
     probe.add_argument("-n", "--repeats", type=_number(int), default=1000, help="launches per batch (at least 1)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
                            "ceilings (copy bandwidth, FP32 FMA rate; for matmul cuBLAS on a GPU, "
                            "numpy on a CPU)")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
     bench.add_argument("-s", "--size", default="", help="problem, as for run")
-    bench.add_argument("-d", "--device", help="device selector (default as for run)")
+    bench.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
     report = sub.add_parser("report", help="write an HTML page (and PNG figures) of a kernel's tuning studies",
                             description="Read KERNEL's studies from the study database (and the device "
                             "profiles) and write one self-contained HTML page, with its figures also as PNG "
@@ -169,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("kernel", metavar="KERNEL|PATH.yaml")
     report.add_argument("-s", "--size", default="", help="only this problem, as for run; default: every "
                         "problem with a study")
-    report.add_argument("-d", "--device", help="only this device: its slug as in the study names (or part "
+    report.add_argument("-d", "--device", type=_selector,
+                        help="only this device: its slug as in the study names (or part "
                         "of it, e.g. h200), or a selector of a device on this machine; default: every device")
     report.add_argument("-o", "--output", metavar="DIR", help="folder for index.html and the PNG files "
                         "(default: ./autotune-report-KERNEL)")

@@ -172,9 +172,6 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     With ``require_build`` (the default) a device whose compiler cannot build a trivial kernel
     is refused with the compiler's message, and the default skips such devices.
     """
-    if selector is not None and not selector.strip():
-        raise DeviceError("the device selector is empty; give an index such as 0:0 or part of a name "
-                          "(see `autotune devices`), or leave --device out for the default")
     selector = selector or settings.default_device_selector()
     found = list_devices()
     if not found:

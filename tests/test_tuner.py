@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -141,7 +142,7 @@ def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale)
     ev = Noisy()
     report = run(scale, ev, sampler="grid", trials=1000)
     assert {(c["WPT"], c["WG"]) for c in ev.confirms} >= {(2, 128), (4, 64)}
-    assert len(ev.confirms) == 3 * 5  # the 5 fastest, 3 rounds, timing only
+    assert len(ev.confirms) == 3 * 5  # the 5 fastest (the baseline among them), 3 rounds, timing only
     assert (report.best.params["WPT"], report.best.params["WG"]) == (2, 128)
     assert report.best.median_ms == 1.0 and report.runner_up.median_ms == 1.1  # B is 2.0 when re-timed
     assert report.confirmed == 5 and not report.close_call
@@ -439,3 +440,21 @@ def test_a_timeout_under_a_shorter_limit_is_measured_again_by_a_later_run(scale)
     same = SlowWide()
     run(scale, same, sampler="random", seed=2, trials=1, storage=None, max_time_per_config=0.5)
     assert all((c["WPT"], c["WG"]) != (4, 64) for c in same.calls)
+
+
+def test_the_baseline_is_timed_again_with_the_leaders_for_the_speed_up(scale):
+    """Measured first, on a device still idle, the baseline times 2x slow; the speed-up must
+    come from its timing beside the winner's, not from that first one."""
+    class ColdStart(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            if m.ok and not self.calls[1:] and verify:  # the first measurement of the run
+                return replace(m, times_ms=tuple(2 * t for t in m.times_ms))
+            return m
+
+    ev = ColdStart()
+    report = run(scale, ev, sampler="grid", trials=12)
+    assert ev.calls[0] == {"WPT": 1, "WG": 16, "MODE": 0, "mad": False}  # the baseline comes first
+    assert report.baseline.median_ms == pytest.approx(100.0 / 16)
+    assert report.speedup == pytest.approx(report.baseline.median_ms / report.best.median_ms)
+    assert sum(c["WPT"] == 1 and c["WG"] == 16 and not c["mad"] for c in ev.confirms) == 3

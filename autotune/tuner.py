@@ -352,7 +352,9 @@ class _Run:
 
     def _earlier(self, c: Mapping[str, Value]) -> Measurement | None:
         """The study's measurement of ``c``, unless this run measures it again."""
-        return None if config_key(c) in self.retried else self.log.get(c)
+        m = self.log.get(c)
+        # almost always none is retried; and a retried one is in the study as a timeout
+        return None if m is not None and self.retried and config_key(c) in self.retried else m
 
     def starts(self) -> list[dict[str, Value]]:
         """The baseline (for the speed-up), the candidates a stopped run of this study was
@@ -432,11 +434,12 @@ class _Run:
 
     def _claim(self, params: Mapping[str, Value]) -> bool:
         """Take ``params`` for this worker to measure (see :mod:`autotune.claims`)."""
-        if config_key(params) not in self.retried:
+        key = config_key(params)
+        if key not in self.retried:
             return self.claims.take(params, self._ttl())
         if self.claims.reopen(params, self._ttl()):
             return True
-        del self.retried[config_key(params)]  # another worker measures it again
+        del self.retried[key]  # another worker measures it again
         return False
 
     def _over_limit(self, params: Mapping[str, Value]) -> str | None:
@@ -647,17 +650,18 @@ class _Run:
         if len(leaders) < 2:
             return
         base = self.state.baseline
-        again = [base] if (base is not None and base.ok and base.median_ms <= BASELINE_RETIME_MS
+        extra = [base] if (base is not None and base.ok and base.median_ms <= BASELINE_RETIME_MS
                            and all(m.params != base.params for m in leaders)) else []
-        times = self._interleaved(evaluator, leaders + again)
+        times = {k: t for k, t in self._interleaved(evaluator, leaders + extra).items() if t}
         timed = [replace(m, times_ms=tuple(times[config_key(m.params)])) for m in leaders
-                 if times[config_key(m.params)]]
+                 if config_key(m.params) in times]
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
             self.state.best, self.state.runner_up = timed[0], timed[1]
             self.state.confirmed = len(timed)
-            if again and times[config_key(again[0].params)]:
-                self.state.baseline = replace(again[0], times_ms=tuple(times[config_key(again[0].params)]))
+            # timed in these rounds as one of the leaders, or beside them
+            if base is not None and (again := times.get(config_key(base.params))):
+                self.state.baseline = replace(base, times_ms=tuple(again))
 
     def _interleaved(self, evaluator: Evaluator, those: list[Measurement]) -> dict[str, list[float]]:
         """Each configuration's launch times over CONFIRM_ROUNDS rounds, another order each

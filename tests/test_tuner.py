@@ -458,3 +458,6 @@ def test_the_baseline_is_timed_again_with_the_leaders_for_the_speed_up(scale):
     assert report.baseline.median_ms == pytest.approx(100.0 / 16)
     assert report.speedup == pytest.approx(report.baseline.median_ms / report.best.median_ms)
     assert sum(c["WPT"] == 1 and c["WG"] == 16 and not c["mad"] for c in ev.confirms) == 3
+    among = ColdStart()  # three measured: the baseline is one of the leaders timed again
+    report = run(scale, among, sampler="grid", trials=3)
+    assert report.baseline.median_ms == pytest.approx(100.0 / 16) and report.confirmed == 3

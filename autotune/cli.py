@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="replay with seeds 0..SEEDS-1 and summarize (default 1)")
     rp.add_argument("--target", type=_number(float), default=5.0, metavar="PERCENT",
                     help="within this many percent of the optimum counts as found (default 5)")
+    rp.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
+                    help="measure first the fastest configuration of each of these recordings of "
+                    "other devices, as run starts from other devices' winners where the device "
+                    "has none (recordings of the replayed device are left out)")
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
@@ -353,6 +357,9 @@ def _progress(spec: Any, label: str = "") -> Any:
         if event == "start":
             print(f"{who}tuning {spec.name}: up to {state.budget} new configurations"
                   + (f" (the study holds {state.study_measured})" if state.study_measured else ""), flush=True)
+            if state.warm_from:
+                print(f"{who}no tuned {spec.name} on this device yet: starting from the winners on "
+                      f"{', '.join(state.warm_from)}", flush=True)
             if state.retrying:
                 print(f"{who}{state.retrying} that timed out under a shorter --max-time-per-config are measured "
                       "again first", flush=True)
@@ -570,10 +577,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if not 0 <= args.target < math.inf:
         raise ProblemError(f"--target must be a percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
+    others = [replay.load(path) for path in args.warm_start]
     for rec in recs:
         print(f"{rec.name} ({rec.device}): {rec.valid} valid configurations, optimum {rec.optimum_ms:.4g} ms")
+        starts, names = replay.warm_starts(rec, others)
+        if others:
+            print(f"  starting from the winners of {', '.join(names) or 'none of the --warm-start recordings'}"
+                  + (f" ({len(names)} of {len(others)} used)" if len(names) < len(others) else ""))
         summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),
-                                      args.target / 100, each=_replayed(args.target))
+                                      args.target / 100, each=_replayed(args.target), starts=starts)
         if args.seeds > 1:
             budgets = sorted({min(100, args.trials), args.trials})  # no share past the budget
             print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within(), args.trials)} "

@@ -32,11 +32,13 @@ from .expr import Expr
 from .proposer import Sampler
 from .result import Measurement, Status
 from .spec import KernelSpec, LaunchStep, Parameter, Value
+from .warmstart import OTHERS_LIMIT
 
 #: Kernel Tuner's error strings, as the statuses a real run records for them.
 _ERRORS = {"CompilationFailedConfig": Status.COMPILE_ERROR, "CompileFailedConfig": Status.COMPILE_ERROR,
            "RuntimeFailedConfig": Status.LAUNCH_ERROR}
 _INVALID = "InvalidConfig"
+UNKNOWN_DEVICE = "unknown device"  # a cache file without a device_name
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,20 @@ class Recorded:
     def outcome(self, params: Mapping[str, Value]) -> float | str | None:
         return self.outcomes.get(tuple(params[n] for n in self.names))
 
+    @property
+    def winner(self) -> dict[str, Value]:
+        """The fastest recorded configuration."""
+        _, fastest = min((t, c) for c, t in self.outcomes.items() if isinstance(t, float))
+        return dict(zip(self.names, fastest, strict=True))
+
+    def adopt(self, config: Mapping[str, Value]) -> dict[str, Value] | None:
+        """``config`` (another recording's) as a configuration of this space, or None where it
+        lacks one of its parameters or holds a value this space does not list. It need not be
+        recorded here: the tuner then starts from a recorded one next to it, as on a device."""
+        if any(n not in config or config[n] not in values for n, values in self.parameters):
+            return None
+        return {n: config[n] for n in self.names}
+
 
 def load(path: str | Path) -> Recorded:
     """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``); ProblemError says what is wrong.
@@ -84,7 +100,7 @@ def load(path: str | Path) -> Recorded:
     except ProblemError as exc:
         raise ProblemError(f"{path}: {exc}") from None
     name = path.name.removesuffix(".gz").removesuffix(".json")
-    return Recorded(name, str(raw.get("device_name") or "unknown device"), params, outcomes)
+    return Recorded(name, str(raw.get("device_name") or UNKNOWN_DEVICE), params, outcomes)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -162,8 +178,9 @@ def _is_time(t: Any) -> bool:
     return _is_number(t) and math.isfinite(t) and 0 < t < 1e20
 
 
-def spec_for(rec: Recorded) -> KernelSpec:
-    """A spec whose valid space is the recorded one.
+def spec_for(rec: Recorded, starts: Sequence[Mapping[str, Value]] = ()) -> KernelSpec:
+    """A spec whose valid space is the recorded one; ``starts`` (configurations of this space,
+    e.g. other devices' winners) are its hints, measured first.
 
     Each constraint says "these leading values are the start of a recorded configuration", one
     per parameter, so the lazy walk prunes a prefix as soon as no recording continues it.
@@ -184,7 +201,7 @@ def spec_for(rec: Recorded) -> KernelSpec:
         parameters=tuple(Parameter(n, vs) for n, vs in rec.parameters), constraints=tuple(checks),
         local_memory=None, scratch=(), outputs=(), launch=(LaunchStep("recorded", (), (one,), None),),
         metrics=(), rtol=one, atol=one, baseline=tuple(default.items()), default=tuple(default.items()),
-        spec_hash="recorded")
+        hints=tuple(tuple((n, c[n]) for n in names) for c in starts), spec_hash="recorded")
 
 
 def _member(prefixes: frozenset[tuple[Value, ...]], names: tuple[str, ...]) -> Callable[[Mapping[str, Any]], bool]:
@@ -257,21 +274,43 @@ class ReplayResult:
 
 
 def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int | None = None,
-           target: float = 0.05, ahead: int | None = None) -> ReplayResult:
+           target: float = 0.05, ahead: int | None = None,
+           starts: Sequence[Mapping[str, Value]] = ()) -> ReplayResult:
     """Tune against ``rec`` with the real loop (study in memory, nothing saved) until
     ``trials`` configurations are measured or the best is within ``target`` of the optimum.
     ``ahead``: --compile-ahead (None: as on a GPU, where the next candidate is chosen before
-    the current one is measured)."""
+    the current one is measured). ``starts``: measured first (see :func:`spec_for`)."""
     from .tuner import TuneOptions, tune  # the tuner imports much; a replay needs it only here
 
     ev = RecordedEvaluator(rec, stop_at_ms=rec.optimum_ms * (1 + target))
     try:
-        tune(spec_for(rec), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
+        tune(spec_for(rec, starts), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
                                         storage=":memory:", save=False, prune=0, compile_ahead=ahead),
              evaluator=ev, info=device_for(rec))
     except TargetReached:
         pass
     return summarize(ev.order, rec.optimum_ms, target, seed)
+
+
+def warm_starts(rec: Recorded, others: Sequence[Recorded]) -> tuple[list[dict[str, Value]], list[str]]:
+    """The winners of ``others`` that tune the same parameters as ``rec`` (the same kernel, as
+    far as a recording tells) and fit its space, and the recordings they come from: at most
+    ``warmstart.OTHERS_LIMIT``, those whose device name starts with the same word (the vendor)
+    first, then by name, as ``run`` ranks other devices' profiles. A recording of ``rec``'s own
+    device is left out: its winner would be the answer."""
+    def same_device(other: Recorded) -> bool:
+        return other.name == rec.name or (other.device == rec.device and rec.device != UNKNOWN_DEVICE)
+
+    vendor = rec.device.split()[0]
+    starts: list[dict[str, Value]] = []
+    names: list[str] = []
+    for other in sorted(others, key=lambda o: (o.device.split()[0] != vendor, o.name)):
+        same_kernel = set(other.names) == set(rec.names)  # a recording says no more of its kernel
+        c = rec.adopt(other.winner) if same_kernel and not same_device(other) else None
+        if c is not None and c not in starts and len(starts) < OTHERS_LIMIT:
+            starts.append(c)
+            names.append(other.name)
+    return starts, names
 
 
 def summarize(order: Sequence[Measurement], optimum_ms: float, target: float,
@@ -301,10 +340,10 @@ class Summary:
 
 def replay_seeds(rec: Recorded, trials: int, seeds: Sequence[int], sampler: Sampler = Sampler.TPE,
                  target: float = 0.05, each: Callable[[ReplayResult], None] | None = None,
-                 ahead: int | None = None) -> Summary:
+                 ahead: int | None = None, starts: Sequence[Mapping[str, Value]] = ()) -> Summary:
     out = []
     for s in seeds:
-        r = replay(rec, trials, sampler, s, target, ahead)
+        r = replay(rec, trials, sampler, s, target, ahead, starts)
         out.append(r)
         if each is not None:
             each(r)

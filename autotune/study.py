@@ -167,6 +167,12 @@ def quiet_optuna() -> Iterator[None]:
         optuna.logging.set_verbosity(previous)
 
 
+def supersedes(new: Measurement, old: Measurement) -> bool:
+    """Whether ``new``, a later measurement of ``old``'s configuration, replaces it: a timeout
+    measured again under a longer limit (tuner: ``_Run.retried``). Otherwise the first stands."""
+    return old.status is Status.TIMEOUT and new.status is not Status.INVALID
+
+
 class StudyLog:
     """The trials of one study, and the measurements they hold, by configuration.
 
@@ -365,8 +371,8 @@ class StudyLog:
         if key not in self.seen:
             self.seen[key] = m
             self.measured_total += m.status is not Status.INVALID
-        elif self.seen[key].status is Status.TIMEOUT and m.status is not Status.INVALID:
-            self.seen[key] = m  # measured again under a longer limit (tuner: _Run.retried)
+        elif supersedes(m, self.seen[key]):
+            self.seen[key] = m
         if m.ok and (self.best is None or m.median_ms < self.best.median_ms):
             self.best = m
 

@@ -6,7 +6,8 @@ it up. The parts: options checked in :class:`TuneOptions`, candidates from
 :class:`~autotune.proposer.Proposer` and TPE's :class:`~autotune.parzen.ParzenSearch`, the study in
 :class:`~autotune.study.StudyLog`, measuring behind :class:`~autotune.worker.Evaluator`, the
 counters in :class:`RunState`. The first candidates are the baseline, the device's earlier
-winners (:func:`previous_winners`), the spec's default and its hints.
+winners (or, where it has none, other devices' winners: :mod:`~autotune.warmstart`), the spec's
+default and its hints.
 
 Example:
     >>> report = tune("matmul", TuneOptions(trials=5), problem={"M": 64, "N": 64, "K": 64})
@@ -45,6 +46,7 @@ from .result import Measurement, Status
 from .space import ValidSpace, canonical, check, config_key, geometry, space_size
 from .spec import KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
+from .warmstart import other_devices, previous_winners
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
@@ -189,6 +191,7 @@ class RunState:
     study_measured: int = 0  # the study's measured configurations, every worker's
     study_budget: int | None = None  # --study-trials
     retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
+    warm_from: tuple[str, ...] = ()  # other devices whose winners are measured first
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -212,24 +215,6 @@ class RunState:
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:
     return StudyId(spec.name, info.slug, problem_label(problem), spec.spec_hash).name
-
-
-def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any],
-                     limit: int = 3) -> list[dict[str, Value]]:
-    """Configurations that won on this device before, nearest problem first.
-
-    Entries of an older spec version count too: re-tuning after a template edit then starts
-    from the old winner. Stored values the space no longer has are dropped; the caller checks
-    the rest against the problem.
-    """
-    found = profiles.collect(spec.name, info.slug, profiles.search_folders(settings.profiles_dir()),
-                             lambda exc: None)  # a broken profile is reported when saving
-    out: list[dict[str, Value]] = []
-    for entry in profiles.ranked([e for e, _ in found], problem, spec.spec_hash):
-        params = spec.from_stored(entry.params, entry.build_flags)
-        if params is not None and params not in out:
-            out.append(params)
-    return out[:limit]
 
 
 #: Set by a stop signal. The KeyboardInterrupt its handler raises lands wherever the main
@@ -358,16 +343,27 @@ class _Run:
 
     def starts(self) -> list[dict[str, Value]]:
         """The baseline (for the speed-up), the candidates a stopped run of this study was
-        measuring, those that timed out under a shorter limit, earlier winners on this device,
-        the default and the hints: good incumbents from the start steer the search."""
+        measuring, those that timed out under a shorter limit, earlier winners on this device
+        (other devices' where it has none), the default and the hints: good incumbents from the
+        start steer the search. A suggestion not valid here (another device's limits, another
+        problem's sizes) gives way to a valid configuration one parameter away."""
+        own = previous_winners(self.spec, self.info, self.problem)
+        others = [] if own else other_devices(self.spec, self.info, self.problem)
+        self.state.warm_from = tuple(name for name, _ in others)
         due: list[dict[str, Value]] = []
-        for c in [self.baseline, *self.log.interrupted, *self.retried.values(),
-                  *previous_winners(self.spec, self.info, self.problem),
-                  self.spec.default_config, *self.spec.hint_configs]:
+        exact = [self.baseline, *self.log.interrupted, *self.retried.values()]
+        suggested = [*own, *(c for _, c in others), self.spec.default_config, *self.spec.hint_configs]
+        for c in [*exact, *(self._valid_near(c) for c in suggested)]:
             if (c is not None and self._earlier(c) is None and c not in due
                     and check(self.spec, c, self.problem, self.facts) is None):
                 due.append(c)
         return due
+
+    def _valid_near(self, c: dict[str, Value]) -> dict[str, Value] | None:
+        """``c``, or where it is not valid here, an unmeasured valid configuration one parameter away."""
+        if check(self.spec, c, self.problem, self.facts) is None:
+            return c
+        return self.proposer.neighbour(c, self._seen)
 
     def _seen(self, c: Mapping[str, Value]) -> bool:
         """Measured, or being measured now."""

@@ -1,12 +1,15 @@
 """Search efficiency on recorded spaces: `autotune replay` over many seeds, as one table.
 
-    python3 benchmarks/replay_table.py [--seeds 20] [--samplers tpe,random] [--jobs N] CACHE_FILE...
+    python3 benchmarks/replay_table.py [--seeds 20] [--samplers tpe,random] [--jobs N]
+        [--warm-start CACHE_FILE...] CACHE_FILE...
 
 For each space and sampler: the median number of measured configurations until the best is
 within 5% of the recorded optimum, and the share of seeds that get there within 100 and 400.
 The cache files are Kernel Tuner's (e.g. the AutoTuningAssociation benchmark_hub's). With
 ``--jobs N`` the seeds are replayed in N processes (a replay is deterministic per seed, so the
-table is the same as with one).
+table is the same as with one). With ``--warm-start``, each space's search first measures the
+winners of up to three other devices' recordings of the same kernel among those files (see
+``autotune replay --warm-start``).
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ def _recording(path: str) -> replay.Recorded:
     return replay.load(path)  # once per process
 
 
-def _one(path: str, trials: int, sampler: Sampler, seed: int, ahead: int | None) -> replay.ReplayResult:
-    return replay.replay(_recording(path), trials, sampler, seed, ahead=ahead)
+def _one(path: str, trials: int, sampler: Sampler, seed: int, ahead: int | None,
+         warm: tuple[str, ...]) -> replay.ReplayResult:
+    rec = _recording(path)
+    starts, _ = replay.warm_starts(rec, [_recording(w) for w in warm])
+    return replay.replay(rec, trials, sampler, seed, ahead=ahead, starts=starts)
 
 
 def main() -> None:
@@ -38,7 +44,10 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="processes replaying seeds at once (default 1)")
     ap.add_argument("--compile-ahead", type=int, default=None,
                     help="as for run (default: as on a GPU, the next candidate chosen before this one is measured)")
+    ap.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
+                    help="other devices' recordings whose winners each search measures first")
     args = ap.parse_args()
+    warm = tuple(args.warm_start)
     samplers = [Sampler(s) for s in args.samplers.split(",")]
     print("| space | valid | " + " | ".join(f"{s.value}: median n to 5% / within 100 / within {args.trials}"
                                          for s in samplers) + " |")
@@ -46,18 +55,20 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in args.cache:
             rec = _recording(path)
+            _, names = replay.warm_starts(rec, [_recording(w) for w in warm])
             cells = []
             for s in samplers:
                 t0 = time.perf_counter()
                 n = args.seeds
                 results = pool.map(_one, [path] * n, [args.trials] * n, [s] * n, range(n),
-                                   [args.compile_ahead] * n)
+                                   [args.compile_ahead] * n, [warm] * n)
                 summary = replay.Summary(tuple(results), 0.05)
                 med = summary.median_within()
                 shares = f"{summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
                 cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")
                              else f"> {args.trials} / {shares}")
-            print(f"| {rec.name} ({rec.device}) | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
+            start = f" from {', '.join(names)}" if warm else ""
+            print(f"| {rec.name} ({rec.device}){start} | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -113,3 +113,29 @@ def test_a_bad_replay_option_is_named_in_one_line(tmp_path, capsys, flags, messa
     assert cli.main(["replay", str(_cache(tmp_path)), *flags]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def _recording(folder: Path, name: str, device: str, optimum: tuple[int, int], params=("X", "Y")) -> Path:
+    """A full 12x12 recording of ``params`` whose time grows with the distance from ``optimum``."""
+    cache = {f"{x},{y}": {params[0]: x, params[1]: y, "time": 1.0 + abs(x - optimum[0]) + abs(y - optimum[1])}
+             for x in range(1, 13) for y in range(1, 13)}
+    doc = {"device_name": device, "tune_params": {p: list(range(1, 13)) for p in params}, "cache": cache}
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
+    target = _recording(tmp_path, "here", "GPU A", (11, 2))
+    near = _recording(tmp_path, "sibling", "GPU B", (11, 2))        # another device, same optimum
+    same = _recording(tmp_path, "here_again", "GPU A", (3, 3))      # this device's own: left out
+    other = _recording(tmp_path, "other_kernel", "GPU C", (11, 2), params=("X", "Z"))  # another kernel
+    starts, names = replay.warm_starts(replay.load(target), [replay.load(p) for p in (same, other, near)])
+    assert starts == [{"X": 11, "Y": 2}] and names == ["sibling"]
+    cold = replay.replay(replay.load(target), trials=144, seed=0, target=0.0)
+    warm = replay.replay(replay.load(target), trials=144, seed=0, target=0.0, starts=starts)
+    assert warm.within == 2 < cold.within, "the baseline, then the sibling's winner"
+    assert cli.main(["replay", str(target), "--warm-start", str(same), str(other), str(near)]) == 0
+    out = capsys.readouterr().out
+    assert "starting from the winners of sibling (1 of 3 used)" in out
+    assert "within 5% after 2 measured" in out

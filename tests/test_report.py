@@ -14,7 +14,7 @@ from autotune import benchmark, profiles, report, settings
 from autotune import spec as specs
 from autotune.ceilings import Ceiling
 from autotune.cli import format_report, main
-from autotune.report import data, plots
+from autotune.report import data, page, plots
 from autotune.result import Measurement, Status
 from autotune.tuner import TuneOptions, tune
 from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
@@ -251,3 +251,39 @@ def test_help_names_the_options(capsys):
     out = capsys.readouterr().out
     for option in ("-s SIZE", "-d DEVICE", "-o DIR", "--storage URL", 'pip install "autotune[report]"'):
         assert option in out
+
+
+class SlowWide(Evaluator):
+    """As Evaluator, but WPT 4 with WG 64 takes 2 s to build and run, and is then the fastest."""
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        if params["WPT"] == 4 and params["WG"] == 64:
+            if limit_s is not None and limit_s < 2.0:
+                return Measurement(Status.TIMEOUT, "no result", wall_s=limit_s, limit_s=limit_s)
+            return Measurement(Status.OK, "", (0.01, 0.01, 0.01), 0.0, 0.0, 2.0)
+        return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+
+def test_a_timeout_measured_again_is_one_trial_and_the_profile_row_names_its_trial(scale, tmp_path):
+    options = TuneOptions(sampler="grid", trials=1000, timeout_s=None, max_time_per_config=0.5)
+    first = tune(scale, options, problem={"N": 4096}, evaluator=SlowWide(), info=FAKE)
+    assert first.failures.get("timeout") == 2
+    second = tune(scale, replace(options, sampler="random", trials=2, max_time_per_config=5.0),
+                  problem={"N": 4096}, evaluator=SlowWide(), info=FAKE)
+    (s,) = data.find_sections(scale, None)
+    assert len(s.trials) == first.study_trials == second.study_trials, "as many trials as the run counts"
+    assert "timeout" not in s.failures()
+    assert s.best is not None and s.best.m.median_ms == 0.01 and s.best.number >= first.study_trials
+    assert main(["report", str(scale.path), "-o", str(tmp_path / "out")]) == 0
+    written = (tmp_path / "out" / "index.html").read_text()
+    assert re.search(rf"tuned [^;<]*; trial {s.best.number}</td>", written)
+
+
+def test_the_profile_row_says_when_the_leaders_re_timing_picked_another_trial(scale):
+    tune_fake(scale)
+    (s,) = data.find_sections(scale, None)
+    runner_up = s.top(2)[1]
+    entry = replace(s.entry, params=s.spec.without_flags(runner_up.m.params),
+                    build_flags=tuple(s.spec.enabled_flags(runner_up.m.params)))
+    text = page._profile(replace(s, entry=entry), s.best)
+    assert f"trial {runner_up.number}, picked over the fastest single measurement (trial {s.best.number})" in text

@@ -40,9 +40,10 @@ class FakeEvaluator(QuietEvaluator):
 
 
 
-def run(spec, ev, **kw):
+def run(spec, ev, progress=None, **kw):
     """Tune against ``ev`` on the fake device, the study in memory unless ``storage`` is given."""
-    return tune(spec, TuneOptions(**{"timeout_s": None, "storage": ":memory:", **kw}), evaluator=ev, info=FAKE)
+    return tune(spec, TuneOptions(**{"timeout_s": None, "storage": ":memory:", **kw}), evaluator=ev, info=FAKE,
+                progress=progress)
 
 
 def test_grid_measures_every_valid_config_once_and_wrong_never_wins(scale):
@@ -190,6 +191,39 @@ def test_a_retune_starts_from_the_previous_winners_even_of_an_older_spec(tmp_pat
     run(sp, ev, trials=6, seed=0)
     first = [(c["WPT"], c["WG"], c["mad"]) for c in ev.calls[:4]]
     assert first == [(1, 16, False), (4, 16, True), (2, 32, False), (2, 64, False)]
+
+
+def _other_device_won(params, flags=()):
+    """A profile of another GPU of the same vendor holding ``params`` for the scale kernel at N = 256."""
+    other = replace(FAKE, name="Fake GPU 8000")
+    entry = profiles.Entry(problem={"N": 256}, params=params, build_flags=flags, time_ms=1.0, throughput={},
+                           trials=9, tuned_at="2026-11-21T00:00:00Z", spec_hash="any")
+    profiles.save(entry, "scale", other.profile_header(), profiles.path_for(other.slug, settings.profiles_dir()))
+
+
+def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
+    _other_device_won({"WPT": 4, "WG": 64})
+    ev, starts = FakeEvaluator(), []
+    run(scale, ev, trials=4, seed=0, progress=lambda event, rec, state: starts.append(state.warm_from))
+    assert ev.calls[1] == {"WPT": 4, "WG": 64, "MODE": 0, "mad": False}, "measured right after the baseline"
+    assert starts[0] == ("Fake GPU 8000",)
+    # once this device has a winner of its own, the others' are not measured first
+    profiles.save(profiles.Entry(problem={"N": 256}, params={"WPT": 2, "WG": 16}, build_flags=(), time_ms=1.0,
+                                 throughput={}, trials=9, tuned_at="2026-11-21T00:00:00Z", spec_hash="any"),
+                  "scale", FAKE.profile_header(), profiles.path_for(FAKE.slug, settings.profiles_dir()))
+    ev, starts = FakeEvaluator(), []
+    run(scale, ev, trials=4, seed=0, progress=lambda event, rec, state: starts.append(state.warm_from))
+    assert ev.calls[1] == {"WPT": 2, "WG": 16, "MODE": 0, "mad": False} and starts[0] == ()
+    assert {"WPT": 4, "WG": 64, "MODE": 0, "mad": False} not in ev.calls[:3]
+
+
+def test_a_winner_not_valid_here_gives_way_to_a_valid_configuration_one_parameter_away(scale):
+    _other_device_won({"WPT": 16, "WG": 32})  # (256 // 16) % 32 != 0 at this problem
+    ev = FakeEvaluator()
+    run(scale, ev, trials=3, seed=0)
+    start = ev.calls[1]
+    assert (256 // start["WPT"]) % start["WG"] == 0
+    assert sum(start[k] != v for k, v in {"WPT": 16, "WG": 32, "MODE": 0, "mad": False}.items()) == 1
 
 
 def test_a_trial_enqueued_by_an_interrupted_run_does_not_hide_a_configuration(scale):

@@ -24,7 +24,7 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import StudyId, open_storage, quiet_optuna
+from ..study import StudyId, open_storage, quiet_optuna, supersedes
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -233,14 +233,19 @@ def _section(spec: KernelSpec, sid: StudyId, opened: optuna.storages.BaseStorage
 
 
 def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
-    """The measured trials (an interrupted or orphaned one measured nothing)."""
-    out = []
-    for t in stored:
+    """The measured trials (an interrupted or orphaned one measured nothing), one per
+    configuration: a timeout measured again later gives way to that measurement, as in the run."""
+    out: dict[str, Trial] = {}
+    for t in sorted(stored, key=lambda t: t.number):
         status = t.user_attrs.get("status")
         if status is None or status == Status.INTERRUPTED.value:
             continue
-        out.append(Trial(t.number, Measurement.from_attrs(t.user_attrs, t.params, t.number), t.datetime_complete))
-    return out
+        trial = Trial(t.number, Measurement.from_attrs(t.user_attrs, t.params, t.number), t.datetime_complete)
+        key = config_key(trial.m.params)
+        if key not in out or supersedes(trial.m, out[key].m):
+            out.pop(key, None)  # re-inserted: the list stays in trial order
+            out[key] = trial
+    return list(out.values())
 
 
 def _profile(kernel: str, slug: str, problem: Mapping[str, Any]

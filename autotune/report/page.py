@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from .. import __version__
-from .data import Section, variant_parameter
+from .data import Section, Trial, variant_parameter
 
 #: Captions of the figures, in the order a section shows them.
 CAPTIONS = {
@@ -78,11 +78,27 @@ def _totals(s: Section) -> str:
         speedup = f", best is {base.m.median_ms / best.m.median_ms:.2f}x faster" if best and base.m.ok else ""
         rows.append(("baseline", (f"{base.m.median_ms:.4g} ms" if base.m.ok else base.m.status.value) + speedup))
     if s.entry is not None:
-        rows.append(("profile", f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trials, tuned {s.entry.tuned_at}"))
+        rows.append(("profile", _profile(s, best)))
     variant = variant_parameter(s.spec)
     if variant and s.ok:
         rows.append((f"by {variant}", _families(s, variant)))
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _profile(s: Section, best: Trial | None) -> str:
+    """The profile's entry, and which trial measured its configuration: the run saves the
+    winner of the leaders' re-timing, which need not be the fastest single measurement."""
+    assert s.entry is not None
+    text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trials, tuned {s.entry.tuned_at}"
+    params = s.spec.from_stored(s.entry.params, s.entry.build_flags)
+    trial = s.find(params) if params is not None else None
+    if trial is None:
+        return text + "; its configuration is not among this study's trials (tuned " + (
+            "with another version of the spec)" if s.entry.spec_hash != s.spec_hash else "in another study database)")
+    if best is not None and trial.number != best.number:
+        return text + (f"; trial {trial.number}, picked over the fastest single measurement (trial "
+                       f"{best.number}) when the leaders were timed again")
+    return text + f"; trial {trial.number}"
 
 
 def _families(s: Section, variant: str) -> str:

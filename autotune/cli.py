@@ -151,9 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--target", type=_number(float), default=5.0, metavar="PERCENT",
                     help="within this many percent of the optimum counts as found (default 5)")
     rp.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
-                    help="measure first the fastest configuration of each of these recordings of "
-                    "other devices, as run starts from other devices' winners where the device "
-                    "has none (recordings of the replayed device are left out)")
+                    help="measure first the fastest configurations of up to three of these "
+                    "recordings: other devices' of the same kernel (the same parameters), as run "
+                    "starts from other devices' winners where the device has none")
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")

@@ -493,7 +493,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from . import device, profiles, settings
     from . import spec as specs
 
-    info, _ = device.select(args.device)
+    # it builds nothing: a named device need not build; the default is run's (one that builds)
+    info, _ = device.select(args.device, require_build=not args.device)
     wanted = args.kernel
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
         wanted = specs.load(wanted).name  # profiles hold the spec's name, not its path

@@ -95,3 +95,19 @@ def test_the_device_under_test_builds_in_the_child_process(ocl_device: str) -> N
     info, _ = device.select(ocl_device, require_build=False)
     assert health.checks({ocl_device: device.build_key(info)}) == {ocl_device: BuildCheck(True)}
     assert device.build_key(info) in health._read_cache()
+
+
+def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch, capsys) -> None:
+    from autotune import cli, profiles, settings
+
+    found, checks = _found(("CPU", False), ("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    broken = found[0][0]
+    entry = profiles.Entry(problem={"N": 64}, params={"WG": 16}, build_flags=(), time_ms=1.0, throughput={},
+                           trials=3, tuned_at="2026-11-21T00:00:00Z", spec_hash="any")
+    profiles.save(entry, "scale", broken.profile_header(), profiles.path_for(broken.slug, settings.profiles_dir()))
+    assert cli.main(["show", "-d", "0:0"]) == 0
+    assert "N=64" in capsys.readouterr().out
+    with pytest.raises(DeviceError, match="cannot build"):
+        device.select("0:0")  # run still refuses it

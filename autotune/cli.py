@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "warm-up) both take over FACTOR times the best so far, which it cannot beat "
                      "(default 3; 0: time every candidate in full)")
     run.add_argument("--no-save", action="store_true", help="do not write the profile")
+    run.add_argument("--no-warm-start", action="store_true",
+                     help="where this device has no tuned entry for the kernel, do not start from other "
+                     "devices' winners (the default measures up to three of them first)")
     run.add_argument("-q", "--quiet", action="store_true", help="print only the summary")
 
     rp = sub.add_parser("replay", help="tune against recorded spaces (Kernel Tuner cache files), no device",
@@ -283,7 +286,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
                           max_time_per_config=args.max_time_per_config,
                           isolate=not args.no_isolation, save=not args.no_save,
                           compile_ahead=args.compile_ahead, prune=args.prune,
-                          study_trials=args.study_trials, study_timeout_s=args.study_timeout)
+                          study_trials=args.study_trials, study_timeout_s=args.study_timeout,
+                          warm_start=not args.no_warm_start)
     if args.device and (args.device.strip().lower() == "all" or "," in args.device):
         return _run_together(spec, options, problem, args.quiet)
     return _run_one(spec, options, problem, args.quiet)

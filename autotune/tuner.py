@@ -109,6 +109,7 @@ class TuneOptions:
     prune: float = 3.0  # time a candidate once when a launch takes over prune x the best; 0: never
     study_trials: int | None = None  # stop when the study (all its workers) has measured this many
     study_timeout_s: float | None = None  # stop this long after the study's first worker started
+    warm_start: bool = True  # no winner on this device: start from other devices' (warmstart)
 
     def __post_init__(self) -> None:
         try:
@@ -348,7 +349,7 @@ class _Run:
         start steer the search. A suggestion not valid here (another device's limits, another
         problem's sizes) gives way to a valid configuration one parameter away."""
         own = previous_winners(self.spec, self.info, self.problem)
-        others = [] if own else other_devices(self.spec, self.info, self.problem)
+        others = [] if own or not self.options.warm_start else other_devices(self.spec, self.info, self.problem)
         self.state.warm_from = tuple(name for name, _ in others)
         due: list[dict[str, Value]] = []
         exact = [self.baseline, *self.log.interrupted, *self.retried.values()]

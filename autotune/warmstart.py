@@ -5,13 +5,13 @@ for the same problem on a device of the same kind (the tiling that suits one NVI
 registers and local memory tends to suit its siblings). The tuner measures these first, so the
 search steers from a good incumbent instead of finding one by chance.
 
-Example:
+Example (an A100 with no profile, the shipped H100 and H200 profiles tuning matmul):
+    >>> from autotune import spec
     >>> from autotune.device import DeviceInfo
-    >>> from autotune.spec import load_spec
-    >>> info = DeviceInfo("0:0", "p", "A100", "NVIDIA Corporation", "", "", "GPU", 108, 1024,
-    ...                   (1024, 1024, 64), 49152, 2**35)
-    >>> [name for name, _ in other_devices(load_spec("matmul"), info, {"M": 1024, "N": 1024, "K": 1024,
-    ...  "layout": "row"})]  # doctest: +SKIP
+    >>> a100 = DeviceInfo("0:0", "NVIDIA CUDA", "NVIDIA A100", "NVIDIA Corporation", "", "", "GPU",
+    ...                   108, 1024, (1024, 1024, 64), 49152, 2**35)
+    >>> problem = {"M": 2048, "N": 2048, "K": 2048, "layout": "row"}
+    >>> [name for name, _ in other_devices(spec.load("matmul"), a100, problem)]  # doctest: +SKIP
     ['NVIDIA H100 80GB HBM3', 'NVIDIA H200']
 """
 

@@ -202,11 +202,14 @@ def _other_device_won(params, flags=()):
 
 
 def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
-    _other_device_won({"WPT": 4, "WG": 64})
+    _other_device_won({"WPT": 2, "WG": 128})  # not the default (4, 64)
     ev, starts = FakeEvaluator(), []
-    run(scale, ev, trials=4, seed=0, progress=lambda event, rec, state: starts.append(state.warm_from))
-    assert ev.calls[1] == {"WPT": 4, "WG": 64, "MODE": 0, "mad": False}, "measured right after the baseline"
+    run(scale, ev, trials=4, seed=0, save=False, progress=lambda event, rec, state: starts.append(state.warm_from))
+    assert ev.calls[1] == {"WPT": 2, "WG": 128, "MODE": 0, "mad": False}, "measured right after the baseline"
     assert starts[0] == ("Fake GPU 8000",)
+    ev = FakeEvaluator()
+    run(scale, ev, trials=4, seed=0, save=False, warm_start=False)  # --no-warm-start
+    assert {"WPT": 2, "WG": 128, "MODE": 0, "mad": False} not in ev.calls[:3]
     # once this device has a winner of its own, the others' are not measured first
     profiles.save(profiles.Entry(problem={"N": 256}, params={"WPT": 2, "WG": 16}, build_flags=(), time_ms=1.0,
                                  throughput={}, trials=9, tuned_at="2026-11-21T00:00:00Z", spec_hash="any"),
@@ -214,7 +217,7 @@ def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
     ev, starts = FakeEvaluator(), []
     run(scale, ev, trials=4, seed=0, progress=lambda event, rec, state: starts.append(state.warm_from))
     assert ev.calls[1] == {"WPT": 2, "WG": 16, "MODE": 0, "mad": False} and starts[0] == ()
-    assert {"WPT": 4, "WG": 64, "MODE": 0, "mad": False} not in ev.calls[:3]
+    assert {"WPT": 2, "WG": 128, "MODE": 0, "mad": False} not in ev.calls[:3]
 
 
 def test_a_winner_not_valid_here_gives_way_to_a_valid_configuration_one_parameter_away(scale):

@@ -284,8 +284,11 @@ def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int
 
     ev = RecordedEvaluator(rec, stop_at_ms=rec.optimum_ms * (1 + target))
     try:
+        # warm_start off: a replay's other devices are its ``starts``, not the user's profiles
+        # (reading those cost 30 ms a seed, for a kernel name no profile holds)
         tune(spec_for(rec, starts), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
-                                        storage=":memory:", save=False, prune=0, compile_ahead=ahead),
+                                                storage=":memory:", save=False, prune=0, compile_ahead=ahead,
+                                                warm_start=False),
              evaluator=ev, info=device_for(rec))
     except TargetReached:
         pass

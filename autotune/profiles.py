@@ -19,7 +19,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -255,16 +255,17 @@ def collect(kernel: str, slug: str, folders: Iterable[Path],
     An unreadable profile is passed to ``on_error`` and skipped, so one corrupt file does not
     hide the others.
     """
-    found: list[tuple[Entry, Path]] = []
-    for folder in folders:
-        path = path_for(slug, folder)
+    return [(e, path) for path, doc in readable((path_for(slug, f) for f in folders), on_error)
+            for e in entries(doc, kernel, str(path))]
+
+
+def readable(paths: Iterable[Path], on_error: Callable[[ProfileError], None]) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(path, document) of each profile in ``paths`` that reads; the others go to ``on_error``."""
+    for path in paths:
         try:
-            doc = read(path)
+            yield path, read(path)
         except ProfileError as exc:
             on_error(exc)
-            continue
-        found.extend((e, path) for e in entries(doc, kernel, str(path)))
-    return found
 
 
 def distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:

@@ -23,7 +23,6 @@ from typing import Any
 
 from . import profiles, settings
 from .device import DeviceInfo
-from .errors import ProfileError
 from .spec import KernelSpec, Value
 
 #: At most this many winners of this device (nearest problem first) and of other devices (one
@@ -70,19 +69,14 @@ def other_devices(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]
 
 
 def _other_profiles(kernel: str, slug: str) -> Iterable[tuple[Mapping[str, Any], list[profiles.Entry]]]:
-    """(device block, entries for ``kernel``) of every readable profile not of ``slug``."""
-    for folder in _folders():
-        mine = profiles.path_for(slug, folder)
-        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else ():
-            if path == mine:
-                continue
-            try:
-                doc = profiles.read(path)
-                found = profiles.entries(doc, kernel, str(path))
-            except ProfileError:
-                continue  # someone else's broken file must not stop this run
-            if found:
-                yield doc.get("device") or {}, found
+    """(device block, entries for ``kernel``) of every readable profile not of ``slug``; someone
+    else's broken file must not stop this run."""
+    paths = (path for folder in _folders() if folder.is_dir() for path in sorted(folder.glob("*.yaml"))
+             if path != profiles.path_for(slug, folder))
+    for path, doc in profiles.readable(paths, lambda exc: None):
+        found = profiles.entries(doc, kernel, str(path))
+        if found:
+            yield doc.get("device") or {}, found
 
 
 def _folders() -> list[Path]:

@@ -75,8 +75,9 @@ def _other_profiles(kernel: str, slug: str) -> Iterable[tuple[Mapping[str, Any],
              if path != profiles.path_for(slug, folder))
     for path, doc in profiles.readable(paths, lambda exc: None):
         found = profiles.entries(doc, kernel, str(path))
-        if found:
-            yield doc.get("device") or {}, found
+        header = doc.get("device")
+        if found:  # a device block edited into something else names no device
+            yield header if isinstance(header, Mapping) else {}, found
 
 
 def _folders() -> list[Path]:

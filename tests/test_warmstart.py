@@ -30,6 +30,9 @@ def test_each_other_device_of_the_same_type_gives_its_winner_nearest_the_problem
     save(FAKE, {"N": 256}, {"WPT": 8, "WG": 16})                          # this device's own
     save(replace(FAKE, name="Other"), {"N": 256}, {"WPT": 1, "WG": 16}, kernel="other")  # another kernel
     (settings.profiles_dir() / "broken.yaml").write_text("kernels: [unclosed\n")  # skipped, not fatal
+    (settings.profiles_dir() / "odd.yaml").write_text(  # a device block that is not one: no device
+        "device: edited by hand\nkernels:\n  scale:\n  - {problem: {N: 256}, params: {WPT: 1, WG: 16}, "
+        "build_flags: [], time_ms: 1.0, throughput: {}, trials: 9, tuned_at: '2026-11-21', spec_hash: any}\n")
     found = other_devices(sp, FAKE, {"N": 256})
     assert found == [("Fake GPU 8000", {"WPT": 4, "WG": 16, "MODE": 0, "mad": True}),
                      ("Alpha GPU", {"WPT": 2, "WG": 32, "MODE": 0, "mad": False})]

@@ -157,6 +157,16 @@ __kernel void scale(__global const float* x, __global float* y) {
 """
 
 
+def save_winner(device: DeviceInfo, problem: dict[str, Any], params: dict[str, Any], flags: tuple[str, ...] = (),
+                kernel: str = "scale", spec_hash: str = "any") -> None:
+    """A tuned entry for ``kernel`` in ``device``'s profile in the user's folder (AUTOTUNE_HOME)."""
+    from autotune import profiles, settings
+
+    entry = profiles.Entry(problem=problem, params=params, build_flags=flags, time_ms=1.0, throughput={},
+                           trials=9, tuned_at="2026-11-21T00:00:00Z", spec_hash=spec_hash)
+    profiles.save(entry, kernel, device.profile_header(), profiles.path_for(device.slug, settings.profiles_dir()))
+
+
 def write_spec(folder: Path, yaml_text: str, template: str = TEMPLATE_CL, ref: str = REF_PY,
                name: str = "scale.yaml") -> Path:
     """A spec folder with a template, a reference module and the YAML; returns the YAML path."""

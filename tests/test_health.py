@@ -11,7 +11,7 @@ import pytest
 from autotune import device, health
 from autotune.errors import DeviceError
 from autotune.health import BuildCheck
-from conftest import FAKE, needs_opencl
+from conftest import FAKE, needs_opencl, save_winner
 
 
 @pytest.fixture(autouse=True)
@@ -98,15 +98,13 @@ def test_the_device_under_test_builds_in_the_child_process(ocl_device: str) -> N
 
 
 def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch, capsys) -> None:
-    from autotune import cli, profiles, settings
+    from autotune import cli
 
     found, checks = _found(("CPU", False), ("CPU", True))
     monkeypatch.setattr(device, "list_devices", lambda: found)
     monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
     broken = found[0][0]
-    entry = profiles.Entry(problem={"N": 64}, params={"WG": 16}, build_flags=(), time_ms=1.0, throughput={},
-                           trials=3, tuned_at="2026-11-21T00:00:00Z", spec_hash="any")
-    profiles.save(entry, "scale", broken.profile_header(), profiles.path_for(broken.slug, settings.profiles_dir()))
+    save_winner(broken, {"N": 64}, {"WG": 16})
     assert cli.main(["show", "-d", "0:0"]) == 0
     assert "N=64" in capsys.readouterr().out
     with pytest.raises(DeviceError, match="cannot build"):

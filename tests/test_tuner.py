@@ -14,7 +14,7 @@ from autotune.errors import ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, SCALE_YAML, QuietEvaluator, write_spec
+from conftest import FAKE, SCALE_YAML, QuietEvaluator, save_winner, write_spec
 
 
 class FakeEvaluator(QuietEvaluator):
@@ -176,33 +176,17 @@ def test_a_retune_starts_from_the_previous_winners_even_of_an_older_spec(tmp_pat
     text = SCALE_YAML.replace("baseline: {WPT: 1, WG: 16}",
                               "baseline: {WPT: 1, WG: 16}\ndefault: {WPT: 2, WG: 64}")
     sp = specs.load(write_spec(tmp_path, text))
-    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
-
-    def stored(problem, params, flags=(), spec_hash="older-spec"):
-        entry = profiles.Entry(problem=problem, params=params, build_flags=flags, time_ms=1.0,
-                               throughput={}, trials=9, tuned_at="2026-11-21T00:00:00Z",
-                               spec_hash=spec_hash)
-        profiles.save(entry, "scale", FAKE.profile_header(), path)
-
-    stored({"N": 256}, {"WPT": 4, "WG": 16}, ("-cl-mad-enable",))  # this size, older spec
-    stored({"N": 1024}, {"WPT": 2, "WG": 32})                       # a neighbouring size
-    stored({"N": 512}, {"WPT": 3, "WG": 32})                        # a value the space lost
+    save_winner(FAKE, {"N": 256}, {"WPT": 4, "WG": 16}, ("-cl-mad-enable",), spec_hash="older-spec")  # this size
+    save_winner(FAKE, {"N": 1024}, {"WPT": 2, "WG": 32}, spec_hash="older-spec")  # a neighbouring size
+    save_winner(FAKE, {"N": 512}, {"WPT": 3, "WG": 32}, spec_hash="older-spec")   # a value the space lost
     ev = FakeEvaluator()
     run(sp, ev, trials=6, seed=0)
     first = [(c["WPT"], c["WG"], c["mad"]) for c in ev.calls[:4]]
     assert first == [(1, 16, False), (4, 16, True), (2, 32, False), (2, 64, False)]
 
 
-def _other_device_won(params, flags=()):
-    """A profile of another GPU of the same vendor holding ``params`` for the scale kernel at N = 256."""
-    other = replace(FAKE, name="Fake GPU 8000")
-    entry = profiles.Entry(problem={"N": 256}, params=params, build_flags=flags, time_ms=1.0, throughput={},
-                           trials=9, tuned_at="2026-11-21T00:00:00Z", spec_hash="any")
-    profiles.save(entry, "scale", other.profile_header(), profiles.path_for(other.slug, settings.profiles_dir()))
-
-
 def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
-    _other_device_won({"WPT": 2, "WG": 128})  # not the default (4, 64)
+    save_winner(replace(FAKE, name="Fake GPU 8000"), {"N": 256}, {"WPT": 2, "WG": 128})  # not the default (4, 64)
     ev, starts = FakeEvaluator(), []
     run(scale, ev, trials=4, seed=0, save=False, progress=lambda event, rec, state: starts.append(state.warm_from))
     assert ev.calls[1] == {"WPT": 2, "WG": 128, "MODE": 0, "mad": False}, "measured right after the baseline"
@@ -211,9 +195,7 @@ def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
     run(scale, ev, trials=4, seed=0, save=False, warm_start=False)  # --no-warm-start
     assert {"WPT": 2, "WG": 128, "MODE": 0, "mad": False} not in ev.calls[:3]
     # once this device has a winner of its own, the others' are not measured first
-    profiles.save(profiles.Entry(problem={"N": 256}, params={"WPT": 2, "WG": 16}, build_flags=(), time_ms=1.0,
-                                 throughput={}, trials=9, tuned_at="2026-11-21T00:00:00Z", spec_hash="any"),
-                  "scale", FAKE.profile_header(), profiles.path_for(FAKE.slug, settings.profiles_dir()))
+    save_winner(FAKE, {"N": 256}, {"WPT": 2, "WG": 16})
     ev, starts = FakeEvaluator(), []
     run(scale, ev, trials=4, seed=0, progress=lambda event, rec, state: starts.append(state.warm_from))
     assert ev.calls[1] == {"WPT": 2, "WG": 16, "MODE": 0, "mad": False} and starts[0] == ()
@@ -221,7 +203,7 @@ def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
 
 
 def test_a_winner_not_valid_here_gives_way_to_a_valid_configuration_one_parameter_away(scale):
-    _other_device_won({"WPT": 16, "WG": 32})  # (256 // 16) % 32 != 0 at this problem
+    save_winner(replace(FAKE, name="Fake GPU 8000"), {"N": 256}, {"WPT": 16, "WG": 32})  # (256 // 16) % 32 != 0
     ev = FakeEvaluator()
     run(scale, ev, trials=3, seed=0)
     start = ev.calls[1]

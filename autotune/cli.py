@@ -7,6 +7,7 @@ import importlib.util
 import math
 import os
 import re
+import shlex
 import sys
 import warnings
 from collections.abc import Sequence
@@ -525,7 +526,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
     if not shown:
         what = f"{args.kernel} on " if args.kernel else ""
-        print(f"no tuned entries for {what}{info.name}; run `autotune run {args.kernel or 'KERNEL'}` first")
+        on = f" -d {shlex.quote(args.device)}" if args.device else ""
+        print(f"no tuned entries for {what}{info.name}; run `autotune run {args.kernel or 'KERNEL'}{on}` first")
     return 0
 
 

@@ -107,5 +107,7 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     save_winner(broken, {"N": 64}, {"WG": 16})
     assert cli.main(["show", "-d", "0:0"]) == 0
     assert "N=64" in capsys.readouterr().out
+    assert cli.main(["show", "-d", "1:0"]) == 0  # nothing tuned there: the advice names it
+    assert "run `autotune run KERNEL -d 1:0` first" in capsys.readouterr().out
     with pytest.raises(DeviceError, match="cannot build"):
         device.select("0:0")  # run still refuses it

@@ -226,7 +226,7 @@ _STOP_REQUESTED = threading.Event()
 
 @dataclass(frozen=True)
 class _StopSignals:
-    """What a run needs of the stop signals: ``hold()`` ignores a second Ctrl-C while saving;
+    """What a run needs of the stop signals: ``hold()`` ignores further stops while saving;
     ``requested()`` says whether a stop came whose KeyboardInterrupt may have been lost (never,
     for a run in another thread, which installs no handler)."""
 
@@ -247,7 +247,7 @@ def _stop_signals() -> Iterator[_StopSignals]:
         return
     _STOP_REQUESTED.clear()
     try:
-        yield _StopSignals(lambda: _ignore(signal.SIGINT), _STOP_REQUESTED.is_set)
+        yield _StopSignals(_ignore_stops, _STOP_REQUESTED.is_set)
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
@@ -259,8 +259,14 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _ignore(signum: int) -> None:
-    signal.signal(signum, signal.SIG_IGN)
+def _ignore_stops() -> None:
+    """Ctrl-C and SIGTERM ignored, noted only (what is left is saving the run)."""
+    signal.signal(signal.SIGINT, _note_stop)
+    signal.signal(signal.SIGTERM, _note_stop)
+
+
+def _note_stop(signum: int, frame: Any) -> None:
+    _STOP_REQUESTED.set()
 
 
 @dataclass(frozen=True)
@@ -730,6 +736,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                 run.interrupted()
             if stopped_by != "broken":
                 run.confirm(evaluator)
+            signals.hold()  # the run is done: a stop now must not lose it while closing and saving
             if signals.requested():  # during the confirmation, and lost there
                 raise KeyboardInterrupt
         except KeyboardInterrupt:

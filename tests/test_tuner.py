@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from autotune import profiles, settings
+from autotune import profiles, settings, study
 from autotune import spec as specs
 from autotune.errors import ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
@@ -323,8 +323,6 @@ def test_neighbours_are_one_parameter_away_nearest_first_valid_and_unmeasured(sc
 
 
 def test_a_long_study_keeps_the_samplers_copy_small_and_measures_nothing_twice(scale, monkeypatch):
-    from autotune import study
-
     monkeypatch.setattr(study, "MODEL_WINDOW", 6)
     ev = FakeEvaluator()
     seen_sizes = []
@@ -369,6 +367,24 @@ def test_a_stop_signal_whose_interrupt_is_swallowed_still_stops_the_run(scale):
     worker.start()
     worker.join()
     assert later and later[0].measured == 2
+
+
+def test_a_stop_while_the_finished_run_closes_still_saves_the_result(scale, monkeypatch):
+    """Ctrl-C just after the last trial, while the run shuts down its worker and its study:
+    the finished run is saved (its leaders timed again), not lost to a KeyboardInterrupt there."""
+    close = study.StudyLog.close
+
+    def stopped_in_close(self):
+        signal.raise_signal(signal.SIGINT)
+        close(self)
+
+    monkeypatch.setattr(study.StudyLog, "close", stopped_in_close)
+    try:
+        report = run(scale, FakeEvaluator(), sampler="grid", trials=6, save=True)
+    except KeyboardInterrupt:
+        pytest.fail("the stop escaped the finished run, which saved nothing")
+    [entry] = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert report.stopped_by == "trials" and not entry.partial and entry.time_ms == report.best.median_ms
 
 
 def test_a_local_step_that_finds_a_new_best_is_followed_by_local_steps(monkeypatch):

@@ -77,6 +77,14 @@ def short(text: str, limit: int = 400) -> str:
     return joined if len(joined) <= limit else joined[: limit - 3] + "..."
 
 
+def _kernel_names(program: cl.Program) -> list[str]:
+    """The kernels a built program holds (none known where the runtime will not say)."""
+    try:
+        return sorted(n for n in program.get_info(cl.program_info.KERNEL_NAMES).split(";") if n)
+    except cl.Error:
+        return []
+
+
 def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
                   cache_dir: str | None = None) -> cl.Program:
     """Build ``source``; raises pyopencl's error on failure, prints nothing on success.
@@ -159,9 +167,10 @@ class Launch:
             kernel = cl.Kernel(program, step.entry)
         except cl.Error as exc:
             if error_code(exc) in BUILD_ERRORS:
+                found = ", ".join(_kernel_names(program)) or "none"
                 raise CandidateError(
                     "compile_error", f"no kernel {step.entry!r} in {self.spec.template.name} "
-                    "for this configuration") from None
+                    f"for this configuration (its kernels: {found})") from None
             raise
         if step.local_size is not None:
             limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)

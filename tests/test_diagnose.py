@@ -122,3 +122,12 @@ def test_a_broken_template_stops_in_at_most_five_trials_with_the_line(tmp_path: 
     assert re.search(expect, out.stderr), out.stderr
     assert 1 <= out.stdout.count("compile_error") <= 5
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+@needs_opencl
+def test_a_misspelt_entry_is_reported_as_the_specs_fault_not_the_compilers(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, SCALE_YAML.replace("entry: scale", "entry: scal"))
+    out = _cli("run", str(path), "--trials", "40")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "no kernel 'scal' in scale.cl for this configuration (its kernels: scale)" in out.stderr, out.stderr
+    assert "fix the `entry` of the spec's launch step" in out.stderr and "--device" not in out.stderr

@@ -200,8 +200,20 @@ def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> st
     try:
         return _update(path, lambda doc: merge(doc, kernel, entry, device))
     except OSError as exc:
-        raise ProfileError(f"cannot write {path} ({exc.strerror}); the trials are kept in the study, so "
-                           "run again with AUTOTUNE_HOME set to a writable folder to save the result") from None
+        raise ProfileError(f"cannot write {path} ({exc.strerror})") from None
+
+
+def check_writable(path: Path) -> None:
+    """ProfileError unless the profile at ``path`` can be read and its folder written: checked
+    before a run measures anything, not found at its end."""
+    read(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
+        raise ProfileError(f"cannot write profiles to {path.parent} ({exc.strerror}); make it a writable "
+                           "folder, or set AUTOTUNE_HOME to one") from None
 
 
 def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str, Any], path: Path) -> None:

@@ -36,7 +36,7 @@ from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
-from .errors import BuildError, ProblemError, StorageError, TuningInterrupted
+from .errors import BuildError, ProblemError, ProfileError, StorageError, TuningInterrupted
 from .fits import check_fits
 from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
@@ -718,7 +718,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             f"(the default's reason: {why}); the spec's constraints rule out every configuration for "
             "this problem: choose a problem they allow, or widen the space")
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
-        profiles.read(profiles.path_for(info.slug, settings.profiles_dir()))
+        profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
     with quiet_optuna(), _stop_signals() as signals, workload_folder() as folder:
@@ -753,7 +753,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      run.state.measured))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save and report.best is not None:
-            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"))
+            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"),
+                           kept=options.storage != ":memory:")
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
@@ -795,8 +796,14 @@ def profile_entry(report: TuneReport, partial: bool) -> profiles.Entry:
                         partial=partial, baseline=report.baseline)
 
 
-def _save(report: TuneReport, partial: bool) -> TuneReport:
+def _save(report: TuneReport, partial: bool, kept: bool) -> TuneReport:
+    """Save the best in the device's profile; a failure says whether the study keeps the trials."""
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
-    verdict = profiles.save(profile_entry(report, partial), report.spec.name,
-                            report.device.profile_header(), path)
+    try:
+        verdict = profiles.save(profile_entry(report, partial), report.spec.name,
+                                report.device.profile_header(), path)
+    except ProfileError as exc:
+        then = (f"the trials are kept in the study: make {path.parent} writable and run the same command "
+                "again, which resumes the study and saves its best") if kept else "the study was in memory"
+        raise ProfileError(f"{exc}; {then}") from None
     return replace(report, profile_path=path, profile_verdict=verdict)

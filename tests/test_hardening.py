@@ -15,7 +15,7 @@ import pytest
 
 from autotune import cli, profiles, settings
 from autotune import spec as specs
-from autotune.errors import ProblemError, SpecError
+from autotune.errors import AutotuneError, ProblemError, ProfileError, SpecError
 from autotune.measure import make_workload
 from autotune.result import Measurement, Status
 from autotune.study import open_storage
@@ -69,9 +69,36 @@ def test_an_unwritable_home_is_one_line(scale, tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")  # a file where the home folder must go: unwritable even for root
     monkeypatch.setenv("AUTOTUNE_HOME", str(blocker / "home"))
-    with pytest.raises(ProblemError, match="writable") as caught:
+    with pytest.raises(AutotuneError, match="writable") as caught:
         run(scale)
     assert str(blocker) in str(caught.value), "it says where it tried to write"
+
+
+def test_a_profiles_folder_that_cannot_be_written_stops_the_run_before_it_measures(scale, home):
+    home.mkdir(parents=True)
+    (home / "profiles").write_text("")  # a file where the folder must go: unwritable even for root
+    measured = []
+
+    class Counted(Fast):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            measured.append(params)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    with pytest.raises(ProfileError, match=r"cannot write profiles to .*profiles .*make it a writable folder"):
+        tune(scale, TuneOptions(timeout_s=None, trials=6), evaluator=Counted(), info=FAKE)
+    assert not measured
+
+
+def test_a_profile_that_cannot_be_saved_at_the_end_says_how_to_keep_the_trials(scale, home, monkeypatch):
+    def refuse(*args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(profiles, "_update", refuse)  # writable at the start, not at the end
+    with pytest.raises(ProfileError, match=r"Permission denied\); the trials are kept in the study: make .*"
+                                           r"profiles writable and run the same command again"):
+        run(scale)
+    with pytest.raises(ProfileError, match=r"Permission denied\); the study was in memory$"):
+        run(scale, storage=":memory:")
 
 
 @pytest.mark.parametrize("options, message", [

@@ -80,7 +80,7 @@ def short(text: str, limit: int = 400) -> str:
 def _kernel_names(program: cl.Program) -> list[str]:
     """The kernels a built program holds (none known where the runtime will not say)."""
     try:
-        return sorted(n for n in program.get_info(cl.program_info.KERNEL_NAMES).split(";") if n)
+        return sorted(n for n in str(program.get_info(cl.program_info.KERNEL_NAMES)).split(";") if n)
     except cl.Error:
         return []
 

@@ -585,6 +585,18 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         raise ProblemError(f"--target must be a percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
     others = [replay.load(path) for path in args.warm_start]
+    try:
+        _replay_each(args, recs, others)
+    except (TuningInterrupted, KeyboardInterrupt):  # a replay keeps nothing to resume from
+        print("autotune: replay interrupted; the seeds printed above are complete, nothing else is kept "
+              "(run it again, with fewer --seeds for a quicker answer)", file=sys.stderr)
+        return _EXIT_INTERRUPTED
+    return 0
+
+
+def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -> None:
+    from . import replay
+
     for rec in recs:
         print(f"{rec.name} ({rec.device}): {rec.valid} valid configurations, optimum {rec.optimum_ms:.4g} ms")
         starts, names = replay.warm_starts(rec, others)
@@ -598,7 +610,6 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within(), args.trials)} "
                   f"measured to within {args.target:g}%; "
                   + ", ".join(f"within {n}: {summary.share_within(n):.0%}" for n in budgets))
-    return 0
 
 
 def _replayed(target: float) -> Any:

@@ -28,13 +28,17 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
         {'M': '64', 'N': '32', 'K': '16', 'layout': 'col'}
     """
     out: dict[str, str] = {}
+    named: set[str] = set()  # keys given as key=value (a size for all, then one of them, is fine)
     if not any(p.strip() for p in text.split(",")):
         raise ProblemError(f"--size {text!r} names no size; use e.g. 1024, 1024x512x256 or "
                            f"{size_keys[0] if size_keys else 'N'}=1024")
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" in part:
-            key, _, value = part.partition("=")
-            out[key.strip()] = value.strip()
+            key, _, value = (x.strip() for x in part.partition("="))
+            if key in named:
+                raise ProblemError(f"--size {text!r} gives {key} twice; give each key once")
+            out[key] = value
+            named.add(key)
             continue
         dims = part.lower().split("x")
         if not all(re.fullmatch(r"\d+", d) for d in dims):
@@ -91,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "best verified configuration to the device's profile. Running the same "
                          "command again resumes the study and adds trials.")
     run.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    run.add_argument("-s", "--size", default="",
+    run.add_argument("-s", "--size", default=None,
                      help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
     run.add_argument("-d", "--device", type=_selector, help="device selector (see `autotune devices`); default: "
@@ -173,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "ceilings (copy bandwidth, FP32 FMA rate; for matmul cuBLAS on a GPU, "
                            "numpy on a CPU)")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    bench.add_argument("-s", "--size", default="", help="problem, as for run")
+    bench.add_argument("-s", "--size", default=None, help="problem, as for run")
     bench.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
     report = sub.add_parser("report", help="write an HTML page (and PNG figures) of a kernel's tuning studies",
                             description="Read KERNEL's studies from the study database (and the device "
@@ -183,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "One section per study: every problem and device tuned, unless -s or -d narrow "
                             "it. Needs matplotlib: pip install \"autotune[report]\".")
     report.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    report.add_argument("-s", "--size", default="", help="only this problem, as for run; default: every "
+    report.add_argument("-s", "--size", default=None, help="only this problem, as for run; default: every "
                         "problem with a study")
     report.add_argument("-d", "--device", type=_selector,
                         help="only this device: its slug as in the study names (or part "
@@ -274,7 +278,17 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     spec = specs.load(args.kernel)
     for warning in specs.lint(spec):
         _warn(warning)
-    problem = parse_size(args.size, [k.name for k in spec.problem if k.is_size]) if args.size else {}
+    if args.size is None:
+        return spec, {}
+    keys = [k.name for k in spec.problem if k.is_size]
+    problem = parse_size(args.size, keys)
+    bare = [p.strip() for p in args.size.split(",") if re.fullmatch(r"\s*\d+\s*", p)]
+    if bare and len(keys) > 1:  # one number for every size key: say so if the spec refuses it
+        try:
+            spec.resolve_problem(problem)
+        except ProblemError as exc:
+            raise ProblemError(f"{exc}; -s {bare[0]} sets every size key ({', '.join(keys)}): name the one "
+                               f"you mean, e.g. -s {keys[0]}={bare[0]}") from None
     return spec, problem
 
 
@@ -566,7 +580,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from . import report
 
     spec, sizes = _spec_and_problem(args)
-    problem = spec.resolve_problem(sizes) if args.size else None
+    problem = spec.resolve_problem(sizes) if args.size is not None else None
     out = Path(args.output or f"autotune-report-{spec.name}")
     written = report.write(spec, out, args.storage, problem, args.device)
     for s in written.sections:

@@ -172,6 +172,7 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     With ``require_build`` (the default) a device whose compiler cannot build a trivial kernel
     is refused with the compiler's message, and the default skips such devices.
     """
+    named = " (from $AUTOTUNE_DEVICE; unset it or pass --device)" if not selector else ""
     selector = selector or settings.default_device_selector()
     found = list_devices()
     if not found:
@@ -190,7 +191,7 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
         return _require_builds(match, found) if require_build else match
     listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
     raise DeviceError(
-        f"no OpenCL device matches {selector!r}; use an index or a name substring: {listing}"
+        f"no OpenCL device matches {selector!r}{named}; use an index or a name substring: {listing}"
     )
 
 

@@ -12,6 +12,17 @@ def test_size_forms():
     assert parse_size("512", KEYS) == {"M": "512", "N": "512", "K": "512"}
     assert parse_size("64x32x16", KEYS) == {"M": "64", "N": "32", "K": "16"}
     assert parse_size("M=8,layout=col", KEYS) == {"M": "8", "layout": "col"}
+    assert parse_size("512,M=8", KEYS) == {"M": "8", "N": "512", "K": "512"}  # all, then one
+
+
+def test_an_empty_size_or_a_key_given_twice_is_an_error_not_a_silent_choice(capsys):
+    from autotune import cli
+
+    with pytest.raises(ProblemError, match="gives M twice"):
+        parse_size("M=64,M=128", KEYS)
+    for argv in (["run", "matmul", "-s", ""], ["report", "matmul", "-s", " "]):
+        assert cli.main(argv) == 1
+        assert "names no size" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bad", ["abc", "64x32", "1.5", "-3"])
@@ -43,3 +54,12 @@ def test_autotunes_warnings_are_one_line_and_others_keep_their_form(monkeypatch,
         assert warnings.showwarning is hook, "the hook is back after the command"
     assert capsys.readouterr().err == "autotune: warning: no tuned matmul for X; using the default configuration\n"
     assert others == ["a library's own warning"]
+
+
+def test_one_number_for_several_size_keys_that_the_spec_refuses_says_which_keys_it_set(capsys):
+    from autotune import cli
+
+    assert cli.main(["run", "mathpath", "-s", "4096", "--storage", ":memory:", "--no-save"]) == 1
+    err = capsys.readouterr().err
+    assert "mathpath needs P <= 127 (P=4096); -s 4096 sets every size key (N, P)" in err
+    assert "e.g. -s N=4096" in err and err.count("\n") == 1

@@ -90,6 +90,16 @@ def test_no_device_that_builds_and_a_broken_selected_one_are_clear_errors(monkey
         device.select(None)
 
 
+def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came_from(monkeypatch) -> None:
+    found, checks = _found(("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setenv("AUTOTUNE_DEVICE", "9:0")
+    with pytest.raises(DeviceError, match=r"matches '9:0' \(from \$AUTOTUNE_DEVICE; unset it or pass --device\)"):
+        device.select(None)
+    with pytest.raises(DeviceError, match=r"matches '8:0';"):
+        device.select("8:0")  # named on the command line: nothing to say about the environment
+
+
 @needs_opencl
 def test_the_device_under_test_builds_in_the_child_process(ocl_device: str) -> None:
     info, _ = device.select(ocl_device, require_build=False)

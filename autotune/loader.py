@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,7 +128,12 @@ class TunedKernel:
         the wrong kind raises TypeError, a buffer too small ValueError; nothing is enqueued then.
         ``wait_for`` takes events and earlier runs.
         """
-        waits = [wait_for] if isinstance(wait_for, (Run, cl.Event)) else list(wait_for or ())
+        if wait_for is None:
+            waits: list[Any] = []
+        elif isinstance(wait_for, (Run, cl.Event)) or not isinstance(wait_for, Iterable):
+            waits = [wait_for]  # one event, run or (checked below) something else
+        else:
+            waits = list(wait_for)
         if not all(isinstance(w, (Run, cl.Event)) for w in waits):
             raise TypeError(f"{self.spec.name}: wait_for takes pyopencl Events and Runs (or one of them)")
         after = [e for w in waits for e in (w.events if isinstance(w, Run) else (w,))]
@@ -292,6 +297,9 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     (unknown kernel, bad size) — never for a missing profile. A problem without a tuned entry
     may take a moment the first time (see the module docstring).
     """
+    if not isinstance(queue, cl.CommandQueue):
+        raise TypeError(f"load_kernel({name!r}, queue): queue must be a pyopencl.CommandQueue, "
+                        f"not {type(queue).__name__}")
     spec = specs.load(name)
     prob = spec.resolve_problem(problem)
     info = devices.info(queue.device)

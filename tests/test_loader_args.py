@@ -136,6 +136,18 @@ def test_unknown_and_repeated_keywords_are_type_errors(mm, queue, enqueued):
 
 
 @needs_opencl
+def test_a_bad_wait_for_or_queue_is_a_type_error_that_says_what_it_takes(mm, queue, enqueued):
+    a, b, c = buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
+    for bad in (3, [3], "event"):
+        with pytest.raises(TypeError, match="wait_for takes pyopencl Events and Runs"):
+            mm(a, b, c, wait_for=bad)
+    assert enqueued == []
+    for bad in (None, queue.context):
+        with pytest.raises(TypeError, match=r"queue must be a pyopencl.CommandQueue, not "):
+            autotune.load_kernel("matmul", bad)
+
+
+@needs_opencl
 def test_a_buffer_of_another_context_is_refused(mm, queue, enqueued):
     other = cl.Context(queue.context.devices)
     with pytest.raises(ValueError, match="argument C: the buffer belongs to another OpenCL context"):

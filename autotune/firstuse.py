@@ -3,7 +3,10 @@
 Triton's way (``@autotune(configs, key=...)`` benchmarks its candidates the first time it sees
 a key), with the candidates a tuning run already chose for other problems on this device:
 each is built (several at once), launched once to warm up and timed on scratch buffers of the
-problem's size, zero-filled, so the caller's buffers are never written. The fastest is the pick.
+problem's size, zero-filled, so the caller's buffers are never written. The spec's baseline and
+default are timed after them, so that a pick is never one that those beat there (a tuned
+configuration for large problems can lose to the naive kernel on a tiny one). The fastest is
+the pick.
 
 Costs of the first call: one build per candidate (the drivers' own caches make repeats cheap)
 and a few launches each; the scratch buffers (the size of the problem's arguments) are freed
@@ -45,27 +48,34 @@ class Timed:
 
 
 def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context, device: cl.Device,
-                    facts: Mapping[str, Any], candidates: Sequence[Mapping[str, Value]]) -> Timed:
-    """Build and time each of ``candidates`` on scratch buffers of ``problem``'s size.
+                    facts: Mapping[str, Any], candidates: Sequence[Mapping[str, Value]],
+                    fallbacks: Sequence[Mapping[str, Value]] = ()) -> Timed:
+    """Build and time each of ``candidates`` on scratch buffers of ``problem``'s size, then
+    each of ``fallbacks``, cut short once two launches are slower than the fastest candidate
+    (a naive baseline on a large problem costs a few launches, not a full timing).
 
-    A candidate that fails to build or launch comes back as a failed Measurement.
+    A configuration that fails to build or launch comes back as a failed Measurement.
     """
     workload = Workload(shaped_inputs(spec, problem), {})
     with warnings.catch_warnings():  # the build threads see this filter too
         warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log is normal for tuned variants
         bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
-        for params in candidates:  # build them all in the background, on TIMING.compile_threads
+        for params in [*candidates, *fallbacks]:  # built in the background, on TIMING.compile_threads
             bench.prefetch(params)
-        return Timed(tuple(bench.measure(params, verify=False) for params in candidates), bench.cache)
+        timed = [bench.measure(params, verify=False) for params in candidates]
+        fastest = Timed(tuple(timed), bench.cache).fastest
+        cutoff = fastest.median_ms if fastest is not None else None
+        timed += [bench.measure(params, cutoff_ms=cutoff, verify=False) for params in fallbacks]
+        return Timed(tuple(timed), bench.cache)
 
 
-#: Times candidate configurations of one problem (what :func:`timer` makes).
-Timer = Callable[[Sequence[Mapping[str, Value]]], Timed]
+#: Times candidate configurations of one problem, then fallbacks (what :func:`timer` makes).
+Timer = Callable[[Sequence[Mapping[str, Value]], Sequence[Mapping[str, Value]]], Timed]
 
 
 def timer(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context, device: cl.Device,
           facts: Mapping[str, Any]) -> Timer:
     """:func:`time_candidates` bound to one problem and device, for ``loader.choose``."""
-    def run(candidates: Sequence[Mapping[str, Value]]) -> Timed:
-        return time_candidates(spec, problem, ctx, device, facts, candidates)
+    def run(candidates: Sequence[Mapping[str, Value]], fallbacks: Sequence[Mapping[str, Value]] = ()) -> Timed:
+        return time_candidates(spec, problem, ctx, device, facts, candidates, fallbacks)
     return run

@@ -5,10 +5,10 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
 - ``exact``: a tuning run's entry for this very problem, from the user's profile or the
   shipped ones (of the current template and space).
 - ``measured``: no entry for the problem, so the device's tuned configurations that are valid
-  for it (those of the nearest problems first, at most a dozen) are timed there once, on
-  scratch buffers, and the fastest is kept; the pick is saved to the user's profile, so later
-  processes find it at once (see :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0``
-  turns this off).
+  for it (those of the nearest problems first, at most a dozen), then the spec's baseline and
+  default, are timed there once, on scratch buffers, and the fastest is kept; the pick is
+  saved to the user's profile, so later processes find it at once (see
+  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off).
 - ``nearest``: one tuned configuration is valid (or measuring is off): the nearest problem's.
 - ``default``: nothing tuned is valid: the spec's default configuration, or where that is
   invalid too, the valid configuration most like it. One warning names the command that
@@ -223,8 +223,13 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
              folder: Path) -> Choice | None:
     """Time the candidates, save the fastest as a picked entry; None when none ran."""
     t0 = time.perf_counter()
+    tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
+    fallbacks: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
+    for what, params in (("baseline", spec.baseline_config), ("default", spec.default_config)):
+        if params not in tuned and params not in fallbacks.values() and _valid(spec, params, problem, info.facts()):
+            fallbacks[what] = params
     try:
-        timed = timer([c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]])
+        timed = timer(tuned, list(fallbacks.values()))
     except (cl.Error, MemoryError):  # no room for scratch buffers of this size: take the nearest
         return None
     best = timed.fastest
@@ -238,8 +243,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except ProfileError as exc:
         saved = f"not saved: {exc}"
     _warn_once(spec, info, problem, (
-        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}: timed {len(timed.measurements)} tuned "
-        f"configurations there in {time.perf_counter() - t0:.1f} s and took the fastest "
+        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}: timed {len(tuned)} tuned "
+        f"configurations there{' and the spec’s ' + ' and '.join(fallbacks) if fallbacks else ''} "
+        f"in {time.perf_counter() - t0:.1f} s and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
 

@@ -16,6 +16,7 @@ from autotune import spec as specs
 from autotune.firstuse import Timed
 from autotune.launch import ProgramCache
 from autotune.result import Measurement, Status
+from autotune.space import config_key
 from conftest import FAKE
 
 MM = specs.load("matmul")
@@ -25,17 +26,22 @@ T32 = dict(T128, MWG=32, NWG=32, MDIMC=8, NDIMC=8)
 
 
 class FakeTimer:
-    """Times a configuration as ``ms[MWG]`` (None: it fails to build)."""
+    """Times a tuned configuration as ``ms[MWG]``, the spec's baseline and default as
+    ``fallback_ms`` (None: it fails to build)."""
 
-    def __init__(self, ms: Mapping[int, float | None]) -> None:
-        self.ms, self.calls = ms, []
+    def __init__(self, ms: Mapping[int, float | None], fallback_ms: Mapping[str, float] | None = None) -> None:
+        self.ms, self.calls, self.fallbacks = ms, [], []
+        self.fallback_ms = {config_key(MM.baseline_config): (fallback_ms or {}).get("baseline"),
+                            config_key(MM.default_config): (fallback_ms or {}).get("default")}
 
-    def __call__(self, candidates: Sequence[Mapping[str, Any]]) -> Timed:
+    def __call__(self, candidates: Sequence[Mapping[str, Any]], fallbacks: Sequence[Mapping[str, Any]] = ()) -> Timed:
         self.calls.append([c["MWG"] for c in candidates])
-        return Timed(tuple(self._one(dict(c)) for c in candidates), ProgramCache())
+        self.fallbacks.append([dict(c) for c in fallbacks])
+        return Timed(tuple(self._one(dict(c)) for c in [*candidates, *fallbacks]), ProgramCache())
 
     def _one(self, c: dict[str, Any]) -> Measurement:
-        ms = self.ms.get(c["MWG"])
+        key = config_key(c)
+        ms = self.fallback_ms[key] if key in self.fallback_ms else self.ms.get(c["MWG"])
         if ms is None:
             return Measurement(Status.COMPILE_ERROR, "no", params=c)
         return Measurement(Status.OK, "", (ms, ms, ms), params=c)
@@ -71,9 +77,18 @@ def test_a_new_size_times_the_valid_tuned_configurations_once_and_keeps_the_fast
     assert c.origin == "measured" and c.params == T64
     assert timer.calls == [[128, 64, 32]]  # each distinct configuration once, nearest problem first
     saved = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, folders[0])), "matmul")
-    assert [(e.picked, e.problem["M"], e.time_ms, e.trials) for e in saved] == [(True, 3000, 0.9, 3)]
+    assert [(e.picked, e.problem["M"], e.time_ms, e.trials) for e in saved] == [(True, 3000, 0.9, 5)]  # + 2 fallbacks
     again = choose(folders, timer, M=3000, N=3000, K=3000)  # a later process: the saved pick
     assert again.origin == "measured" and again.params == T64 and len(timer.calls) == 1
+
+
+def test_the_specs_baseline_and_default_are_timed_too_and_win_where_they_are_faster(folders):
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 0.5, "default": 0.7})
+    c = choose(folders, timer, M=3000, N=3000, K=3000)
+    assert timer.fallbacks == [[MM.baseline_config, MM.default_config]]
+    assert c.origin == "measured" and c.params == MM.baseline_config  # tuned for other sizes, slower here
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 5.0, "default": 0.95})
+    assert choose(folders, timer, M=3001, N=3000, K=3000).params == T64
 
 
 def test_only_configurations_valid_for_the_size_are_candidates(folders):

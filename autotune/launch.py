@@ -218,7 +218,15 @@ class Launch:
             return named[name]
         if isinstance(self.problem.get(name), int):
             return np.int32(self.problem[name])
-        raise SpecError(
-            f"{self.spec.path}: args: {name!r} is neither an input of the reference module, "
-            "a scratch buffer nor an integer problem key"
-        )
+        raise unknown_argument(self.spec, name)
+
+
+def unknown_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> list[str]:
+    """The launch steps' argument names that nothing supplies (found before a run starts)."""
+    known = set(inputs) | {n for n, _ in spec.scratch} | {k for k, v in problem.items() if isinstance(v, int)}
+    return sorted({a for step in spec.launch for a in step.args} - known)
+
+
+def unknown_argument(spec: KernelSpec, name: str) -> SpecError:
+    return SpecError(f"{spec.path}: args: {name!r} is neither an input of the reference module, "
+                     "a scratch buffer nor an integer problem key")

@@ -303,7 +303,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     (unknown kernel, bad size) — never for a missing profile. A problem without a tuned entry
     may take a moment the first time (see the module docstring).
     """
-    if not isinstance(queue, cl.CommandQueue):
+    if not isinstance(getattr(queue, "device", None), cl.Device):  # a queue's, not a context's or None
         raise TypeError(f"load_kernel({name!r}, queue): queue must be a pyopencl.CommandQueue, "
                         f"not {type(queue).__name__}")
     spec = specs.load(name)

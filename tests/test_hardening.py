@@ -58,6 +58,14 @@ def test_a_bad_storage_is_one_line(scale, url, message):
     assert "\n" not in str(caught.value)
 
 
+def test_an_argument_nothing_supplies_is_refused_before_the_run_starts(tmp_path, home, capsys):
+    path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, z]"))
+    assert cli.main(["run", str(path), "-n", "3"]) == 1
+    out, err = capsys.readouterr()
+    assert "args: 'z' is neither an input of the reference module" in err and err.count("\n") == 1
+    assert out == "" and not (home / "studies.db").exists(), "no run started, no empty study left"
+
+
 def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_path):
     db = tmp_path / "studies.db"
     db.write_bytes(b"this is not sqlite" * 100)

@@ -119,6 +119,11 @@ def read(path: Path) -> dict[str, Any]:
             f"(the previous version, if any, is {path.name}.bak); autotune will not overwrite it"
         ) from None
     if doc is None:
+        backup = Path(f"{path}.bak")
+        if backup.is_file() and backup.stat().st_size:  # emptied, not made empty: say so, keep both
+            raise ProfileError(f"{path} is empty, but {backup.name} holds the profile before the last "
+                               f"save: restore it (cp {backup} {path}), or remove both to start afresh; "
+                               "autotune will not overwrite it")
         return {}
     if not isinstance(doc, dict) or not isinstance(doc.get("kernels", {}), dict):
         raise ProfileError(

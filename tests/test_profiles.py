@@ -102,14 +102,18 @@ def test_a_pick_never_displaces_a_tuned_entry_and_a_tuned_one_always_displaces_a
     assert profiles.entries(profiles.merge({}, "k", picked)[0], "k")[0].picked  # survives YAML
 
 
-def test_an_empty_profile_never_replaces_the_last_good_backup(tmp_path):
+def test_an_emptied_profile_is_reported_with_its_backup_and_never_overwritten(tmp_path):
     path = tmp_path / "dev.yaml"
     profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
     profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)  # .bak holds N=64
     path.write_text("")  # truncated, say by a full disk
-    profiles.save(entry({"N": 256}, 2.0), "mm", {"name": "Dev"}, path)
+    with pytest.raises(ProfileError, match=r"dev.yaml is empty, but dev.yaml.bak holds the profile .*restore it"):
+        profiles.save(entry({"N": 256}, 2.0), "mm", {"name": "Dev"}, path)
+    assert path.read_text() == ""
     backup = profiles.entries(profiles.read(tmp_path / "dev.yaml.bak"), "mm")
     assert [dict(e.problem) for e in backup] == [{"N": 64}], "the good backup survived"
+    (tmp_path / "dev.yaml.bak").unlink()  # an empty file with no backup is an empty profile
+    assert profiles.save(entry({"N": 256}, 2.0), "mm", {"name": "Dev"}, path) == "added"
 
 
 def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():

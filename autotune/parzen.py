@@ -86,6 +86,14 @@ TREND = 1.0
 #: prediction alone with TREND 4: point-in-polygon's median 23 to 20, convolution A100's 158 to
 #: 148, the others within their noise; 1 or 0.5 deviations, or TREND 4, did no better.
 OPTIMISM = 2.0
+#: The pairs model learns from log time capped at this many times the best measured time: it
+#: is asked which configuration is fastest, and a configuration 10x slower says only that it is
+#: not, while its full log time would weigh on every value it shares with fast ones (on the RTX
+#: 2080 Ti GEMM space the runs that stall measured the optimum's tile size only with thread
+#: counts 7-13x slower). Over 160 replays per recorded space against no cap: GEMM within 100
+#: 61 / 76 / 81 / 82% to 68 / 80 / 86 / 81%, convolution A100's median 166 to 142; a cap at 1.5x,
+#: 5x or the median time did no better. The main-effects model (the step) keeps full times.
+PAIRS_CAP = 3.0
 
 
 def _log_kernels(sizes: list[int]) -> list[np.ndarray]:
@@ -265,8 +273,9 @@ class ParzenSearch:
         return None
 
     def fitted(self, pairs: bool) -> ridge.Ridge | None:
-        """The ridge model of log time (failures as twice the slowest time), or None before
-        anything has been timed."""
+        """The ridge model of log time (failures as twice the slowest time; with ``pairs``,
+        every time capped at :data:`PAIRS_CAP` times the best), or None before anything has
+        been timed."""
         finite = [v for _, v in self._obs if math.isfinite(v)]
         if not finite:
             return None
@@ -277,6 +286,8 @@ class ParzenSearch:
         failed = math.log(2 * max(finite))
         times = np.array([math.log(self._obs[i][1]) if math.isfinite(self._obs[i][1]) else failed
                           for i in order])
+        if pairs:
+            times = np.minimum(times, math.log(PAIRS_CAP * min(finite)))
         rows = np.array([self._obs[i][0] for i in order])
         return ridge.fit(rows, times, self._sizes, pairs, trend=0.0 if pairs else TREND)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from autotune import parzen
@@ -178,3 +179,20 @@ def test_after_a_stall_it_models_the_region_beside_the_best():
         return sorted(out)
 
     assert proposals(away=True)[3] < proposals(away=False)[3]  # medians: nearer the second region
+
+
+def test_the_pairs_model_caps_a_slow_outlier_and_the_step_model_does_not():
+    """A configuration 1000x slower says only that it is not fast: the pairs model learns it as
+    PAIRS_CAP times the best, so it does not weigh on the values it shares with fast ones."""
+    space, draws = _matmul(), random.Random(4)
+    model = ParzenSearch(space, seed=4)
+    fast = [_draw(space, draws) for _ in range(12)]
+    for c in fast:
+        model.observe(c, 1.0)
+    slow = _draw(space, draws)
+    model.observe(slow, 1000.0)
+    row = np.array([model._encode(slow)])
+    capped, full = model.fitted(pairs=True), model.fitted(pairs=False)
+    assert capped is not None and full is not None
+    assert float(capped.predict(row)[0]) <= math.log(parzen.PAIRS_CAP)
+    assert float(full.predict(row)[0]) > 2 * math.log(parzen.PAIRS_CAP)

@@ -197,14 +197,19 @@ class Launch:
 
     def enqueue(self, queue: cl.CommandQueue, named: Mapping[str, Any],
                 wait_for: list[cl.Event] | None = None) -> list[cl.Event]:
-        """Enqueue every step; ``named`` maps the :attr:`arg_names` to buffers or scalars."""
+        """Enqueue every step; ``named`` maps the :attr:`arg_names` to buffers or scalars.
+
+        Each step waits for the one before it on an out-of-order queue (an in-order queue
+        orders them already); the first waits for ``wait_for``.
+        """
         events: list[cl.Event] = []
+        in_order = not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
         for kernel, step in zip(self.kernels, self.geometry.steps, strict=True):
             kernel.set_args(*(self._arg(name, named) for name in step.args))
+            after = wait_for if not events else None if in_order else events[-1:]
             try:
                 events.append(cl.enqueue_nd_range_kernel(
-                    queue, kernel, step.global_size, step.local_size,
-                    wait_for=wait_for if not events else None))
+                    queue, kernel, step.global_size, step.local_size, wait_for=after))
             except cl.Error as exc:
                 if error_code(exc) in LAUNCH_ERRORS:
                     raise CandidateError("launch_error", f"{step.entry}: {exc}", context_lost=True) from None

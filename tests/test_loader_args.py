@@ -250,3 +250,66 @@ def test_a_reference_that_gives_no_sizes_is_a_spec_error(tmp_path: Path, monkeyp
     monkeypatch.setattr(arguments, "_needs_cache", {})
     with pytest.raises(autotune.AutotuneError, match=re.escape(message)):
         arguments._arg_needs(spec, {"N": 256}, ("x", "y"))
+
+
+TWO_STEPS_CL = """
+__kernel void twice(__global const float* x, __global float* t) { int i = get_global_id(0); t[i] = 2.0f * x[i]; }
+__kernel void plus_one(__global const float* t, __global float* y) { int i = get_global_id(0); y[i] = t[i] + 1.0f; }
+"""
+TWO_STEPS_YAML = """
+kernel: twosteps
+template: scale.cl
+reference: scale_ref.py
+problem: {N: 262144}
+parameters: {WG: [64]}
+scratch: {t: "4 * N"}
+args: [x, y]
+outputs: [y]
+launch:
+  - {entry: twice, args: [x, t], global: [N], local: [WG]}
+  - {entry: plus_one, args: [t, y], global: [N], local: [WG]}
+metrics: {GB/s: "12 * N / seconds / 1e9"}
+"""
+TWO_STEPS_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float32)}
+
+def reference(problem, arrays):
+    return {"y": (2.0 * arrays["x"].astype(np.float64) + 1.0).astype(np.float32)}
+"""
+
+
+@needs_opencl
+def test_the_steps_of_a_kernel_run_in_order_on_an_out_of_order_queue(queue, tmp_path, monkeypatch):
+    """On an out-of-order queue the second step waits for the first (it read the scratch buffer
+    before the first had written it: wrong results, and no error); on an in-order queue the
+    queue orders them, with no wait list."""
+    path = write_spec(tmp_path, TWO_STEPS_YAML, template=TWO_STEPS_CL, ref=TWO_STEPS_REF, name="twosteps.yaml")
+    enqueue, waits = cl.enqueue_nd_range_kernel, []
+
+    def spy(queue, kernel, gsize, lsize, wait_for=None, **kw):
+        event = enqueue(queue, kernel, gsize, lsize, wait_for=wait_for, **kw)
+        waits.append((list(wait_for or []), event))
+        return event
+
+    monkeypatch.setattr(cl, "enqueue_nd_range_kernel", spy)
+    props = cl.command_queue_properties
+    for flags in (props.OUT_OF_ORDER_EXEC_MODE_ENABLE, 0):
+        try:
+            q = cl.CommandQueue(queue.context, properties=flags)
+        except cl.Error:
+            pytest.skip("this runtime has no out-of-order queues")
+        k = load(str(path), q)
+        x = np.random.default_rng(0).uniform(-1, 1, 262144).astype(np.float32)
+        xb = cl.Buffer(q.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+        yb = cl.Buffer(q.context, cl.mem_flags.READ_WRITE, x.nbytes)
+        waits.clear()
+        k(xb, yb).wait()
+        y = np.empty_like(x)
+        cl.enqueue_copy(q, y, yb, is_blocking=True)
+        assert np.allclose(y, 2 * x + 1, atol=1e-6)
+        first, second = waits
+        assert second[0] == ([first[1]] if flags else []), "step 2 waits for step 1 only out of order"

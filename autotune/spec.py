@@ -745,6 +745,7 @@ def _import_reference(reference: str, spec_path: Path) -> ModuleType:
             ) from None
     for fn in ("inputs", "reference"):
         if not callable(getattr(module, fn, None)):
+            sys.modules.pop(module.__name__, None)  # not kept: a later import checks it again
             raise SpecError(
                 f"{spec_path}: reference: {reference} must define {fn}(problem, ...); "
                 "see the spec format in README.md"

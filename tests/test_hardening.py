@@ -169,6 +169,14 @@ def test_a_reference_of_the_wrong_size_is_one_spec_error(tmp_path):
         make_workload(spec, spec.resolve_problem({}))
 
 
+def test_a_scalar_reference_for_a_one_element_output_is_verified_as_that_element(tmp_path):
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    return {'x': np.ones(problem['N'], np.float32),"
+           " 'y': np.zeros(1, np.float32)}\ndef reference(problem, arrays):\n    return {'y': np.float32(3)}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    work = make_workload(spec, spec.resolve_problem({}))
+    assert work.expected["y"].shape == (1,) and work.expected["y"][0] == 3
+
+
 def test_a_broken_pipe_that_is_not_stdout_is_not_swallowed(monkeypatch):
     def broken(args):
         raise BrokenPipeError("a worker's pipe")

@@ -56,6 +56,9 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     if unknown := unknown_arguments(spec, problem, inputs):
         raise unknown_argument(spec, unknown[0])
+    if clash := sorted(set(inputs) & {name for name, _ in spec.scratch}):
+        raise SpecError(f"{spec.path}: scratch.{clash[0]}: an input of the reference module has that name "
+                        "too, and a scratch buffer would take its place in the kernel; rename one")
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
@@ -85,6 +88,9 @@ def _bounds(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, A
         if name not in expected or bound.size != expected[name].size:
             raise SpecError(f"{spec.reference}: error_bound() must give outputs of reference() with one "
                             f"bound per element; {name!r} does not")
+        if not (bound >= 0).all():  # NaN too: a bound no error is within
+            raise SpecError(f"{spec.reference}: error_bound() gave {name!r} a negative or NaN bound; "
+                            "a bound is the largest |error| allowed, 0 or more")
         bounds[name] = bound.reshape(expected[name].shape)
     return bounds
 

@@ -92,6 +92,10 @@ def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str
     if not steps:
         raise SpecError(f"{spec.path}: launch: no step is active for {params}; check the 'when' conditions")
     scratch = tuple((name, _as_int(spec, f"scratch.{name}", e, env)) for name, e in spec.scratch)
+    for name, nbytes in scratch:
+        if nbytes < 0:  # a buffer of its size would be made too small: kernels write past it
+            raise SpecError(f"{spec.path}: scratch.{name}: {dict(spec.scratch)[name].source!r} gave {nbytes} "
+                            f"bytes for {params}; a size is 0 or more")
     return Geometry(tuple(steps), scratch)
 
 
@@ -182,7 +186,7 @@ def _local_memory(spec: KernelSpec, env: Mapping[str, Any], facts: Facts) -> str
         need = spec.local_memory(env)
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: local_memory: {exc}") from None
-    if isinstance(need, bool) or not isinstance(need, (int, float)) or not _integral(need):
+    if isinstance(need, bool) or not isinstance(need, (int, float)) or not _integral(need) or need < 0:
         raise SpecError(f"{spec.path}: local_memory: {spec.local_memory.source!r} gave {need!r}, not a number of bytes")
     if need > facts["local_mem_size"]:
         return f"local memory {need} B > device {facts['local_mem_size']} B"

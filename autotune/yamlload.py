@@ -69,13 +69,27 @@ def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
 
 
 class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a document whose expanded size passes MAX_NODES."""
+    """SafeLoader that refuses a document whose expanded size passes MAX_NODES, and a mapping
+    that gives a key twice (PyYAML keeps the last silently: a second ``FWG:`` line under
+    ``parameters`` replaced the first, and the error came later, about something else)."""
 
     def get_single_node(self) -> yaml.Node | None:
         node = super().get_single_node()
         if node is not None:
             expanded_size(node)
         return node
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first: dict[str, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            if key_node.value in first:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key_node.value!r} given twice (first on line "
+                    f"{first[key_node.value].start_mark.line + 1})", key_node.start_mark)
+            first[key_node.value] = key_node
+        return super().construct_mapping(node, deep)
 
 
 def safe_load(text: str, where: str, error: type[AutotuneError]) -> Any:

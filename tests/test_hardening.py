@@ -177,6 +177,29 @@ def test_a_scalar_reference_for_a_one_element_output_is_verified_as_that_element
     assert work.expected["y"].shape == (1,) and work.expected["y"][0] == 3
 
 
+@pytest.mark.parametrize("edit, message", [
+    (("args: [x, y]", "args: [x, y]\nscratch: {x: '16'}"), "scratch.x: an input of the reference module has that name"),
+    (("args: [x, y]", "args: [x, y]\nscratch: {t: '-4'}"), "scratch.t: '-4' gave -4 bytes"),
+    (("args: [x, y]", "args: [x, y]\nlocal_memory: '-4'"), "local_memory: '-4' gave -4, not a number of bytes"),
+    (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),
+])
+def test_spec_mistakes_that_ran_silently_wrong_are_one_line(tmp_path, capsys, edit, message):
+    path = write_spec(tmp_path, SCALE_YAML.replace(*edit))
+    assert cli.main(["run", str(path), "-n", "2", "--storage", ":memory:", "--no-save"]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_error_bound_below_zero_is_a_spec_error(tmp_path):
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': np.ones(n, np.float32), 'y': np.zeros(n, np.float32)}\n"
+           "def reference(problem, arrays):\n    return {'y': 2 * arrays['x']}\n"
+           "def error_bound(problem, arrays):\n    return {'y': np.full(problem['N'], -1.0)}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=r"error_bound\(\) gave 'y' a negative or NaN bound"):
+        make_workload(spec, spec.resolve_problem({}))
+
+
 def test_a_broken_pipe_that_is_not_stdout_is_not_swallowed(monkeypatch):
     def broken(args):
         raise BrokenPipeError("a worker's pipe")

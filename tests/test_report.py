@@ -287,3 +287,17 @@ def test_the_profile_row_says_when_the_leaders_re_timing_picked_another_trial(sc
                     build_flags=tuple(s.spec.enabled_flags(runner_up.m.params)))
     text = page._profile(replace(s, entry=entry), s.best)
     assert f"trial {runner_up.number}, picked over the fastest single measurement (trial {s.best.number})" in text
+
+
+def test_the_baseline_row_gives_the_speed_up_the_run_reported_not_the_first_timings(scale):
+    """The run times the baseline again beside the winner (its first timing can read slow on an
+    idle device); the report gives that speed-up, from the profile, as the summary did."""
+    report = tune_fake(scale)
+    (s,) = data.find_sections(scale, None)
+    assert s.entry is not None and s.baseline is not None and s.best is not None
+    slow_first = replace(s.baseline, m=replace(s.baseline.m, times_ms=(40.0, 40.0, 40.0)))
+    text = page._baseline(s, s.best, slow_first)
+    assert f"{report.speedup:.2f}x slower (the speed-up the run reported)" in text
+    assert "40 ms (trial 0)" in text
+    unsaved = page._baseline(replace(s, entry=None), s.best, slow_first)
+    assert f"best is {40.0 / s.best.m.median_ms:.2f}x faster (their first timings)" in unsaved

@@ -514,9 +514,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     # it builds nothing: a named device need not build; the default is run's (one that builds)
     info, _ = device.select(args.device, require_build=not args.device)
-    wanted = args.kernel
+    wanted, current = args.kernel, {}
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
-        wanted = specs.load(wanted).name  # profiles hold the spec's name, not its path
+        spec = specs.load(wanted)
+        wanted, current = spec.name, {spec.name: spec.spec_hash}  # profiles hold the spec's name, not its path
+    current = {**{n: specs.load(n).spec_hash for n in specs.builtin_names()}, **current}
     shown = 0
     for folder in profiles.search_folders(settings.profiles_dir()):
         path = profiles.path_for(info.slug, folder)
@@ -527,15 +529,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 continue
             if not shown:
                 print(f"{info.name} ({info.platform})")
-            print(f"\n{kernel}  [{path}]")
-            print(f"  {'problem':<34} {'time ms':>10} {'throughput':>18} {'trials':>6}  params")
-            for e in profiles.entries(doc, kernel, str(path)):
-                thr = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
-                prob = specs.problem_label(e.problem)
-                mark = " (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else ""
-                print(f"  {prob:<34} {e.time_ms:>10.4f} {thr:>18} {e.trials:>6}  "
-                      f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}")
-                shown += 1
+            entries = profiles.entries(doc, kernel, str(path))
+            _show_entries(f"{kernel}  [{path}]", entries, current.get(kernel))
+            shown += len(entries)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
     if not shown:
@@ -543,6 +539,29 @@ def _cmd_show(args: argparse.Namespace) -> int:
         on = f" -d {shlex.quote(args.device)}" if args.device else ""
         print(f"no tuned entries for {what}{info.name}; run `autotune run {args.kernel or 'KERNEL'}{on}` first")
     return 0
+
+
+def _show_entries(title: str, entries: list[Any], spec_hash: str | None) -> None:
+    """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
+    of another version of the spec (``spec_hash``; None: not known here) is marked stale."""
+    from .spec import problem_label
+
+    def order(e: Any) -> list[tuple[bool, int, str]]:
+        return [(not isinstance(v, int), v if isinstance(v, int) else 0, str(v)) for v in e.problem.values()]
+
+    rows = []
+    for e in sorted(entries, key=order):
+        mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
+            " (stale: an earlier version of the spec; load_kernel skips it)"
+            if spec_hash is not None and e.spec_hash != spec_hash else "")
+        throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
+        rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
+                     f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}"))
+    head = ("problem", "time ms", "throughput", "trials", "params")
+    w = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    print(f"\n{title}")
+    for r in [head, *rows]:
+        print(f"  {r[0]:<{w[0]}}  {r[1]:>{w[1]}}  {r[2]:>{w[2]}}  {r[3]:>{w[3]}}  {r[4]}".rstrip())
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

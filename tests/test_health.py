@@ -90,6 +90,21 @@ def test_no_device_that_builds_and_a_broken_selected_one_are_clear_errors(monkey
         device.select(None)
 
 
+def test_show_orders_problems_by_size_and_marks_entries_of_another_spec_version(monkeypatch, capsys) -> None:
+    from autotune import cli
+    from autotune import spec as specs
+
+    found, checks = _found(("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    current = specs.load("reverse").spec_hash
+    for n, spec_hash in ((32768, current), (100, current), (1000, "older")):
+        save_winner(found[0][0], {"N": n}, {"WG": 64}, kernel="reverse", spec_hash=spec_hash)
+    assert cli.main(["show", "reverse", "-d", "0:0"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  N=")]
+    assert [r[0] for r in rows] == ["N=100", "N=1000", "N=32768"], "by size, not as text"
+    assert ["stale" in " ".join(r) for r in rows] == [False, True, False]
+
+
 def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came_from(monkeypatch) -> None:
     found, checks = _found(("CPU", True))
     monkeypatch.setattr(device, "list_devices", lambda: found)

@@ -434,7 +434,8 @@ def format_report(report: Any, storage: str | None = None) -> str:
         else:
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
     failed = sum(report.failures.values())
-    elsewhere = f", {report.elsewhere} held by other workers" if report.elsewhere else ""
+    # proposals, not trials: a proposal another worker held is skipped, and may be proposed again
+    elsewhere = (f", {report.elsewhere} proposals skipped as another worker had them" if report.elsewhere else "")
     lines.append(f"  trials      {report.measured} measured this run ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused{elsewhere}; "
                  f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import importlib
@@ -603,6 +604,12 @@ class _Validator:
         known = {p.name for p in params} | qnames
         params = [replace(p, when=self.expr(f"parameters.{p.name}.when", conditions[p.name], known))
                   if conditions.get(p.name) is not None else p for p in params]
+        values = {p.name: p.values for p in params}
+        for p in params:
+            if p.when is not None and (missing := _foreign_literal(p.when.source, values)) is not None:
+                name, literal = missing
+                raise self.fail(f"parameters.{p.name}.when", f"{name} is never {literal!r} (its values: "
+                                f"{', '.join(map(str, values[name]))}); check the spelling")
         for name, flag in self.mapping("build_flags", flags, allow_empty=True).items():
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
@@ -718,6 +725,21 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
         out.append(expand_includes(included, (*within, path.resolve())).rstrip("\n"))
         out.append(f'#line {n + 1} "{path.name}"')
     return "\n".join(out) + "\n"
+
+
+def _foreign_literal(source: str, values: Mapping[str, tuple[Value, ...]]) -> tuple[str, str] | None:
+    """(name, text) of a comparison of a parameter with a string it never takes, if any
+    (``VARIANT == 'tre'``: a condition that can never hold, or always does)."""
+    for node in ast.walk(ast.parse(source.strip(), mode="eval")):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for a, b in zip(sides, sides[1:], strict=False):  # each adjacent pair of a chain
+            for name, const in ((a, b), (b, a)):
+                if (isinstance(name, ast.Name) and name.id in values and isinstance(const, ast.Constant)
+                        and isinstance(const.value, str) and const.value not in map(str, values[name.id])):
+                    return name.id, const.value
+    return None
 
 
 def _import_reference(reference: str, spec_path: Path) -> ModuleType:

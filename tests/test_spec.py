@@ -198,3 +198,11 @@ def test_the_baseline_as_shown_names_its_variant_even_when_that_is_the_first():
     shown = specs.load("matmul").baseline_overrides()
     assert shown == {"ALGO": "naive", "MDIMC": 16, "NDIMC": 16, "MWG": 16, "NWG": 16}
     assert specs.load("reverse").baseline_overrides() == {"WG": 64}  # no variants: only what differs
+
+
+def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_error(tmp_path):
+    unroll = "  UNROLL: {values: [1, 2], when: \"MODE == 'fats'\"}"
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [fast, slow]\n" + unroll)
+    with pytest.raises(SpecError, match=r"parameters.UNROLL.when: MODE is never 'fats' \(its values: fast, slow\)"):
+        specs.load(write_spec(tmp_path, text))
+    assert specs.load(write_spec(tmp_path, text.replace("'fats'", "'fast'"))).parameters

@@ -226,10 +226,16 @@ class Launch:
         raise unknown_argument(self.spec, name)
 
 
-def unknown_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> list[str]:
-    """The launch steps' argument names that nothing supplies (found before a run starts)."""
-    known = set(inputs) | {n for n, _ in spec.scratch} | {k for k, v in problem.items() if isinstance(v, int)}
-    return sorted({a for step in spec.launch for a in step.args} - known)
+def check_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
+    """SpecError, before a run starts, where the launch steps name an argument nothing supplies,
+    or a scratch buffer has an input's name (:meth:`Launch._arg` would bind the scratch buffer)."""
+    scratch = {n for n, _ in spec.scratch}
+    known = set(inputs) | scratch | {k for k, v in problem.items() if isinstance(v, int)}
+    if unknown := sorted({a for step in spec.launch for a in step.args} - known):
+        raise unknown_argument(spec, unknown[0])
+    if clash := sorted(set(inputs) & scratch):
+        raise SpecError(f"{spec.path}: scratch.{clash[0]}: an input of the reference module has that name "
+                        "too, and a scratch buffer would take its place in the kernel; rename one")
 
 
 def unknown_argument(spec: KernelSpec, name: str) -> SpecError:

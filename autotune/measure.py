@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 
 from .errors import SpecError
-from .launch import CandidateError, Launch, ProgramCache, unknown_argument, unknown_arguments
+from .launch import CandidateError, Launch, ProgramCache, check_arguments
 from .result import Measurement, Status
 from .space import check as check_config
 from .spec import KernelSpec, Value
@@ -54,11 +54,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     """
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
-    if unknown := unknown_arguments(spec, problem, inputs):
-        raise unknown_argument(spec, unknown[0])
-    if clash := sorted(set(inputs) & {name for name, _ in spec.scratch}):
-        raise SpecError(f"{spec.path}: scratch.{clash[0]}: an input of the reference module has that name "
-                        "too, and a scratch buffer would take its place in the kernel; rename one")
+    check_arguments(spec, problem, inputs)
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:

@@ -92,9 +92,9 @@ def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str
     if not steps:
         raise SpecError(f"{spec.path}: launch: no step is active for {params}; check the 'when' conditions")
     scratch = tuple((name, _as_int(spec, f"scratch.{name}", e, env)) for name, e in spec.scratch)
-    for name, nbytes in scratch:
+    for (name, e), (_, nbytes) in zip(spec.scratch, scratch, strict=True):
         if nbytes < 0:  # a buffer of its size would be made too small: kernels write past it
-            raise SpecError(f"{spec.path}: scratch.{name}: {dict(spec.scratch)[name].source!r} gave {nbytes} "
+            raise SpecError(f"{spec.path}: scratch.{name}: {e.source!r} gave {nbytes} "
                             f"bytes for {params}; a size is 0 or more")
     return Geometry(tuple(steps), scratch)
 

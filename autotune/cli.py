@@ -515,11 +515,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     # it builds nothing: a named device need not build; the default is run's (one that builds)
     info, _ = device.select(args.device, require_build=not args.device)
-    wanted, current = args.kernel, {}
+    wanted, own = args.kernel, None
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
-        spec = specs.load(wanted)
-        wanted, current = spec.name, {spec.name: spec.spec_hash}  # profiles hold the spec's name, not its path
-    current = {**{n: specs.load(n).spec_hash for n in specs.builtin_names()}, **current}
+        own = specs.load(wanted)
+        wanted = own.name  # profiles hold the spec's name, not its path
+    builtin = set(specs.builtin_names())
+
+    def current(kernel: str) -> str | None:
+        """The spec hash entries of ``kernel`` are compared with (None: its spec is not known here)."""
+        if own is not None:
+            return own.spec_hash
+        return specs.load(kernel).spec_hash if kernel in builtin else None
+
     shown = 0
     for folder in profiles.search_folders(settings.profiles_dir()):
         path = profiles.path_for(info.slug, folder)
@@ -531,7 +538,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
             if not shown:
                 print(f"{info.name} ({info.platform})")
             entries = profiles.entries(doc, kernel, str(path))
-            _show_entries(f"{kernel}  [{path}]", entries, current.get(kernel))
+            _show_entries(f"{kernel}  [{path}]", entries, current(kernel))
             shown += len(entries)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-from .errors import AutotuneError, AutotuneWarning, ProblemError, TuningInterrupted
+from .errors import AutotuneError, AutotuneWarning, OptionError, ProblemError, TuningInterrupted
 from .proposer import Sampler
 
-_EXIT_ERROR, _EXIT_INTERRUPTED = 1, 130
+_EXIT_ERROR, _EXIT_USAGE, _EXIT_INTERRUPTED = 1, 2, 130
 
 
 def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
@@ -213,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"autotune: interrupted after {report.measured} trials; {saved}; "
               "run the same command again to resume", file=sys.stderr)
         return _EXIT_INTERRUPTED
+    except OptionError as exc:  # as argparse's own usage errors
+        print(f"autotune: error: {exc} (see `autotune {args.command} --help`)", file=sys.stderr)
+        return _EXIT_USAGE
     except AutotuneError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
         return _EXIT_ERROR
@@ -621,9 +624,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     for name, value in (("--seeds", args.seeds), ("-n/--trials", args.trials)):
         if value < 1:
-            raise ProblemError(f"{name} must be at least 1 (got {value})")
+            raise OptionError(f"{name} must be at least 1 (got {value})")
     if not 0 <= args.target < math.inf:
-        raise ProblemError(f"--target must be a percentage of 0 or more (got {args.target:g})")
+        raise OptionError(f"--target must be a percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
     others = [replay.load(path) for path in args.warm_start]
     try:
@@ -668,7 +671,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from . import device, probe
 
     if args.repeats < 1:
-        raise ProblemError(f"--repeats must be at least 1 (got {args.repeats})")
+        raise OptionError(f"--repeats must be at least 1 (got {args.repeats})")
     info, dev = device.select(args.device)
     print(f"{info.name} ({info.platform}, driver {info.driver})")
     print("  " + probe.launch_overhead(dev, repeats=args.repeats).describe())

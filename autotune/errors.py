@@ -32,6 +32,10 @@ class ProblemError(AutotuneError):
     """A problem size or option is invalid for the kernel (e.g. bad ``--size``)."""
 
 
+class OptionError(ProblemError):
+    """An option's value is out of its range (``--trials 0``): a usage error, exit status 2."""
+
+
 class ProfileError(AutotuneError):
     """A profile YAML cannot be read or written (corrupt file, bad entry)."""
 

@@ -36,7 +36,7 @@ from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
-from .errors import BuildError, ProblemError, ProfileError, StorageError, TuningInterrupted
+from .errors import BuildError, OptionError, ProblemError, ProfileError, StorageError, TuningInterrupted
 from .fits import check_fits
 from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
@@ -115,22 +115,22 @@ class TuneOptions:
         try:
             object.__setattr__(self, "sampler", Sampler(self.sampler))
         except ValueError:
-            raise ProblemError(f"unknown sampler {self.sampler!r}; choose "
+            raise OptionError(f"unknown sampler {self.sampler!r}; choose "
                                f"{', '.join(s.value for s in Sampler)}") from None
         if self.trials < 1:
-            raise ProblemError(f"--trials must be at least 1 (got {self.trials})")
+            raise OptionError(f"--trials must be at least 1 (got {self.trials})")
         if not self.prune >= 0 or 0 < self.prune < 1 or math.isinf(self.prune):  # NaN fails >= 0
-            raise ProblemError(f"--prune must be 0 (off) or a finite number of at least 1 (got {self.prune:g})")
+            raise OptionError(f"--prune must be 0 (off) or a finite number of at least 1 (got {self.prune:g})")
         if self.study_trials is not None and self.study_trials < 1:
-            raise ProblemError(f"--study-trials must be at least 1 (got {self.study_trials})")
+            raise OptionError(f"--study-trials must be at least 1 (got {self.study_trials})")
         for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config),
                             ("--study-timeout", self.study_timeout_s)):
             if value is not None and not 0 < value < math.inf:
-                raise ProblemError(f"{name} must be a positive number of seconds (got {value})")
+                raise OptionError(f"{name} must be a positive number of seconds (got {value})")
         if self.seed is not None and not 0 <= self.seed < 2**32:
-            raise ProblemError(f"--seed must be 0 to 2**32 - 1 (got {self.seed})")
+            raise OptionError(f"--seed must be 0 to 2**32 - 1 (got {self.seed})")
         if self.compile_ahead is not None and self.compile_ahead < 0:
-            raise ProblemError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
+            raise OptionError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
 
 
 @dataclass(frozen=True)
@@ -715,8 +715,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         why = check(spec, spec.default_config, prob, info.facts())
         raise ProblemError(
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
-            f"(the default's reason: {why}); the spec's constraints rule out every configuration for "
-            "this problem: choose a problem they allow, or widen the space")
+            f"(the default's reason: {why}); every configuration is ruled out for this problem: "
+            "choose a problem the spec allows, or widen its space")
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)

@@ -126,7 +126,7 @@ def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, mess
     (["--target", "nan"], "--target must be a percentage of 0 or more (got nan)"),
 ])
 def test_a_bad_replay_option_is_named_in_one_line(tmp_path, capsys, flags, message):
-    assert cli.main(["replay", str(_cache(tmp_path)), *flags]) == 1
+    assert cli.main(["replay", str(_cache(tmp_path)), *flags]) == 2  # a usage error
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 

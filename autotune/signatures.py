@@ -1,0 +1,100 @@
+"""The element types a template's kernels declare for their arguments, read from the source,
+to catch inputs of the wrong width before anything is built.
+
+numpy's defaults are float64 and int64; a kernel that takes ``float*`` or ``int*`` reads such
+a buffer as twice as many elements of garbage, and every configuration then fails
+verification with a message about the output ("not finite"), not about the input. The source
+is read as text, without the preprocessor: a kernel defined more than once (under ``#if``)
+counts as declaring each of its types, and a type this module does not know (a macro, a
+struct) is not checked.
+
+Example:
+    >>> declared("__kernel void f(__global const float* restrict x, int n) {}")
+    {'f': (('x', 'float', True), ('n', 'int', False))}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import SpecError
+
+#: OpenCL C element types (also the base of their vector types, float4 and the like) and the
+#: numpy type of the same width and kind. char and uchar are left out: a ``uchar*`` argument
+#: is the usual way to take any buffer as bytes.
+_TYPES = {"half": np.float16, "float": np.float32, "double": np.float64,
+          "short": np.int16, "ushort": np.uint16, "int": np.int32, "uint": np.uint32,
+          "long": np.int64, "ulong": np.uint64}
+_QUALIFIERS = {"__global", "global", "__constant", "constant", "__local", "local", "__private",
+               "private", "const", "restrict", "__restrict", "volatile", "__read_only", "read_only",
+               "__write_only", "write_only", "unsigned"}
+_KERNEL = re.compile(r"\b(?:__kernel|kernel)\b[^;{}]*?\bvoid\s+(\w+)\s*\(([^()]*)\)")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+Argument = tuple[str, str, bool]  # (name, element type as declared, pointer)
+
+
+def declared(source: str) -> dict[str, tuple[Argument, ...]]:
+    """Each kernel's arguments, by kernel name (the last definition where there are several;
+    :func:`check_inputs` reads them all)."""
+    return {name: args for name, args in _definitions(source)}
+
+
+def _definitions(source: str) -> list[tuple[str, tuple[Argument, ...]]]:
+    out = []
+    for m in _KERNEL.finditer(_COMMENT.sub(" ", source)):
+        args = tuple(a for a in (_argument(text) for text in m[2].split(",")) if a is not None)
+        out.append((m[1], args))
+    return out
+
+
+def _argument(text: str) -> Argument | None:
+    words = re.findall(r"\w+|\*", text)
+    if not words or words[-1] == "*":
+        return None
+    kinds = [w for w in words[:-1] if w != "*" and w not in _QUALIFIERS]
+    unsigned = "unsigned" in words[:-1]
+    kind = ("u" if unsigned else "") + kinds[0] if len(kinds) == 1 else "uint" if unsigned and not kinds else None
+    return None if kind is None else (words[-1], kind, "*" in words)
+
+
+def check_inputs(path: Any, template: str, source: str, steps: Sequence[tuple[str, Sequence[str]]],
+                 inputs: Mapping[str, Any]) -> None:
+    """SpecError where a kernel takes an input array as ``float*`` (``int*``, ...) and inputs()
+    gives elements of the same kind and another width (float64, int64): ``steps`` are each
+    launch step's (entry, argument names)."""
+    definitions = _definitions(source)
+    for entry, names in steps:
+        for position, name in enumerate(names):
+            value = inputs.get(name)
+            if not isinstance(value, np.ndarray):
+                continue
+            takes = sorted(t for kernel, args in definitions if kernel == entry and len(args) == len(names)
+                           and (t := _element(args[position])) is not None)
+            if takes and not any(_fits(t, value.dtype) for t in takes):
+                kind = takes[0]
+                want = np.dtype(_TYPES[kind]).name
+                raise SpecError(
+                    f"{path}: kernel {entry} in {template} takes {name} as {kind}*, but inputs() gives "
+                    f"{value.dtype} elements ({value.dtype.itemsize} bytes each, the kernel reads "
+                    f"{np.dtype(_TYPES[kind]).itemsize}); return {name}.astype(np.{want}) from inputs(), "
+                    "or change the kernel's type")
+
+
+def _element(arg: Argument) -> str | None:
+    """The base element type a pointer argument declares, when it is one this module checks."""
+    _, kind, pointer = arg
+    base = re.sub(r"\d+$", "", kind)
+    return base if pointer and base in _TYPES else None
+
+
+def _fits(kind: str, dtype: np.dtype[Any]) -> bool:
+    """Whether a buffer of ``dtype`` is plausible for ``kind*``: the same width, or another kind
+    (int bits read as float is deliberate more often than not)."""
+    want = np.dtype(_TYPES[kind])
+    same_kind = (want.kind == "f") == (dtype.kind == "f")
+    return dtype.itemsize == want.itemsize or not same_kind or dtype.kind not in "fiu"

@@ -1,0 +1,61 @@
+"""Inputs of the wrong width for the kernel's declared types (autotune.signatures; no device)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from test_readme import readme_example
+
+from autotune.errors import SpecError
+from autotune.signatures import check_inputs, declared
+
+SOURCE = """
+// a comment with __kernel void fake(double* no)
+#if VARIANT == 1
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void k(__global const float* restrict x, __global int *n, const unsigned m) {}
+#else
+kernel void k(global const float4* x, __global int* n, uint m) {}
+#endif
+__kernel void bytes(__global const uchar* src, __global T* dst) {}
+"""
+
+
+def test_arguments_are_read_through_qualifiers_attributes_and_comments():
+    kernels = declared(SOURCE)
+    assert set(kernels) == {"k", "bytes"}
+    assert kernels["k"] == (("x", "float4", True), ("n", "int", True), ("m", "uint", False))
+    assert kernels["bytes"] == (("src", "uchar", True), ("dst", "T", True))
+
+
+def _check(**inputs):
+    check_inputs("k.yaml", "k.cl", SOURCE, [("k", ("x", "n", "m")), ("bytes", ("src", "dst"))], inputs)
+
+
+def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():
+    with pytest.raises(SpecError, match=r"kernel k in k.cl takes x as float\*, but inputs\(\) gives float64 "
+                                        r"elements .*return x.astype\(np.float32\)"):
+        _check(x=np.zeros(4), n=np.zeros(4, np.int32))
+    with pytest.raises(SpecError, match=r"takes n as int\*, but inputs\(\) gives int64"):
+        _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int64))
+
+
+def test_bytes_bit_casts_unknown_types_and_scalars_pass():
+    _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int32), m=np.uint32(3),
+           src=np.zeros(4, np.float64), dst=np.zeros(4, np.int64))  # uchar* and a macro type: any
+    _check(x=np.zeros(4, np.int32), n=np.zeros(4, np.float32))  # int bits as float: deliberate
+
+
+def test_a_float64_input_stops_the_run_before_anything_is_built(tmp_path):
+    path = readme_example(tmp_path)
+    ref = tmp_path / "saxpy_ref.py"
+    float32 = '"x": rng.uniform(-1, 1, n).astype(np.float32)'
+    ref.write_text(ref.read_text().replace(float32, '"x": rng.uniform(-1, 1, n)'))
+    out = subprocess.run([sys.executable, "-m", "autotune", "run", str(path), "-s", "N=4096", "-n", "2",
+                          "--no-save"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "takes x as float*, but inputs() gives float64" in out.stderr
+    assert "tuning" not in out.stdout  # refused before the run started

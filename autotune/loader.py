@@ -126,7 +126,7 @@ class TunedKernel:
         Buffers are ``pyopencl.Buffer`` (sub-buffers too) or contiguous ``pyopencl.array.Array``
         of at least the bytes the problem needs. A missing, unknown or repeated argument or one of
         the wrong kind raises TypeError, a buffer too small ValueError; nothing is enqueued then.
-        ``wait_for`` takes events and earlier runs.
+        ``wait_for`` takes events and earlier runs of this kernel's context (another's: ValueError).
         """
         if wait_for is None:
             waits: list[Any] = []
@@ -137,8 +137,18 @@ class TunedKernel:
         if not all(isinstance(w, (Run, cl.Event)) for w in waits):
             raise TypeError(f"{self.spec.name}: wait_for takes pyopencl Events and Runs (or one of them)")
         after = [e for w in waits for e in (w.events if isinstance(w, Run) else (w,))]
+        if not all(self._ours(e) for e in after):  # OpenCL would refuse it only at enqueue
+            raise ValueError(f"{self.spec.name}: wait_for holds an event of another context; an event "
+                             "to wait for must come from a queue of this kernel's context")
         bound = self._arguments.bind(args, named)
         return Run(tuple(self._launch.enqueue(self.queue, bound, after or None)))
+
+    def _ours(self, event: cl.Event) -> bool:
+        """Whether ``event`` belongs to this kernel's context (an ended context's event does not)."""
+        try:
+            return bool(event.context == self._context)
+        except cl.Error:
+            return False
 
     def __repr__(self) -> str:
         return f"TunedKernel({self.spec.name!r}, {self.origin}, params={self.params})"

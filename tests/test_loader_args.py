@@ -148,6 +148,20 @@ def test_a_bad_wait_for_or_queue_is_a_type_error_that_says_what_it_takes(mm, que
 
 
 @needs_opencl
+def test_waiting_for_an_event_of_another_context_is_refused_before_enqueueing(mm, queue, enqueued):
+    context = cl.Context([queue.device])  # kept alive: Intel's runtime ends a released context
+    other = cl.CommandQueue(context)
+    foreign = cl.enqueue_marker(other)
+    a, b, c = buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
+    with pytest.raises(ValueError, match="wait_for holds an event of another context"):
+        mm(a, b, c, wait_for=[cl.enqueue_marker(queue), foreign])
+    assert enqueued == []
+    mm(a, b, c, wait_for=cl.enqueue_marker(queue))  # one of its own context passes
+    assert len(enqueued) == 1
+    other.finish()
+
+
+@needs_opencl
 def test_a_buffer_of_another_context_is_refused(mm, queue, enqueued):
     other = cl.Context(queue.context.devices)
     with pytest.raises(ValueError, match="argument C: the buffer belongs to another OpenCL context"):

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .launch import NO_KERNEL
 from .spec import expand_includes
 
 #: After this many measured trials fail to build with one message, the run stops.
@@ -28,7 +29,6 @@ WINDOW = 3
 _LOCATED = re.compile(r"(?:^|[\s|])([^\s|:]*):(\d+):\d+: (?:fatal )?error: ([^|\n]+)"
                       r"|(?:^|[\s|])error: ([^\s|:]*):(\d+):\d+(?: <Spelling=[^|\n]*?>)?: ([^|\n]+)")
 _MACRO = re.compile(r"expanded from macro '(\w+)'")
-_NO_KERNEL = re.compile(r"no kernel '(\w+)' in ")  # see launch.Launch._kernel
 _NOISE = re.compile(r"0x[0-9a-f]+|/\S+")  # object addresses and temporary file names
 
 
@@ -87,7 +87,7 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
     its value, so a name in the source that clashes with one can be named.
     """
     head = f"every configuration fails to build on {device} ({trials} tried, same error)"
-    missing = _NO_KERNEL.search(message)
+    missing = NO_KERNEL.search(message)
     if missing:  # the spec's fault, not the compiler's
         return (f"{head}: {message.strip()}; fix the `entry` of the spec's launch step, or the "
                 f"template's #if around kernel {missing[1]}")

@@ -139,6 +139,15 @@ class ProgramCache:
         return future.result()
 
 
+#: Finds :func:`no_kernel`'s message in a build error (:mod:`autotune.diagnose` blames the spec).
+NO_KERNEL = re.compile(r"no kernel '(\w+)' in ")
+
+
+def no_kernel(entry: str, template: str, found: str) -> str:
+    """The message for a launch step whose ``entry`` the built program does not hold."""
+    return f"no kernel {entry!r} in {template} for this configuration (its kernels: {found})"
+
+
 class Launch:
     """One configuration bound to a context: kernels built, geometry resolved, scratch allocated.
 
@@ -168,9 +177,7 @@ class Launch:
         except cl.Error as exc:
             if error_code(exc) in BUILD_ERRORS:
                 found = ", ".join(_kernel_names(program)) or "none"
-                raise CandidateError(
-                    "compile_error", f"no kernel {step.entry!r} in {self.spec.template.name} "
-                    f"for this configuration (its kernels: {found})") from None
+                raise CandidateError("compile_error", no_kernel(step.entry, self.spec.template.name, found)) from None
             raise
         if step.local_size is not None:
             limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)

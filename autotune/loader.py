@@ -146,7 +146,7 @@ class TunedKernel:
     def _ours(self, event: cl.Event) -> bool:
         """Whether ``event`` belongs to this kernel's context (an ended context's event does not)."""
         try:
-            return bool(event.context == self._context)
+            return bool(event.get_info(cl.event_info.CONTEXT) == self._context)
         except cl.Error:
             return False
 

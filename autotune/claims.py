@@ -147,16 +147,18 @@ class Claims:
                 c.execute(_TABLE.delete().where(where, _TABLE.c.owner == self.owner, _TABLE.c.done.is_(False)))
 
     @_answering
-    def count(self, done_only: bool = False) -> int | None:
+    def count(self, done_only: bool = False, others_only: bool = False) -> int | None:
         """Configurations measured (``done_only``) or measured and being measured in the
-        study, every worker's (None in memory). A dead worker's claims count until they expire."""
+        study, every worker's or (``others_only``) all but this one's (None in memory). A dead
+        worker's claims count until they expire."""
         if self.engine is None:
             return None
         live = _TABLE.c.done.is_(True) if done_only else sa.or_(_TABLE.c.done.is_(True),
                                                                 _TABLE.c.expires >= time.time())
+        whose = _TABLE.c.owner != self.owner if others_only else sa.true()
         with self.engine.begin() as c:
             return int(c.execute(sa.select(sa.func.count()).select_from(_TABLE).where(
-                _TABLE.c.study == self.study, live)).scalar_one())
+                _TABLE.c.study == self.study, live, whose)).scalar_one())
 
     @_answering
     def expired(self) -> list[dict[str, Value]]:

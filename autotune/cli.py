@@ -374,8 +374,10 @@ def _fmt_params(params: Any) -> str:
 def _progress(spec: Any, label: str = "") -> Any:
     """The progress printer; ``label`` names the worker when several print."""
     who = f"{label} " if label else ""
+    shared = bool(label)  # the study's count is shown once it differs, then on every line
 
     def show(event: str, rec: Any, state: Any) -> None:
+        nonlocal shared
         if event == "start":
             print(f"{who}tuning {spec.name}: up to {state.budget} new configurations"
                   + (f" (the study holds {state.study_measured})" if state.study_measured else ""), flush=True)
@@ -387,7 +389,8 @@ def _progress(spec: Any, label: str = "") -> Any:
                       "again first", flush=True)
             return
         n = f"{who}[{state.measured:>3}/{state.budget}]"
-        if state.study_measured != state.measured or state.study_budget is not None:
+        shared = shared or state.study_measured != state.measured or state.study_budget is not None
+        if shared:
             n += f" study {state.study_measured}" + (f"/{state.study_budget}" if state.study_budget else "")
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf

@@ -425,6 +425,15 @@ class _Run:
         except StorageError:
             return self.log.measured_total
 
+    def _others_done(self) -> int:
+        """Trials other workers (and earlier runs) finished, as the claims say now: added to this
+        run's own, whose claims are finished only once stored, this keeps a worker's progress
+        current even while it has not looked at the study."""
+        try:
+            return self.claims.count(done_only=True, others_only=True) or 0
+        except StorageError:
+            return 0
+
     def _study_count(self) -> int:
         """The study's measurements, with those other workers are making (claimed, not yet
         stored): workers that check at the same moment may each start one more."""
@@ -620,7 +629,7 @@ class _Run:
         self.state.add(m, is_baseline)
         if cand.kind == "local" and self.state.best is m:
             self._local_best_at = self.log.measured_total
-        self.state.study_measured += 1  # the others' are counted at each look (_take_in)
+        self.state.study_measured = max(self.state.study_measured + 1, self._others_done() + self.state.measured)
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m

@@ -111,6 +111,27 @@ def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
     assert sorted(_stored_keys(name, storage)) == sorted(keys)
 
 
+def test_a_workers_progress_counts_the_trials_others_finished_while_it_measured(scale, home):
+    """Another worker finishes two trials during this worker's third: the progress after it
+    says the study holds 5, not this worker's 3."""
+    storage = f"sqlite:///{home}/shared.db"
+    other = Claims(sa.create_engine(storage), study_name(scale, FAKE, scale.resolve_problem({})), "host:2")
+    said: list[int] = []
+
+    class Busy(Slow):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+            if verify and len(self.calls) == 2:  # the other worker's trials, taken and finished
+                for wpt in (64, 128):
+                    assert other.take({"elsewhere": wpt}, ttl_s=60)
+                    other.finish({"elsewhere": wpt})
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    tune(scale, TuneOptions(trials=4, timeout_s=None, storage=storage, seed=1, save=False),
+         evaluator=Busy([], threading.Lock()), info=FAKE,
+         progress=lambda event, rec, state: event == "start" or said.append(state.study_measured))
+    assert said == [1, 2, 5, 6]
+
+
 def test_a_late_worker_joins_the_study_and_measures_only_new_configurations(scale, home):
     calls: list[dict[str, Any]] = []
     lock = threading.Lock()

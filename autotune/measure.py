@@ -71,7 +71,21 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
             raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements, inputs() a "
                             f"buffer of {getattr(got, 'size', 'no')} elements; they must match")
         expected[name] = want.reshape(got.shape)  # compared element by element: a scalar for a 1-element buffer is fine
+        _check_finite(spec, host, name, expected[name])
     return Workload(inputs, expected, _bounds(spec, problem, inputs, expected))
+
+
+def _check_finite(spec: KernelSpec, host: Any, name: str, want: np.ndarray) -> None:
+    """SpecError for a NaN or inf the tolerance would be asked to check: a tolerance around
+    one passes anything (NaN) or nothing it can say (inf), unless the module's check() compares."""
+    if getattr(host, "check", None) is not None or not np.issubdtype(want.dtype, np.floating):
+        return
+    if (bad := np.flatnonzero(~np.isfinite(want.ravel()))).size:
+        i = int(bad[0])
+        raise SpecError(
+            f"{spec.reference}: reference() gives {name} with {bad.size} of {want.size} elements not finite "
+            f"(first at {i}: {want.flat[i]}); the tolerance cannot check them: fix the reference, or "
+            "define check(name, got, want, problem) to compare them your way")
 
 
 def _bounds(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any],

@@ -98,7 +98,7 @@ class Expected:
                 return why, math.inf, math.inf
         if self.exact_at is not None and np.any(got.ravel()[self.exact_at] != self.want.ravel()[self.exact_at]):
             used = math.inf  # an element allowed no error at all is off
-        if used > 1.0:
+        if not used <= 1.0:  # NaN included: a comparison that cannot be made fails
             return self._off(got, diff, share), rel, used
         return None, rel, used
 
@@ -112,7 +112,7 @@ class Expected:
 
     def _off(self, got: np.ndarray, diff: np.ndarray, share: np.ndarray) -> str:
         """The message for an output off its tolerance (a failing candidate: cost is no matter)."""
-        off = (share > 1.0).ravel()
+        off = ~(share <= 1.0).ravel()  # NaN too
         if self.exact_at is not None:
             off[self.exact_at] |= diff.ravel()[self.exact_at] != 0
         i = int(np.flatnonzero(off)[0])

@@ -10,6 +10,7 @@ import sys
 import time
 from dataclasses import replace
 
+import numpy as np
 import optuna
 import pytest
 
@@ -175,6 +176,27 @@ def test_a_scalar_reference_for_a_one_element_output_is_verified_as_that_element
     spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
     work = make_workload(spec, spec.resolve_problem({}))
     assert work.expected["y"].shape == (1,) and work.expected["y"][0] == 3
+
+
+@pytest.mark.parametrize("bad", ["np.nan", "np.inf"])
+def test_a_reference_with_nan_or_inf_is_a_spec_error_not_a_check_that_passes_anything(tmp_path, bad):
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': np.ones(n, np.float32), 'y': np.zeros(n, np.float32)}\n"
+           f"def reference(problem, arrays):\n    y = 2 * arrays['x']\n    y[3] = {bad}\n    return {{'y': y}}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=r"reference\(\) gives y with 1 of 256 elements not finite \(first at 3"):
+        make_workload(spec, spec.resolve_problem({}))
+    (tmp_path / "own").mkdir()  # a check() of its own compares them its way
+    own = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=ref + "def check(name, got, want, problem):\n"
+                                                                      "    return None\n"))
+    make_workload(own, own.resolve_problem({}))
+
+
+def test_verification_fails_where_the_comparison_cannot_be_made():
+    from autotune.verify import compare
+    spec = specs.load("matmul")
+    why, _, used = compare(spec, "C", np.ones(4, np.float32), np.array([1, 1, np.nan, 1], np.float32), {"K": 4})
+    assert why is not None and not used <= 1.0
 
 
 @pytest.mark.parametrize("edit, message", [

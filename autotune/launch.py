@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,13 @@ def _kernel_names(program: cl.Program) -> list[str]:
         return sorted(n for n in str(program.get_info(cl.program_info.KERNEL_NAMES)).split(";") if n)
     except cl.Error:
         return []
+
+
+# pyopencl 2026.1 reads this variable without a default when a build fails with another
+# error than BUILD_PROGRAM_FAILURE (a build option the compiler rejects: INVALID_BUILD_OPTIONS),
+# so that error became a KeyError. Unset, it means "not fatal": pyopencl then builds without
+# its cache, and the compiler's own error reaches us.
+os.environ.setdefault("PYOPENCL_CACHE_FAILURE_FATAL", "")
 
 
 def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),

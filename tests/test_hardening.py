@@ -365,3 +365,16 @@ def test_the_size_pass_itself_stops_at_the_hosts_free_memory(monkeypatch):
     with pytest.raises(ProblemError, match="its arguments need more memory than this machine can give"):
         shaped_inputs(specs.load("matmul"), {"M": 8192, "N": 8192, "K": 8192, "layout": "row"})
     assert shaped_inputs(specs.load("matmul"), {"M": 64, "N": 64, "K": 64, "layout": "row"})["A"].nbytes == 4 * 64 * 64
+
+
+@needs_opencl
+def test_a_build_flag_the_compiler_rejects_is_a_compile_error_of_those_configurations(tmp_path, ocl_device):
+    """INVALID_BUILD_OPTIONS went through pyopencl's cache code, which read an unset variable
+    and raised KeyError: the run ended with a traceback. Now the flag's configurations fail
+    to build and the others are tuned."""
+    path = write_spec(tmp_path, SCALE_YAML.replace("-cl-mad-enable", "-cl-no-such-flag"))
+    report = tune(str(path), TuneOptions(trials=8, seed=0, timeout_s=None, storage=":memory:", save=False,
+                                         device=ocl_device))
+    assert report.failures.get("compile_error", 0) > 0 and set(report.failures) == {"compile_error"}
+    assert report.best is not None and report.best.params["mad"] is False
+    assert "INVALID_BUILD_OPTIONS" in report.failure_examples["compile_error"]

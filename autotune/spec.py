@@ -589,6 +589,9 @@ class _Validator:
             where = f"parameters.{name}"
             if not _IDENT.match(str(name)):
                 raise self.fail(where, "parameter names must be identifiers (they become -D macros)")
+            if str(name) in qnames:
+                raise self.fail(where, f"problem.{name} has that name too: both would be -D{name}, and the "
+                                "parameter would take the problem's place in every expression; rename one")
             if isinstance(values, dict):
                 self.check_keys(where + ".", values, ["values", "when"])
                 conditions[str(name)] = values.get("when")
@@ -598,6 +601,9 @@ class _Validator:
             for v in values:
                 if not isinstance(v, (int, float, str, bool)):
                     raise self.fail(where, f"value {v!r} must be a number, string or boolean")
+                if isinstance(v, str) and (not v or v.startswith("-") or any(c.isspace() or c in "\"'\\" for c in v)):
+                    raise self.fail(where, f"value {v!r} reaches the compiler as -D{name}={v}: give a string "
+                                    "that is not empty, does not start with '-' and has no spaces or quotes")
             if len(set(map(repr, values))) != len(values):
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))
@@ -608,8 +614,10 @@ class _Validator:
         for p in params:
             if p.when is not None and (missing := _foreign_literal(p.when.source, values)) is not None:
                 name, literal = missing
+                fix = ("it is a number: compare without quotes" if not any(isinstance(v, str) for v in values[name])
+                       else "check the spelling")
                 raise self.fail(f"parameters.{p.name}.when", f"{name} is never {literal!r} (its values: "
-                                f"{', '.join(map(str, values[name]))}); check the spelling")
+                                f"{', '.join(map(str, values[name]))}); {fix}")
         for name, flag in self.mapping("build_flags", flags, allow_empty=True).items():
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
@@ -737,7 +745,7 @@ def _foreign_literal(source: str, values: Mapping[str, tuple[Value, ...]]) -> tu
         for a, b in zip(sides, sides[1:], strict=False):  # each adjacent pair of a chain
             for name, const in ((a, b), (b, a)):
                 if (isinstance(name, ast.Name) and name.id in values and isinstance(const, ast.Constant)
-                        and isinstance(const.value, str) and const.value not in map(str, values[name.id])):
+                        and isinstance(const.value, str) and const.value not in values[name.id]):
                     return name.id, const.value
     return None
 

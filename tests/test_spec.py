@@ -206,3 +206,19 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
     with pytest.raises(SpecError, match=r"parameters.UNROLL.when: MODE is never 'fats' \(its values: fast, slow\)"):
         specs.load(write_spec(tmp_path, text))
     assert specs.load(write_spec(tmp_path, text.replace("'fats'", "'fast'"))).parameters
+
+
+@pytest.mark.parametrize("edit, message", [
+    (("  MODE: [0]", "  MODE: [0]\n  UNROLL: {values: [1, 2], when: \"WG == '16'\"}"),
+     r"parameters.UNROLL.when: WG is never '16' \(its values: 16, 32, 64, 128, 512\); it is a number"),
+    (("  MODE: [0]", "  MODE: [0]\n  N: [1, 2]"), r"parameters.N: problem.N has that name too"),
+    (("  MODE: [0]", "  MODE: ['a b', c]"), r"parameters.MODE: value 'a b' reaches the compiler as -DMODE=a b"),
+    (("  MODE: [0]", "  MODE: ['1 -DWPT=3', c]"), r"value '1 -DWPT=3' reaches the compiler"),
+    (("  MODE: [0]", "  MODE: ['', c]"), r"value '' reaches the compiler"),
+    (("  MODE: [0]", "  MODE: [-O0, c]"), r"value '-O0' reaches the compiler"),
+])
+def test_parameters_that_ran_silently_wrong_are_spec_errors(tmp_path, edit, message):
+    """A number compared with a string (never true), a parameter that takes a problem key's
+    place, a string value that the compiler would read as more options."""
+    with pytest.raises(SpecError, match=message):
+        specs.load(write_spec(tmp_path, SCALE_YAML.replace(*edit)))

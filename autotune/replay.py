@@ -165,6 +165,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
 
 
 def _value(v: Any, name: str) -> Value:
+    if _is_number(v) and not -2**63 <= v < 2**63:  # NaN and inf too
+        raise ProblemError(f"{name} has the value {str(v)[:40]}, not a number a parameter can take")
     if isinstance(v, (bool, int, float, str)):
         return v
     raise ProblemError(f"{name} has the value {v!r}, which is not a number, string or boolean")
@@ -175,7 +177,7 @@ def _is_number(t: Any) -> bool:
 
 
 def _is_time(t: Any) -> bool:
-    return _is_number(t) and math.isfinite(t) and 0 < t < 1e20
+    return _is_number(t) and 0 < t < 1e20  # compared, not converted: an int of 400 digits is no float
 
 
 def spec_for(rec: Recorded, starts: Sequence[Mapping[str, Value]] = ()) -> KernelSpec:

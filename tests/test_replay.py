@@ -106,6 +106,9 @@ def test_an_interrupted_replay_says_what_is_complete_and_promises_no_resume(tmp_
     ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": null, "time": 1.0}}}', "not a number, string or boolean"),
     ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": -1}}}', "a time is a positive number"),
     ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 0}}}', "a time is a positive number"),
+    ('{"tune_params": {"X": [1, 1%s]}, "cache": {"1": {"X": 1, "time": 1}}}' % ("0" * 400),
+     "X has the value 1000000000000000000000000000000000000000, not a number a parameter can take"),
+    ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1%s}}}' % ("0" * 400), "no successful time"),
 ])
 def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
     path = tmp_path / "bad.json"

@@ -21,6 +21,7 @@ import math
 import signal
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,7 +37,15 @@ from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
-from .errors import BuildError, OptionError, ProblemError, ProfileError, StorageError, TuningInterrupted
+from .errors import (
+    AutotuneWarning,
+    BuildError,
+    OptionError,
+    ProblemError,
+    ProfileError,
+    StorageError,
+    TuningInterrupted,
+)
 from .fits import check_fits
 from .limits import KernelLimits
 from .measure import TimingOptions, Workload, make_workload
@@ -297,7 +306,10 @@ class _Run:
                                  optuna.samplers.RandomSampler(options.seed))
         self.claims = Claims.open(self.log.engine, self.log.study.study_name)
         baseline = spec.baseline_config
-        self.baseline = baseline if check(spec, baseline, problem, self.facts) is None else None
+        self.baseline = baseline if (why := check(spec, baseline, problem, self.facts)) is None else None
+        if why is not None:
+            warnings.warn(AutotuneWarning(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
+                                          f"{info.name} ({why}): the run reports no speed-up"), stacklevel=2)
         self.state = RunState(budget=options.trials, study_budget=options.study_trials)
         self.limits = KernelLimits()
         self._take_in(list(self.log.seen.values()))

@@ -16,7 +16,7 @@ import pytest
 
 from autotune import cli, profiles, settings
 from autotune import spec as specs
-from autotune.errors import AutotuneError, ProblemError, ProfileError, SpecError
+from autotune.errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError, SpecError
 from autotune.measure import make_workload
 from autotune.result import Measurement, Status
 from autotune.study import open_storage
@@ -378,3 +378,14 @@ def test_a_build_flag_the_compiler_rejects_is_a_compile_error_of_those_configura
     assert report.failures.get("compile_error", 0) > 0 and set(report.failures) == {"compile_error"}
     assert report.best is not None and report.best.params["mad"] is False
     assert "INVALID_BUILD_OPTIONS" in report.failure_examples["compile_error"]
+
+
+def test_a_baseline_not_valid_for_the_problem_is_named_in_a_warning(tmp_path):
+    """It was dropped without a word: the summary just had no baseline line."""
+    path = write_spec(tmp_path, SCALE_YAML.replace('  - "(N // WPT) % WG == 0"',
+                                                   '  - "(N // WPT) % WG == 0"\n  - "WG > 16 or WPT > 1"'))
+    said = r"scale's baseline is not valid for N=256 on .*: the run reports no speed-up"
+    with pytest.warns(AutotuneWarning, match=said):
+        report = tune(str(path), TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False),
+                      evaluator=Fast(), info=FAKE)
+    assert report.baseline is None

@@ -622,6 +622,9 @@ class _Validator:
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
                 raise self.fail(where, "flag names must be identifiers")
+            if str(name) in values or str(name) in qnames:
+                raise self.fail(where, f"{'a parameter' if str(name) in values else 'a problem key'} has that "
+                                "name too; a flag is tuned on and off under its own name: rename one")
             if not isinstance(flag, str) or not flag.startswith("-"):
                 raise self.fail(where, f"expected a compiler option such as -cl-mad-enable, got {flag!r}")
             params.append(Parameter(str(name), (False, True), flag=flag))

@@ -216,6 +216,8 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
     (("  MODE: [0]", "  MODE: ['1 -DWPT=3', c]"), r"value '1 -DWPT=3' reaches the compiler"),
     (("  MODE: [0]", "  MODE: ['', c]"), r"value '' reaches the compiler"),
     (("  MODE: [0]", "  MODE: [-O0, c]"), r"value '-O0' reaches the compiler"),
+    (("  mad: -cl-mad-enable", "  WG: -cl-mad-enable"), r"build_flags.WG: a parameter has that name too"),
+    (("  mad: -cl-mad-enable", "  N: -cl-mad-enable"), r"build_flags.N: a problem key has that name too"),
 ])
 def test_parameters_that_ran_silently_wrong_are_spec_errors(tmp_path, edit, message):
     """A number compared with a string (never true), a parameter that takes a problem key's

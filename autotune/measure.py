@@ -56,8 +56,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)
-    check_inputs(spec.path, spec.template.name, spec.source,
-                 [(step.entry, step.args) for step in spec.launch], inputs)
+    check_inputs(spec, inputs)
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:

@@ -16,12 +16,13 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from .errors import SpecError
+from .spec import KernelSpec
 
 #: OpenCL C element types (also the base of their vector types, float4 and the like) and the
 #: numpy type of the same width and kind. char and uchar are left out: a ``uchar*`` argument
@@ -58,17 +59,18 @@ def _argument(text: str) -> Argument | None:
         return None
     kinds = [w for w in words[:-1] if w != "*" and w not in _QUALIFIERS]
     unsigned = "unsigned" in words[:-1]
-    kind = ("u" if unsigned else "") + kinds[0] if len(kinds) == 1 else "uint" if unsigned and not kinds else None
-    return None if kind is None else (words[-1], kind, "*" in words)
+    if len(kinds) > 1 or not (kinds or unsigned):  # a type of several words, or none
+        return None
+    kind = kinds[0] if kinds else "int"  # a bare `unsigned` is an unsigned int
+    return words[-1], "u" + kind if unsigned else kind, "*" in words
 
 
-def check_inputs(path: Any, template: str, source: str, steps: Sequence[tuple[str, Sequence[str]]],
-                 inputs: Mapping[str, Any]) -> None:
-    """SpecError where a kernel takes an input array as ``float*`` (``int*``, ...) and inputs()
-    gives elements of the same kind and another width (float64, int64): ``steps`` are each
-    launch step's (entry, argument names)."""
-    definitions = _definitions(source)
-    for entry, names in steps:
+def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
+    """SpecError where one of the spec's launch steps takes an input array as ``float*``
+    (``int*``, ...) and inputs() gives elements of the same kind and another width (float64,
+    int64)."""
+    definitions = _definitions(spec.source)
+    for entry, names in ((step.entry, step.args) for step in spec.launch):
         for position, name in enumerate(names):
             value = inputs.get(name)
             if not isinstance(value, np.ndarray):
@@ -76,13 +78,12 @@ def check_inputs(path: Any, template: str, source: str, steps: Sequence[tuple[st
             takes = sorted(t for kernel, args in definitions if kernel == entry and len(args) == len(names)
                            and (t := _element(args[position])) is not None)
             if takes and not any(_fits(t, value.dtype) for t in takes):
-                kind = takes[0]
-                want = np.dtype(_TYPES[kind]).name
+                kind, want = takes[0], np.dtype(_TYPES[takes[0]])
                 raise SpecError(
-                    f"{path}: kernel {entry} in {template} takes {name} as {kind}*, but inputs() gives "
-                    f"{value.dtype} elements ({value.dtype.itemsize} bytes each, the kernel reads "
-                    f"{np.dtype(_TYPES[kind]).itemsize}); return {name}.astype(np.{want}) from inputs(), "
-                    "or change the kernel's type")
+                    f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as {kind}*, but inputs() "
+                    f"gives {value.dtype} elements ({value.dtype.itemsize} bytes each, the kernel reads "
+                    f"{want.itemsize}); return {name}.astype(np.{want.name}) from inputs(), or change the "
+                    "kernel's type")
 
 
 def _element(arg: Argument) -> str | None:

@@ -432,17 +432,13 @@ class _Run:
     def study_total(self) -> int:
         """The study's measured configurations, every worker's, as up to date as the claims
         (as this worker knows them when the database stopped answering)."""
-        try:
-            return max(self.log.measured_total, self.claims.count(done_only=True) or 0)
-        except StorageError:
-            return self.log.measured_total
+        return max(self.log.measured_total, self._done(others_only=False))
 
-    def _others_done(self) -> int:
-        """Trials other workers (and earlier runs) finished, as the claims say now: added to this
-        run's own, whose claims are finished only once stored, this keeps a worker's progress
-        current even while it has not looked at the study."""
+    def _done(self, others_only: bool) -> int:
+        """Trials the claims say are finished: every worker's, or only other workers' (and
+        earlier runs'); 0 in memory or when the database stopped answering."""
         try:
-            return self.claims.count(done_only=True, others_only=True) or 0
+            return self.claims.count(done_only=True, others_only=others_only) or 0
         except StorageError:
             return 0
 
@@ -641,7 +637,10 @@ class _Run:
         self.state.add(m, is_baseline)
         if cand.kind == "local" and self.state.best is m:
             self._local_best_at = self.log.measured_total
-        self.state.study_measured = max(self.state.study_measured + 1, self._others_done() + self.state.measured)
+        # the others' finished trials too: this run's own claims are finished only once stored,
+        # so they are counted here, and a worker's progress is current between its looks
+        others = self._done(others_only=True)
+        self.state.study_measured = max(self.state.study_measured + 1, others + self.state.measured)
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -32,7 +34,11 @@ def test_arguments_are_read_through_qualifiers_attributes_and_comments():
 
 
 def _check(**inputs):
-    check_inputs("k.yaml", "k.cl", SOURCE, [("k", ("x", "n", "m")), ("bytes", ("src", "dst"))], inputs)
+    """check_inputs for a spec whose template is SOURCE, launching k and then bytes (a stand-in
+    with the KernelSpec attributes it reads)."""
+    steps = [SimpleNamespace(entry="k", args=("x", "n", "m")), SimpleNamespace(entry="bytes", args=("src", "dst"))]
+    spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE, launch=steps)
+    check_inputs(spec, inputs)  # type: ignore[arg-type]
 
 
 def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():

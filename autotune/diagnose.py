@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import runtimes
 from .launch import NO_KERNEL
 from .spec import expand_includes
 
@@ -95,7 +96,7 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
     if not located:
         return (f"{head}: {message.strip()}; the compiler cannot build for this device: choose "
                 "another with --device (`autotune devices` shows which build), or "
-                "pip install 'autotune[cpu]' for Intel's CPU runtime")
+                + (runtimes.hidden() or "pip install 'autotune[cpu]' for Intel's CPU runtime"))
     first = located[0]
     file = template.parent / first.file
     if not file.is_file():  # a name the compiler made up: the template itself

@@ -32,6 +32,8 @@ from . import settings
 
 SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
 _ENV = "OCL_ICD_VENDORS"
+#: Why :func:`register` left installed runtimes unregistered (None: it did not).
+_hidden: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,10 +137,21 @@ def register() -> list[Runtime]:
     source = os.environ.get(_ENV) or None
     try:
         folder = vendors_folder(runtimes, source)
-    except OSError:  # no writable cache folder: keep the system's set-up as it is
+    except OSError as e:  # no writable cache folder: keep the system's set-up, say why (hidden())
+        global _hidden
+        names = ", ".join(r.name for r in runtimes)
+        _hidden = (f"the installed runtime {names} is not visible to OpenCL: its ICD folder "
+                   f"cannot be written under {settings.cache_dir()} ({e.strerror or e}); set "
+                   "AUTOTUNE_CACHE to a writable folder")
         return []
     if folder is None:
         return []
     os.environ[_ENV] = str(folder)
     present = _libraries(_icd_files(source))
     return [r for r in runtimes if r.library.name not in present]
+
+
+def hidden() -> str | None:
+    """Why the installed runtimes are not visible to OpenCL, with the fix; None when they are
+    (or none is installed)."""
+    return _hidden

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune import runtimes
+from autotune import device, runtimes
 from autotune.runtimes import Runtime
 
 INTEL = Runtime("intel-cpu", Path("/venv/lib/libintelocl.so"))
@@ -76,15 +76,20 @@ def test_system_opencl_only_leaves_the_loader_alone(tmp_path: Path, monkeypatch:
     assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == "/somewhere"
 
 
-def test_no_writable_cache_keeps_the_system_setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_writable_cache_keeps_the_system_setup_and_the_advice_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("AUTOTUNE_CACHE", str(blocker / "cache"))  # a file where a folder must go
     monkeypatch.setenv("OCL_ICD_VENDORS", str(_system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")))
     monkeypatch.delenv("AUTOTUNE_SYSTEM_OPENCL", raising=False)
     monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
+    monkeypatch.setattr(runtimes, "_hidden", None)
     before = os.environ["OCL_ICD_VENDORS"]
     assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == before
+    advice = device.cpu_fix()
+    assert "intel-cpu is not visible" in advice and "AUTOTUNE_CACHE" in advice, advice
+    assert "pip install" not in advice, "the runtime is installed: installing it again fixes nothing"
 
 
 _PLATFORMS = "import autotune, json, pyopencl as cl; print(json.dumps([p.name for p in cl.get_platforms()]))"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from .warmstart import OTHERS_LIMIT
 _ERRORS = {"CompilationFailedConfig": Status.COMPILE_ERROR, "CompileFailedConfig": Status.COMPILE_ERROR,
            "RuntimeFailedConfig": Status.LAUNCH_ERROR}
 _INVALID = "InvalidConfig"
+_GZIP_MAGIC = b"\x1f\x8b"
 UNKNOWN_DEVICE = "unknown device"  # a cache file without a device_name
 
 
@@ -99,24 +101,39 @@ def load(path: str | Path) -> Recorded:
         outcomes = _outcomes(raw, params)
     except ProblemError as exc:
         raise ProblemError(f"{path}: {exc}") from None
-    name = path.name.removesuffix(".gz").removesuffix(".json")
+    name = re.sub(r"(\.json)?(\.gz)?$", "", path.name, flags=re.IGNORECASE)
     return Recorded(name, str(raw.get("device_name") or UNKNOWN_DEVICE), params, outcomes)
 
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            raw = json.load(f)
+        with open(path, "rb") as f:
+            data = f.read()
+        text = (gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data).decode("utf-8")
     except OSError as exc:
         raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
                            "file (.json or .json.gz)") from None
-    except (ValueError, EOFError) as exc:
+    except (ValueError, EOFError) as exc:  # a broken gzip stream, or not UTF-8
         raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
+    raw = _parse(text, path)
     if not isinstance(raw, dict) or not isinstance(raw.get("tune_params"), dict) \
             or not isinstance(raw.get("cache"), dict):
         raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file")
     return raw
+
+
+def _parse(text: str, path: Path) -> Any:
+    """The JSON document; a cache Kernel Tuner left open for appending (its last entry followed
+    by a comma and no closing braces) is closed first, as Kernel Tuner does when it reads one."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        problem = str(exc).splitlines()[0]
+    left_open = text.rstrip().removesuffix(",")
+    try:
+        return json.loads(left_open + "}\n}")
+    except ValueError:
+        raise ProblemError(f"{path} is not a JSON cache file ({problem})") from None
 
 
 def _parameters(raw: dict[str, Any]) -> tuple[tuple[str, tuple[Value, ...]], ...]:
@@ -127,6 +144,9 @@ def _parameters(raw: dict[str, Any]) -> tuple[tuple[str, tuple[Value, ...]], ...
         raise ProblemError("'tune_params' names no parameter: nothing to tune")
     if not isinstance(keys, list):
         raise ProblemError(f"'tune_params_keys' is {keys!r}: give a list of the parameters' names")
+    repeated = sorted({str(k) for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ProblemError(f"'tune_params_keys' names {', '.join(repeated)} more than once")
     params = []
     for k in keys:
         values = tune_params.get(k) if isinstance(k, str) else None
@@ -155,13 +175,25 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
             if v not in values:
                 raise ProblemError(f"cache entry {key!r} has {k} = {v!r}, not one of the values "
                                    f"'tune_params' lists for it")
-        t = entry.get("time")
-        if _is_number(t) and not t > 0:
-            raise ProblemError(f"cache entry {key!r} has time {t!r}: a time is a positive number of ms")
-        outcomes[config] = float(t) if _is_time(t) else str(t)
+        outcomes[config] = _outcome(key, entry.get("time"))
     if not any(isinstance(t, float) for t in outcomes.values()):
         raise ProblemError("it records no successful time: nothing to tune against")
     return outcomes
+
+
+def _outcome(key: str, t: Any) -> float | str:
+    """A cache entry's time in ms, or its error: the name of Kernel Tuner's error class
+    (``CompilationFailedConfig``, ...). A time too large for a float is no time (a failure)."""
+    if _is_number(t) and not t > 0:
+        raise ProblemError(f"cache entry {key!r} has time {t!r}: a time is a positive number of ms")
+    if _is_time(t):
+        return float(t)
+    if isinstance(t, str) and re.fullmatch(r"[A-Za-z_]\w*", t):
+        return t
+    if _is_number(t):
+        return str(t)
+    raise ProblemError(f"cache entry {key!r} has time {t!r}: give a number of ms, or the name of "
+                       "Kernel Tuner's error (CompilationFailedConfig, RuntimeFailedConfig, InvalidConfig)")
 
 
 def _value(v: Any, name: str) -> Value:

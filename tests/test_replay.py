@@ -42,6 +42,19 @@ def test_a_cache_file_becomes_a_space_of_exactly_its_configurations(tmp_path, gz
     assert walked == recorded and rec.valid == len(recorded)
 
 
+def test_a_cache_left_open_by_kernel_tuner_and_an_upper_case_gz_name_are_read(tmp_path):
+    text = _cache(tmp_path).read_text()
+    left_open = tmp_path / "open.json"  # Kernel Tuner's appending form: the closing "}\n}" comes at the end
+    left_open.write_text(text.rstrip()[:-2] + ",\n")
+    shouting = tmp_path / "TOY.JSON.GZ"
+    shouting.write_bytes(gzip.compress(text.encode()))
+    whole = replay.load(tmp_path / "toy.json")
+    for path in (left_open, shouting):
+        rec = replay.load(path)
+        assert rec.outcomes == whole.outcomes and rec.parameters == whole.parameters
+    assert replay.load(shouting).name == "TOY"
+
+
 def test_the_loop_measures_only_recorded_configurations_and_counts_failures(tmp_path):
     rec = replay.load(_cache(tmp_path))
     ev = replay.RecordedEvaluator(rec)
@@ -109,6 +122,11 @@ def test_an_interrupted_replay_says_what_is_complete_and_promises_no_resume(tmp_
     ('{"tune_params": {"X": [1, 1%s]}, "cache": {"1": {"X": 1, "time": 1}}}' % ("0" * 400),
      "X has the value 1000000000000000000000000000000000000000, not a number a parameter can take"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1%s}}}' % ("0" * 400), "no successful time"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": "1.5"}}}', "has time '1.5': give a number of ms"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": true}}}', "has time True: give a number of ms"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1}}}', "has time None: give a number of ms"),
+    ('{"tune_params_keys": ["X", "X"], "tune_params": {"X": [1]}, "cache": {}}', "names X more than once"),
+    ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}, "2":', "is not a JSON cache file"),
 ])
 def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
     path = tmp_path / "bad.json"

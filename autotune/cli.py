@@ -76,7 +76,11 @@ def _selector(text: str) -> str:
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    """Usage errors as one line that points to --help."""
+    """Usage errors as one line that points to --help. No abbreviated options: replay's
+    ``--seed 3`` would be taken as ``--seeds 3``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
@@ -161,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
                     help="measure first the fastest configurations of up to three of these "
                     "recordings: other devices' of the same kernel (the same parameters), as run "
-                    "starts from other devices' winners where the device has none")
+                    "starts from other devices' winners where the device has none; it takes every "
+                    "file that follows it, so give it after the CACHE_FILEs")
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
@@ -196,11 +201,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: ./autotune-report-KERNEL)")
     report.add_argument("--storage", metavar="URL", help="optuna storage URL the studies are in (default: SQLite in "
                         "$AUTOTUNE_HOME)")
+    for command in sub.choices.values():  # so that an unknown option is reported by its command
+        command.set_defaults(command_parser=command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     previous = sys.stdout
     sys.stdout = _Stdout(previous)
     try:
@@ -296,17 +305,19 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .settings import default_device_selector
     from .tuner import TuneOptions
 
     spec, problem = _spec_and_problem(args)
+    chosen = args.device or default_device_selector()  # $AUTOTUNE_DEVICE may name several too
     options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=Sampler(args.sampler),
-                          seed=args.seed, storage=args.storage, device=args.device,
+                          seed=args.seed, storage=args.storage, device=chosen,
                           max_time_per_config=args.max_time_per_config,
                           isolate=not args.no_isolation, save=not args.no_save,
                           compile_ahead=args.compile_ahead, prune=args.prune,
                           study_trials=args.study_trials, study_timeout_s=args.study_timeout,
                           warm_start=not args.no_warm_start)
-    if args.device and (args.device.strip().lower() == "all" or "," in args.device):
+    if chosen and (chosen.strip().lower() == "all" or "," in chosen):
         return _run_together(spec, options, problem, args.quiet)
     return _run_one(spec, options, problem, args.quiet)
 
@@ -331,6 +342,9 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
     if len(infos) == 1:  # `-d all` on a host with one device: an ordinary run
         return _run_one(spec, replace(options, device=infos[0].selector), problem, quiet)
     require_shared(options)
+    for sel in sorted({i.selector for i in infos if [j.selector for j in infos].count(i.selector) > 1}):
+        print(f"autotune: warning: device {sel} is named more than once: its workers time kernels on it "
+              "at the same time, so each one's times include the others' load", file=sys.stderr)
     studies = groups(infos)
     for slug, members in studies.items():
         print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"
@@ -379,7 +393,7 @@ def _progress(spec: Any, label: str = "") -> Any:
     def show(event: str, rec: Any, state: Any) -> None:
         nonlocal shared
         if event == "start":
-            print(f"{who}tuning {spec.name}: up to {state.budget} new configurations"
+            print(f"{who}tuning {spec.name}: up to {state.budget} new configuration{'s' * (state.budget != 1)}"
                   + (f" (the study holds {state.study_measured})" if state.study_measured else ""), flush=True)
             if state.warm_from:
                 print(f"{who}no tuned {spec.name} on this device yet: starting from the winners on "
@@ -497,7 +511,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
     found = device.list_devices()
     if not found:
-        raise AutotuneError("no OpenCL device found; pip install 'autotune[cpu]' gives a CPU one")
+        raise AutotuneError(f"no OpenCL device found; {device.cpu_fix()}")
     built = device.build_checks(found, recheck=args.recheck)
     default = device.select(None)[0].selector if any(b.ok for b in built.values()) else None
     print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} "
@@ -511,7 +525,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     for d, _ in found:
         print(f"  {d.selector}: {d.slug}")
     if default is None:
-        raise AutotuneError(f"no device can build OpenCL kernels; {device.CPU_FIX}")
+        raise AutotuneError(f"no device can build OpenCL kernels; {device.cpu_fix()}")
     return 0
 
 
@@ -645,7 +659,8 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
     from . import replay
 
     for rec in recs:
-        print(f"{rec.name} ({rec.device}): {rec.valid} valid configurations, optimum {rec.optimum_ms:.4g} ms")
+        print(f"{rec.name} ({rec.device}): {rec.valid} valid configuration{'s' * (rec.valid != 1)}, "
+              f"optimum {rec.optimum_ms:.4g} ms")
         starts, names = replay.warm_starts(rec, others)
         if others:
             print(f"  starting from the winners of {', '.join(names) or 'none of the --warm-start recordings'}"

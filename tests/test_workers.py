@@ -235,8 +235,9 @@ def test_run_on_a_list_of_devices_merges_progress_and_measures_nothing_twice(hom
     sel = DEVICES[0]
     code = cli.main(["run", "reverse", "-d", f"{sel},{sel}", "-s", SIZE, "-n", "6", "-t", "120",
                      "--seed", "3"])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0, out
+    assert f"device {sel} is named more than once" in err, "timings on a shared device are skewed: say so"
     assert f"2 workers ({sel}#1, {sel}#2)" in out
     assert f"{sel}#1 [" in out and f"{sel}#2 [" in out and "together" in out
     spec = specs.load("reverse")
@@ -252,6 +253,18 @@ def test_bad_device_lists_are_one_line(capsys, device, message):
     assert cli.main(["run", "reverse", "-d", device.format(DEVICES[0]), "--storage", ":memory:"]) == 1
     out, err = capsys.readouterr()
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1 and not out
+
+
+@needs_cpu
+@pytest.mark.parametrize("value", ["all", "{0},{0}"])
+def test_autotune_device_may_name_several_devices_as_device_does(capsys, monkeypatch, value):
+    monkeypatch.setenv("AUTOTUNE_DEVICE", value.format(DEVICES[0]))
+    code = cli.main(["run", "reverse", "--storage", ":memory:", "-n", "2", "-s", SIZE])
+    err = capsys.readouterr().err
+    if value == "all" and len(devices.select_many("all")) == 1:  # one device: an ordinary run
+        assert code == 0, err
+    else:
+        assert code == 1 and "several devices need a study they can share" in err, err
 
 
 # ---- a real PostgreSQL ----------------------------------------------------------------------

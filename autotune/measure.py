@@ -66,9 +66,12 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
         )
     for name in spec.outputs:
         got, want = inputs[name], np.asarray(expected[name])
-        if not isinstance(got, np.ndarray) or got.size != want.size:
+        if not isinstance(got, np.ndarray):
+            raise SpecError(f"{spec.reference}: inputs() gives the output {name} as a {type(got).__name__}; "
+                            "return a numpy array for the kernel to fill, e.g. np.zeros(n, np.float32)")
+        if got.size != want.size:
             raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements, inputs() a "
-                            f"buffer of {getattr(got, 'size', 'no')} elements; they must match")
+                            f"buffer of {got.size} elements; they must match")
         expected[name] = want.reshape(got.shape)  # compared element by element: a scalar for a 1-element buffer is fine
         _check_finite(spec, host, name, expected[name])
     return Workload(inputs, expected, _bounds(spec, problem, inputs, expected))

@@ -66,17 +66,23 @@ def _argument(text: str) -> Argument | None:
 
 
 def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
-    """SpecError where one of the spec's launch steps takes an input array as ``float*``
-    (``int*``, ...) and inputs() gives elements of the same kind and another width (float64,
-    int64)."""
+    """SpecError where one of the spec's launch steps takes an input as a buffer and inputs()
+    gives no numpy array (a list), or takes it as ``float*`` (``int*``, ...) and inputs() gives
+    elements of the same kind and another width (float64, int64)."""
     definitions = _definitions(spec.source)
     for entry, names in ((step.entry, step.args) for step in spec.launch):
         for position, name in enumerate(names):
             value = inputs.get(name)
+            matching = [args[position] for kernel, args in definitions if kernel == entry and len(args) == len(names)]
             if not isinstance(value, np.ndarray):
+                if name in inputs and any(pointer for _, _, pointer in matching):
+                    kind = next((t for t in map(_element, matching) if t is not None), "float")
+                    raise SpecError(
+                        f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as a buffer, but "
+                        f"inputs() gives a {type(value).__name__}; return a numpy array, e.g. "
+                        f"np.asarray({name}, np.{np.dtype(_TYPES[kind]).name})")
                 continue
-            takes = sorted(t for kernel, args in definitions if kernel == entry and len(args) == len(names)
-                           and (t := _element(args[position])) is not None)
+            takes = sorted(t for t in map(_element, matching) if t is not None)
             if takes and not any(_fits(t, value.dtype) for t in takes):
                 kind, want = takes[0], np.dtype(_TYPES[takes[0]])
                 raise SpecError(

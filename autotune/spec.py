@@ -465,6 +465,10 @@ class _Validator:
             derived=derived,
             requires=self.exprs("requires", raw.get("requires"), of_problem),
         )
+        written = {a for step in spec.launch for a in step.args}
+        if unused := [o for o in outputs if o not in written]:
+            raise self.fail("outputs", f"{', '.join(unused)} is not an argument of any launch step, so "
+                                       "no kernel can write it; list the kernel's output arguments")
         return self.checked(replace(spec, spec_hash=_spec_hash(source, raw)))
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
@@ -612,6 +616,9 @@ class _Validator:
                   if conditions.get(p.name) is not None else p for p in params]
         values = {p.name: p.values for p in params}
         for p in params:
+            if p.when is not None and p.name in p.when.names:
+                raise self.fail(f"parameters.{p.name}.when", f"names {p.name} itself: a condition says when "
+                                "the parameter applies, so it can only name other parameters and problem keys")
             if p.when is not None and (missing := _foreign_literal(p.when.source, values)) is not None:
                 name, literal = missing
                 fix = ("it is a number: compare without quotes" if not any(isinstance(v, str) for v in values[name])

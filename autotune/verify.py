@@ -118,10 +118,11 @@ class Expected:
         i = int(np.flatnonzero(off)[0])
         scale = float(self.scale.flat[i]) if self.scale is not None else 0.0
         allowed = 1.0 / scale if scale > 0 else 0.0
-        worst = float(share.max())
+        worst = float(share.max())  # elements allowed no error (exact_at) do not count here
         return (f"{self.name}: {int(np.count_nonzero(off))} of {got.size} elements off "
                 f"(first at {i}: got {float(got.flat[i]):.9g}, want {float(self.want.flat[i]):.9g}, "
-                f"allowed ±{allowed:.3g}; {self.rule}; worst element {worst:.3g}x its tolerance)")
+                + (f"allowed ±{allowed:.3g}" if allowed > 0 else "which must be exact")
+                + f"; {self.rule}" + (f"; worst element {worst:.3g}x its tolerance)" if worst > 1 else ")"))
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,

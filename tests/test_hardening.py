@@ -199,10 +199,25 @@ def test_verification_fails_where_the_comparison_cannot_be_made():
     assert why is not None and not used <= 1.0
 
 
+@pytest.mark.parametrize("rtol, message", [
+    (0, "got 2.00099993, want 2, which must be exact; rtol=0, atol=0)"),
+    (1e-5, "allowed ±2.1e-05; rtol=1e-05, atol=1e-06; worst element 47.6x its tolerance)"),
+])
+def test_an_element_off_says_what_was_allowed(rtol, message):
+    from autotune.expr import Expr
+    from autotune.verify import compare
+    spec = replace(specs.load("reverse"), rtol=Expr.parse(rtol), atol=Expr.parse(1e-6 if rtol else 0))
+    want = np.arange(4, dtype=np.float32)
+    why, _, _ = compare(spec, "out", want + np.float32([0, 0, 1e-3, 0]), want, spec.default_problem())
+    assert why is not None and why.endswith(message), why
+
+
 @pytest.mark.parametrize("edit, message", [
     (("args: [x, y]", "args: [x, y]\nscratch: {x: '16'}"), "scratch.x: an input of the reference module has that name"),
     (("args: [x, y]", "args: [x, y]\nscratch: {t: '-4'}"), "scratch.t: '-4' gave -4 bytes"),
     (("args: [x, y]", "args: [x, y]\nlocal_memory: '-4'"), "local_memory: '-4' gave -4, not a number of bytes"),
+    (("outputs: [y]", "outputs: [q]"), "outputs: q is not an argument of any launch step"),
+    (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"), "parameters.MODE.when: names MODE itself"),
     (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),
 ])
 def test_spec_mistakes_that_ran_silently_wrong_are_one_line(tmp_path, capsys, edit, message):

@@ -49,6 +49,14 @@ def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():
         _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int64))
 
 
+def test_a_list_for_a_buffer_argument_is_refused_naming_the_array_to_return():
+    with pytest.raises(SpecError, match=r"takes n as a buffer, but inputs\(\) gives a list; return a numpy "
+                                        r"array, e.g. np.asarray\(n, np.int32\)"):
+        _check(x=np.zeros(4, np.float32), n=[0, 0, 0, 0])
+    with pytest.raises(SpecError, match=r"takes dst as a buffer, but inputs\(\) gives a float"):
+        _check(dst=1.5)  # a macro type: a buffer all the same
+
+
 def test_bytes_bit_casts_unknown_types_and_scalars_pass():
     _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int32), m=np.uint32(3),
            src=np.zeros(4, np.float64), dst=np.zeros(4, np.int64))  # uchar* and a macro type: any

@@ -195,6 +195,22 @@ def test_an_array_view_with_an_offset_is_written_and_nothing_beside_it(mm, queue
 
 
 @needs_opencl
+def test_a_column_major_array_is_refused_unless_passed_as_its_flat_view(queue, enqueued):
+    mm = load("matmul", queue, M=M, N=N, K=K // 2)  # A is (M, K/2), B (K/2, N)
+    a = cl_array.zeros(queue, (M, K // 2), np.float32)
+    b, c = cl_array.zeros(queue, (K // 2, N), np.float32), cl_array.zeros(queue, (M, N), np.float32)
+    with pytest.raises(ValueError, match=r"argument C: the array is in column-major order .*pass a C-ordered"):
+        mm(a, b, cl_array.zeros(queue, (M, N), np.float32, order="F"))
+    with pytest.raises(ValueError, match="argument B: the array is in column-major order"):
+        mm(a, cl_array.zeros(queue, (N, K // 2), np.float32).T, c)  # a transpose: the right shape, wrong order
+    assert enqueued == []
+    mm(a, b, c)
+    mm(a.reshape(M * K // 2), b, c)  # flat: read in memory order, as the kernel does
+    mm(a, b, cl_array.zeros(queue, (M, N), np.float32, order="F").reshape(-1, order="F"))  # said so
+    assert len(enqueued) == 3
+
+
+@needs_opencl
 def test_a_scalar_argument_must_be_a_number_that_fits(queue, enqueued):
     m1 = load("mul1", queue, N=1024)
     x, z = buffer(queue, 4 * 1024), buffer(queue, 4 * 1026)

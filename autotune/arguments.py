@@ -87,12 +87,12 @@ class Arguments:
             raise ValueError(f"{where} needs {nbytes} bytes for {self._shown()}; got a buffer of {size} bytes")
         if mem.context != self._context:  # enqueueing it would fail, on some runtimes by crashing
             raise ValueError(f"{where}: the buffer belongs to another OpenCL context than the queue's")
-        return self._array_data(where, value, mem, need) if isinstance(value, cl_array.Array) else mem
+        return self._array_data(where, value, mem) if isinstance(value, cl_array.Array) else mem
 
     def _shown(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.problem.items())
 
-    def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer, need: _ArgNeed) -> cl.Buffer:
+    def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer) -> cl.Buffer:
         """The buffer that starts where ``array`` (held in ``mem``) does: an argument has no offset."""
         if not array.flags.forc:
             raise ValueError(f"{where}: the array is not contiguous; the kernel reads its buffer in memory order")
@@ -101,9 +101,6 @@ class Arguments:
                              "kernel reads its buffer in memory order; pass a C-ordered array or, where the "
                              "kernel expects column-major data (e.g. layout=col), its flat view "
                              ".reshape(-1, order='F')")
-        if len(need.shape) > 1 and array.ndim == len(need.shape) and array.shape != need.shape:
-            raise ValueError(f"{where} has shape {array.shape}; the kernel takes {need.shape} here "
-                             f"({self._shown()}), read in row-major order")
         if not array.offset:
             return mem
         if array.offset % self._align:
@@ -117,12 +114,11 @@ class Arguments:
 
 @dataclass(frozen=True)
 class _ArgNeed:
-    """What one kernel argument takes: a buffer of ``nbytes`` or more (of ``dtype`` elements,
-    the reference module's array of ``shape``), or (``nbytes`` None) a scalar of ``dtype``."""
+    """What one kernel argument takes: a buffer of ``nbytes`` or more (of ``dtype`` elements),
+    or (``nbytes`` None) a scalar of ``dtype``."""
 
     dtype: np.dtype[Any]
     nbytes: int | None
-    shape: tuple[int, ...] = ()
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -167,7 +163,7 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any
 
 def _need(value: Any) -> _ArgNeed:
     array = np.asarray(value)
-    return _ArgNeed(array.dtype, array.nbytes if array.ndim else None, array.shape)
+    return _ArgNeed(array.dtype, array.nbytes if array.ndim else None)
 
 
 class _ShapeRng:

@@ -53,6 +53,7 @@ class Entry:
     tolerance_used: float | None = None
     picked: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
+    study: str | None = None  # the study's identity (see record.study_key); None: kept in memory
 
     def to_yaml(self) -> dict[str, Any]:
         d = asdict(self)
@@ -89,6 +90,7 @@ class Entry:
                 tolerance_used=raw.get("tolerance_used"),
                 picked=bool(raw.get("picked", False)),
                 extra=dict(raw.get("extra") or {}),
+                study=str(raw["study"]) if raw.get("study") is not None else None,
             )
         except (TypeError, ValueError, OverflowError) as exc:
             raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None
@@ -163,10 +165,10 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
                 return new, "kept"  # a choice among tuned configurations never displaces a tuned one
             # a time that is not a number (edited by hand, say) must not shut out every result
             better = entry.time_ms < old.time_ms or not math.isfinite(old.time_ms)
-            # a finished run's winner replaces a stopped run's: it resumed that study, and its
-            # leaders were timed again, where the stopped run's best was timed once
-            if (old.spec_hash != entry.spec_hash or better or (old.picked and not entry.picked)
-                    or (old.partial and not entry.partial)):
+            # a finished run's winner replaces the stopped run of the same study: it resumed it,
+            # and its leaders were timed again, where the stopped run's best was timed once
+            resumed = old.partial and not entry.partial and old.study is not None and old.study == entry.study
+            if old.spec_hash != entry.spec_hash or better or (old.picked and not entry.picked) or resumed:
                 items[i] = entry.to_yaml()
                 return new, "replaced"
             if entry.trials > old.trials:  # the study measured more: the count stays true

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -25,8 +26,10 @@ from .spec import KernelSpec
 
 
 def entry(spec: KernelSpec, problem: Mapping[str, Any], best: Measurement, trials: int, *,
-          partial: bool = False, baseline: Measurement | None = None, picked: bool = False) -> Entry:
-    """The profile entry for ``best`` (a verified or, when ``picked``, a timed measurement)."""
+          partial: bool = False, baseline: Measurement | None = None, picked: bool = False,
+          study: str | None = None) -> Entry:
+    """The profile entry for ``best`` (a verified or, when ``picked``, a timed measurement);
+    ``study``: :func:`study_key` of the study it came from."""
     assert best.ok and best.params is not None
     base = baseline if baseline is not None and baseline.ok else None
     return Entry(
@@ -44,7 +47,19 @@ def entry(spec: KernelSpec, problem: Mapping[str, Any], best: Measurement, trial
         error=float(f"{best.error:.3g}") if best.error is not None else None,
         tolerance_used=float(f"{best.tolerance_used:.3g}") if best.tolerance_used is not None else None,
         picked=picked,
+        study=study,
     )
+
+
+def study_key(storage: str, name: str) -> str:
+    """A study's identity in a profile: a digest of its storage URL (which may hold a password)
+    and name, so that a finished run can tell the stopped run of its own study from another's.
+
+    Example:
+        >>> len(study_key("sqlite:///studies.db", "matmul-x")), study_key("a", "b") == study_key("a", "c")
+        (12, False)
+    """
+    return hashlib.sha256(f"{storage}\0{name}".encode()).hexdigest()[:12]
 
 
 def _throughput(spec: KernelSpec, problem: Mapping[str, Any], median_ms: float) -> dict[str, float]:

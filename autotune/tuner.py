@@ -773,8 +773,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      run.state.measured))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save and report.best is not None:
-            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"),
-                           kept=options.storage != ":memory:")
+            kept = options.storage != ":memory:"
+            study = record.study_key(options.storage or settings.default_storage(), report.study_name) if kept else None
+            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"), kept=kept, study=study)
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
@@ -809,18 +810,18 @@ def default_time_limit(baseline: Measurement) -> float:
     return max(30.0, 10.0 * baseline.wall_s)
 
 
-def profile_entry(report: TuneReport, partial: bool) -> profiles.Entry:
+def profile_entry(report: TuneReport, partial: bool, study: str | None = None) -> profiles.Entry:
     """The profile entry of a run's best configuration (see :mod:`autotune.record`)."""
     assert report.best is not None
     return record.entry(report.spec, report.problem, report.best, report.study_trials,
-                        partial=partial, baseline=report.baseline)
+                        partial=partial, baseline=report.baseline, study=study)
 
 
-def _save(report: TuneReport, partial: bool, kept: bool) -> TuneReport:
+def _save(report: TuneReport, partial: bool, kept: bool, study: str | None) -> TuneReport:
     """Save the best in the device's profile; a failure says whether the study keeps the trials."""
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
     try:
-        verdict = profiles.save(profile_entry(report, partial), report.spec.name,
+        verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
                                 report.device.profile_header(), path)
     except ProfileError as exc:
         then = (f"the trials are kept in the study: make {path.parent} writable and run the same command "

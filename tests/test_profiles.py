@@ -11,10 +11,10 @@ from autotune import profiles
 from autotune.errors import ProfileError
 
 
-def entry(problem, t, spec_hash="h1", params=None, partial=False):
+def entry(problem, t, spec_hash="h1", params=None, partial=False, study="s1"):
     return profiles.Entry(problem=problem, params=params or {"TS": 16}, build_flags=(), time_ms=t,
                           throughput={"GFLOP/s": 1.0 / t}, trials=10, tuned_at="2026-11-21T00:00:00Z",
-                          spec_hash=spec_hash, partial=partial)
+                          spec_hash=spec_hash, partial=partial, study=study)
 
 
 def test_merge_better_replaces_worse_keeps_others():
@@ -42,6 +42,18 @@ def test_a_finished_runs_entry_replaces_a_stopped_runs_even_if_slower():
     assert v == "replaced", "a stopped run that found better is kept, as partial"
     doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.2, partial=True))
     assert v == "kept"
+
+
+@pytest.mark.parametrize("study", [None, "s2"])
+def test_a_finished_run_of_another_study_replaces_a_stopped_one_only_if_faster(study):
+    """A run in memory, or of another storage, did not resume the stopped run's study: its
+    slower winner (a naive baseline, say) must not displace the stopped run's best."""
+    doc, _ = profiles.merge({}, "mm", entry({"N": 64}, 0.14, partial=True))
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 2.01, params={"TS": 1}, study=study))
+    (kept,) = profiles.entries(doc, "mm")
+    assert v == "kept" and kept.params == {"TS": 16} and kept.study == "s1"
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 0.10, params={"TS": 32}, study=study))
+    assert v == "replaced" and profiles.entries(doc, "mm")[0].study == study
 
 
 def test_save_roundtrip_backup_and_device_header(tmp_path):

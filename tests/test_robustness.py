@@ -65,7 +65,8 @@ def test_interrupted_run_saves_partial_and_resumes(tmp_path):
     assert "interrupted after" in err and "partial" in err and "Traceback" not in err
     (prof,) = list(settings.profiles_dir().glob("*.yaml"))
     (entry,) = profiles.entries(profiles.read(prof), "scale")
-    assert entry.partial and entry.trials >= 3
+    assert entry.partial and entry.trials >= 3 and entry.study is not None
+    stopped = entry.study
 
     done = subprocess.run(_cli(path), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -74,7 +75,7 @@ def test_interrupted_run_saves_partial_and_resumes(tmp_path):
     total = int(done.stdout.split("study total ")[1].split(";")[0])
     assert total == valid, "the resumed run measured only what was missing"
     (entry,) = profiles.entries(profiles.read(prof), "scale")
-    assert not entry.partial
+    assert not entry.partial and entry.study == stopped, "the resumed run is known as the same study"
 
 
 def test_sigterm_also_stops_cleanly(tmp_path):

@@ -580,7 +580,7 @@ def _show_entries(title: str, entries: list[Any], spec_hash: str | None) -> None
     rows = []
     for e in sorted(entries, key=order):
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
-            " (stale: an earlier version of the spec; load_kernel skips it)"
+            " (stale: tuned with another version of this spec, or another spec of this name; load_kernel skips it)"
             if spec_hash is not None and e.spec_hash != spec_hash else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),

@@ -151,8 +151,9 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
           device: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
-    Returns the new document and the verdict: ``added``, ``replaced`` (better, or the old
-    one was tuned for a changed template/space), or ``kept`` (the existing one is better).
+    Returns the new document and the verdict: ``added``, ``replaced`` (better), ``replaced an
+    entry … with another version of the spec`` (its template, reference or space changed, or
+    another spec has this kernel name), or ``kept`` (the existing one is better).
     """
     new = {"device": _header(doc, device), "kernels": {}}
     for name, items in (doc.get("kernels") or {}).items():
@@ -168,7 +169,10 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
             # a finished run's winner replaces the stopped run of the same study: it resumed it,
             # and its leaders were timed again, where the stopped run's best was timed once
             resumed = old.partial and not entry.partial and old.study is not None and old.study == entry.study
-            if old.spec_hash != entry.spec_hash or better or (old.picked and not entry.picked) or resumed:
+            if old.spec_hash != entry.spec_hash:  # said: it may be another spec of this name's work
+                items[i] = entry.to_yaml()
+                return new, f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
+            if better or (old.picked and not entry.picked) or resumed:
                 items[i] = entry.to_yaml()
                 return new, "replaced"
             if entry.trials > old.trials:  # the study measured more: the count stays true

@@ -469,7 +469,7 @@ class _Validator:
         if unused := [o for o in outputs if o not in written]:
             raise self.fail("outputs", f"{', '.join(unused)} is not an argument of any launch step, so "
                                        "no kernel can write it; list the kernel's output arguments")
-        return self.checked(replace(spec, spec_hash=_spec_hash(source, raw)))
+        return self.checked(replace(spec, spec_hash=_spec_hash(source + "\0" + _reference_text(spec.reference), raw)))
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
         """Evaluate what depends on the problem alone on the default problem, so a metric or a
@@ -703,9 +703,23 @@ def _behind(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> set[
     return out
 
 
+def _reference_text(reference: str) -> str:
+    """The reference module's source (a .py path, or a built-in's module): it makes the inputs
+    and decides what is correct, so a fix to it must not leave verdicts of the old one standing.
+    Empty where it cannot be read (importing it says why)."""
+    if not reference.endswith(".py"):
+        found = importlib.util.find_spec(f"autotune.kernels.{reference}")
+        reference = found.origin if found is not None and found.origin else ""
+    try:
+        return Path(reference).read_text(encoding="utf-8", errors="replace") if reference else ""
+    except OSError:
+        return ""
+
+
 def _spec_hash(source: str, raw: Mapping[str, Any]) -> str:
-    """The source the device compiles and what gives a configuration its meaning, parsed (not
-    the YAML text): editing the description or the starting points must not orphan entries."""
+    """The source the device compiles (and the reference module's), and what gives a
+    configuration its meaning, parsed (not the YAML text): editing the description or the
+    starting points must not orphan entries."""
     canonical = json.dumps({k: v for k, v in raw.items() if k not in _UNHASHED},
                            sort_keys=True, default=str).encode()
     return hashlib.sha256(source.encode() + b"\0" + canonical).hexdigest()[:16]

@@ -118,6 +118,15 @@ def test_hash_ignores_comments_but_not_values(tmp_path):
     assert base == commented == described != changed
 
 
+def test_hash_covers_the_reference_module(tmp_path):
+    """A fixed reference must not leave the old one's verdicts (a study, a tuned entry) standing."""
+    path = write_spec(tmp_path, SCALE_YAML)
+    before = specs.load(path).spec_hash
+    ref = tmp_path / "scale_ref.py"
+    ref.write_text(ref.read_text().replace("(2.0 *", "(2.5 *"))
+    assert "2.5 *" in ref.read_text() and specs.load(path).spec_hash != before
+
+
 def test_shipped_profiles_match_the_current_templates_and_spaces():
     """A shipped entry whose hash is stale would silently never be used: keep them in step."""
     from autotune import profiles

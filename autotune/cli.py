@@ -541,11 +541,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
         wanted = own.name  # profiles hold the spec's name, not its path
     builtin = set(specs.builtin_names())
 
-    def current(kernel: str) -> str | None:
-        """The spec hash entries of ``kernel`` are compared with (None: its spec is not known here)."""
+    def current(kernel: str) -> Any:
+        """The spec entries of ``kernel`` are checked against (None: it is not known here)."""
         if own is not None:
-            return own.spec_hash
-        return specs.load(kernel).spec_hash if kernel in builtin else None
+            return own
+        return specs.load(kernel) if kernel in builtin else None
 
     shown = 0
     for folder in profiles.search_folders(settings.profiles_dir()):
@@ -569,9 +569,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_entries(title: str, entries: list[Any], spec_hash: str | None) -> None:
+def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
-    of another version of the spec (``spec_hash``; None: not known here) is marked stale."""
+    of another version of the spec (None: not known here) is marked stale, and one whose
+    configuration is not in its space (edited by hand, say) as such."""
     from .spec import problem_label
 
     def order(e: Any) -> list[tuple[bool, int, str]]:
@@ -580,8 +581,10 @@ def _show_entries(title: str, entries: list[Any], spec_hash: str | None) -> None
     rows = []
     for e in sorted(entries, key=order):
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
+            "" if spec is None or spec.stores(e) else
             " (stale: tuned with another version of this spec, or another spec of this name; load_kernel skips it)"
-            if spec_hash is not None and e.spec_hash != spec_hash else "")
+            if e.spec_hash != spec.spec_hash else
+            " (not a configuration of the spec's space: load_kernel skips it, the next run replaces it)")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
                      f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}"))

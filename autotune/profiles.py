@@ -147,13 +147,14 @@ def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile") -> list
     return [Entry.from_yaml(r, f"{where}: kernels.{kernel}[{i}]") for i, r in enumerate(raw)]
 
 
-def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
-          device: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
+          usable: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
     Returns the new document and the verdict: ``added``, ``replaced`` (better), ``replaced an
     entry … with another version of the spec`` (its template, reference or space changed, or
-    another spec has this kernel name), or ``kept`` (the existing one is better).
+    another spec has this kernel name), ``replaced an entry … not in the spec's space`` (not
+    ``usable``: edited by hand, say), or ``kept`` (the existing one is better).
     """
     new = {"device": _header(doc, device), "kernels": {}}
     for name, items in (doc.get("kernels") or {}).items():
@@ -164,14 +165,17 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry,
             old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
             if entry.picked and not old.picked and old.spec_hash == entry.spec_hash:
                 return new, "kept"  # a choice among tuned configurations never displaces a tuned one
-            # a time that is not a number (edited by hand, say) must not shut out every result
-            better = entry.time_ms < old.time_ms or not math.isfinite(old.time_ms)
-            # a finished run's winner replaces the stopped run of the same study: it resumed it,
-            # and its leaders were timed again, where the stopped run's best was timed once
-            resumed = old.partial and not entry.partial and old.study is not None and old.study == entry.study
             if old.spec_hash != entry.spec_hash:  # said: it may be another spec of this name's work
                 items[i] = entry.to_yaml()
                 return new, f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
+            if usable is not None and not usable(old):  # load_kernel skips it: it must not block results
+                items[i] = entry.to_yaml()
+                return new, "replaced an entry whose configuration is not in the spec's space"
+            # a time that is not a positive number (edited by hand, say) must not shut out every result
+            better = entry.time_ms < old.time_ms or not (math.isfinite(old.time_ms) and old.time_ms > 0)
+            # a finished run's winner replaces the stopped run of the same study: it resumed it,
+            # and its leaders were timed again, where the stopped run's best was timed once
+            resumed = old.partial and not entry.partial and old.study is not None and old.study == entry.study
             if better or (old.picked and not entry.picked) or resumed:
                 items[i] = entry.to_yaml()
                 return new, "replaced"
@@ -206,10 +210,11 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
     return {**doc, "device": header, "kernels": dict(doc.get("kernels") or {})}
 
 
-def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path) -> str:
+def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
+         usable: Callable[[Entry], bool] | None = None) -> str:
     """Lock, re-read, merge, back up and atomically replace the profile at ``path``."""
     try:
-        return _update(path, lambda doc: merge(doc, kernel, entry, device))
+        return _update(path, lambda doc: merge(doc, kernel, entry, device, usable))
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror})") from None
 

@@ -251,6 +251,11 @@ class KernelSpec:
                 return None
         return full
 
+    def stores(self, entry: Any) -> bool:
+        """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of
+        this spec: its version, and parameters and values of its space."""
+        return entry.spec_hash == self.spec_hash and self.from_stored(entry.params, entry.build_flags) is not None
+
     def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:
         """Compiler options for a configuration: ``-D`` macros, then the enabled build flags."""
         options = [f"-D{name}={value}" for name, value in self.macros(problem, params).items()]

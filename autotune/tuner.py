@@ -822,7 +822,7 @@ def _save(report: TuneReport, partial: bool, kept: bool, study: str | None) -> T
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
     try:
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
-                                report.device.profile_header(), path)
+                                report.device.profile_header(), path, usable=report.spec.stores)
     except ProfileError as exc:
         then = (f"the trials are kept in the study: make {path.parent} writable and run the same command "
                 "again, which resumes the study and saves its best") if kept else "the study was in memory"

@@ -321,6 +321,24 @@ def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
     assert calls == [] and prof.read_text() == "kernels:\n  scale: [\n"
 
 
+@pytest.mark.parametrize("edit, verdict", [
+    ((r"WG: \d+", "WG: 48"), "replaced an entry whose configuration is not in the spec's space"),
+    ((r"time_ms: ", "time_ms: -"), "replaced"),
+])
+def test_a_hand_edited_entry_load_kernel_cannot_use_is_marked_and_replaced(scale, capsys, edit, verdict):
+    first = run(scale, storage=":memory:")
+    first.profile_path.write_text(re.sub(*edit, first.profile_path.read_text(), count=1))
+    from autotune.cli import _show_entries
+    (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
+    _show_entries("scale", [entry], scale)
+    shown = capsys.readouterr().out
+    assert ("not a configuration of the spec's space" in shown) == ("48" in edit[1]), shown
+    again = run(scale, storage=":memory:")  # as good as the first: only the edit lets it in
+    assert again.profile_verdict == verdict
+    (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
+    assert scale.stores(entry) and entry.time_ms > 0
+
+
 @needs_opencl
 def test_a_worker_killed_holding_the_program_cache_lock_does_not_stall_later_builds(scale, tmp_path):
     # pyopencl locks its on-disk program cache with a file; a worker killed (timeout, crash)

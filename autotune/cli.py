@@ -75,6 +75,14 @@ def _selector(text: str) -> str:
     return text
 
 
+def _storage(text: str) -> str:
+    """An argparse type for --storage: an empty URL is a mistake, not the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty; give an optuna storage URL (e.g. sqlite:///studies.db) "
+                                         "or :memory:, or leave --storage out for the default")
+    return text
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """Usage errors as one line that points to --help. No abbreviated options: replay's
     ``--seed 3`` would be taken as ``--seeds 3``."""
@@ -118,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "regression of log time predicts fastest), random (uniform over the valid "
                      "configurations), or grid (every valid configuration in order)")
     run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
-    run.add_argument("--storage", help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME; "
+    run.add_argument("--storage", type=_storage, help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME; "
                      ":memory: for a study that is not kept). Runs started on one study (on one host or "
                      "several, e.g. postgresql://HOST/DB) cooperate: no configuration is measured twice")
     run.add_argument("--study-trials", type=_number(int), metavar="N",
@@ -199,8 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "of it, e.g. h200), or a selector of a device on this machine; default: every device")
     report.add_argument("-o", "--output", metavar="DIR", help="folder for index.html and the PNG files "
                         "(default: ./autotune-report-KERNEL)")
-    report.add_argument("--storage", metavar="URL", help="optuna storage URL the studies are in (default: SQLite in "
-                        "$AUTOTUNE_HOME)")
+    report.add_argument("--storage", type=_storage, metavar="URL",
+                        help="optuna storage URL the studies are in (default: SQLite in $AUTOTUNE_HOME)")
     for command in sub.choices.values():  # so that an unknown option is reported by its command
         command.set_defaults(command_parser=command)
     return parser
@@ -299,6 +307,10 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
         try:
             spec.resolve_problem(problem)
         except ProblemError as exc:
+            try:  # the hint only where naming one key would do
+                spec.resolve_problem({keys[0]: bare[0]})
+            except ProblemError:
+                raise exc from None
             raise ProblemError(f"{exc}; -s {bare[0]} sets every size key ({', '.join(keys)}): name the one "
                                f"you mean, e.g. -s {keys[0]}={bare[0]}") from None
     return spec, problem

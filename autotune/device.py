@@ -125,6 +125,12 @@ def list_devices() -> list[tuple[DeviceInfo, cl.Device]]:
     return found
 
 
+def of(dev: cl.Device) -> DeviceInfo:
+    """Facts of a pyopencl device (an application's queue's), with its ``P:D`` selector."""
+    found = next((d for d, other in list_devices() if other == dev), None)
+    return found if found is not None else info(dev)
+
+
 def build_key(d: DeviceInfo) -> str:
     """What a build check is cached under: platform, device and driver version."""
     return f"{d.platform}|{d.vendor}|{d.name}|{d.driver}|{d.opencl}"

@@ -224,7 +224,7 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     """The nearest problem's configuration, with the warning that names the command that tunes this one."""
     _warn_once(spec, info, problem, (
         f"no tuned {spec.name} for {info.name} at {problem_label(problem)}; using the configuration tuned "
-        f"for {problem_label(entry.problem)} (`{tune_command(spec, problem)}` tunes this size)"))
+        f"for {problem_label(entry.problem)} (`{tune_command(spec, problem, info)}` tunes this size)"))
     return Choice(params, "nearest", entry, path)
 
 
@@ -256,7 +256,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         f"no tuned {spec.name} for {info.name} at {problem_label(problem)}: timed {len(tuned)} tuned "
         f"configurations there{' and the spec’s ' + ' and '.join(fallbacks) if fallbacks else ''} "
         f"in {time.perf_counter() - t0:.1f} s and took the fastest "
-        f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem)}` tunes this size"))
+        f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
 
 
@@ -271,7 +271,7 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
     what = "default configuration" if params == spec.default_config else "valid configuration nearest the default"
     _warn_once(spec, info, problem, (
         f"no tuned {spec.name} for {info.name} at {problem_label(problem)}; using the {what} "
-        f"(`{tune_command(spec, problem)}` tunes it)"))
+        f"(`{tune_command(spec, problem, info)}` tunes it)"))
     return Choice(params, "default")
 
 
@@ -294,10 +294,10 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
         warnings.warn(AutotuneWarning(message), stacklevel=5)
 
 
-def tune_command(spec: KernelSpec, problem: Mapping[str, Any]) -> str:
-    """The command that tunes ``problem``: the built-in name, or the spec's path."""
+def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:
+    """The command that tunes ``problem`` on ``info``'s device: the built-in name, or the spec's path."""
     name = spec.name if spec.path.parent == _builtin_folder() else str(spec.path)
-    return f"autotune run {name} -s {problem_label(problem)}"
+    return f"autotune run {name} -s {problem_label(problem)}" + (f" -d {info.selector}" if info.selector else "")
 
 
 def _builtin_folder() -> Path:
@@ -318,6 +318,6 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
                         f"not {type(queue).__name__}")
     spec = specs.load(name)
     prob = spec.resolve_problem(problem)
-    info = devices.info(queue.device)
+    info = devices.of(queue.device)  # its selector, for the command that tunes it
     timer = firstuse.timer(spec, prob, _context(queue), queue.device, info.facts())
     return TunedKernel(spec, queue, prob, choose(spec, info, prob, timer=timer), info.facts())

@@ -110,11 +110,12 @@ def test_measuring_can_be_turned_off(folders, monkeypatch):
     assert c.origin == "nearest" and c.params == T128 and timer.calls == []  # 4096 is nearest
 
 
-def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_command(folders, monkeypatch):
+def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_command_and_device(folders,
+                                                                                               monkeypatch):
     monkeypatch.setattr(loader, "_warned", set())
     monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "off")
     with pytest.warns(loader.AutotuneWarning, match=r"tuned for M=4096,N=4096,K=4096,layout=row "
-                      r"\(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row` tunes this size\)"):
+                      r"\(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row -d fake` tunes this size\)"):
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, FakeTimer({}))
 
 
@@ -133,7 +134,7 @@ def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tm
     mine = specs.load(str(copy))
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(mine, FAKE, mine.resolve_problem({"M": 1000}), [tmp_path / "none"])
-    assert f"`autotune run {copy} -s M=1000,N=512,K=512,layout=row` tunes it" in str(caught[0].message)
+    assert f"`autotune run {copy} -s M=1000,N=512,K=512,layout=row -d fake` tunes it" in str(caught[0].message)
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])
-    assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row`" in str(caught[0].message)
+    assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row -d fake`" in str(caught[0].message)

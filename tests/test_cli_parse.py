@@ -76,3 +76,20 @@ def test_an_unknown_option_is_reported_by_its_command_with_exit_2(capsys, argv, 
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.startswith(f"autotune {command}: error: unrecognized arguments")
     assert f"see `autotune {command} --help`" in err
+
+
+def test_a_zero_size_gets_no_hint_that_would_fail_the_same_way(capsys):
+    from autotune import cli
+
+    assert cli.main(["run", "matmul", "-s", "0", "--storage", ":memory:"]) == 1
+    err = capsys.readouterr().err
+    assert "sizes must be positive" in err and "M=0" not in err
+
+
+@pytest.mark.parametrize("command", ["run", "report"])
+def test_an_empty_storage_is_a_usage_error_not_the_default_database(capsys, command):
+    from autotune import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main([command, "reverse", "--storage", ""])
+    assert stop.value.code == 2 and "--storage: is empty" in capsys.readouterr().err

@@ -343,3 +343,8 @@ def test_the_steps_of_a_kernel_run_in_order_on_an_out_of_order_queue(queue, tmp_
         assert np.allclose(y, 2 * x + 1, atol=1e-6)
         first, second = waits
         assert second[0] == ([first[1]] if flags else []), "step 2 waits for step 1 only out of order"
+
+
+@needs_opencl
+def test_the_queues_device_is_known_by_its_selector_for_the_command_that_tunes_it(queue, ocl_device):
+    assert device.of(queue.device).selector == ocl_device

@@ -28,6 +28,8 @@ Example:
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -175,7 +177,7 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     facts = info.facts()
     found = [(e, p) for e, p in profiles.collect(
         spec.name, info.slug, folders,
-        lambda exc: warnings.warn(AutotuneWarning(f"ignoring profile: {exc}"), stacklevel=5))
+        lambda exc: _warn(f"ignoring profile: {exc}"))
         if e.spec_hash == spec.spec_hash]
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
     if here:  # a tuning run's entry before a pick made at an earlier first use
@@ -290,8 +292,19 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
     key = (str(spec.path), info.slug, problem_label(problem))
     if key not in _warned:
         _warned.add(key)
-        # the caller of load_kernel: _warn_once <- _nearest/_measure/_fallback <- choose <- load_kernel
-        warnings.warn(AutotuneWarning(message), stacklevel=5)
+        _warn(message)
+
+
+_PACKAGE = os.path.dirname(__file__) + os.sep
+
+
+def _warn(message: str) -> None:
+    """An AutotuneWarning attributed to the first caller outside this package (the
+    application's load_kernel call), however deep in autotune it was raised."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(AutotuneWarning(message), stacklevel=level)
 
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:

@@ -138,3 +138,4 @@ def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tm
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])
     assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row -d fake`" in str(caught[0].message)
+    assert caught[0].filename == __file__, "the warning points at the caller's line, not autotune's"

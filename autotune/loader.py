@@ -35,6 +35,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pyopencl as cl
@@ -301,7 +302,8 @@ _PACKAGE = os.path.dirname(__file__) + os.sep
 def _warn(message: str) -> None:
     """An AutotuneWarning attributed to the first caller outside this package (the
     application's load_kernel call), however deep in autotune it was raised."""
-    frame, level = sys._getframe(1), 2
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     warnings.warn(AutotuneWarning(message), stacklevel=level)

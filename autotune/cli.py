@@ -10,7 +10,9 @@ import re
 import shlex
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from . import __version__
@@ -321,16 +323,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .tuner import TuneOptions
 
     spec, problem = _spec_and_problem(args)
-    chosen = args.device or default_device_selector()  # $AUTOTUNE_DEVICE may name several too
     options = TuneOptions(trials=args.trials, timeout_s=args.timeout, sampler=Sampler(args.sampler),
-                          seed=args.seed, storage=args.storage, device=chosen,
+                          seed=args.seed, storage=args.storage, device=args.device,
                           max_time_per_config=args.max_time_per_config,
                           isolate=not args.no_isolation, save=not args.no_save,
                           compile_ahead=args.compile_ahead, prune=args.prune,
                           study_trials=args.study_trials, study_timeout_s=args.study_timeout,
                           warm_start=not args.no_warm_start)
+    # $AUTOTUNE_DEVICE may name several devices too; one is left to select(), whose errors say
+    # where a selector came from
+    chosen = args.device or default_device_selector()
     if chosen and (chosen.strip().lower() == "all" or "," in chosen):
-        return _run_together(spec, options, problem, args.quiet)
+        return _run_together(spec, replace(options, device=chosen), problem, args.quiet)
     return _run_one(spec, options, problem, args.quiet)
 
 
@@ -345,8 +349,6 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
 
 def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> int:
     """``run -d all`` or ``-d A,B``: a worker per device, one merged progress, a summary per study."""
-    from dataclasses import replace
-
     from .device import select_many
     from .fleet import groups, require_shared, tune_together
 
@@ -354,7 +356,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
     if len(infos) == 1:  # `-d all` on a host with one device: an ordinary run
         return _run_one(spec, replace(options, device=infos[0].selector), problem, quiet)
     require_shared(options)
-    for sel in sorted({i.selector for i in infos if [j.selector for j in infos].count(i.selector) > 1}):
+    for sel in sorted(sel for sel, n in Counter(i.selector for i in infos).items() if n > 1):
         print(f"autotune: warning: device {sel} is named more than once: its workers time kernels on it "
               "at the same time, so each one's times include the others' load", file=sys.stderr)
     studies = groups(infos)

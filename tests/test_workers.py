@@ -267,6 +267,13 @@ def test_autotune_device_may_name_several_devices_as_device_does(capsys, monkeyp
         assert code == 1 and "several devices need a study they can share" in err, err
 
 
+@needs_cpu
+def test_a_bad_autotune_device_for_one_device_still_says_where_it_came_from(capsys, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_DEVICE", "bogus")
+    assert cli.main(["run", "reverse", "--storage", ":memory:", "-n", "1"]) == 1
+    assert "matches 'bogus' (from $AUTOTUNE_DEVICE; unset it or pass --device)" in capsys.readouterr().err
+
+
 # ---- a real PostgreSQL ----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -84,13 +84,11 @@ class Arguments:
         else:
             raise TypeError(f"{where} must be a pyopencl Buffer or pyopencl.array.Array, got {_kind(value)}")
         if size < nbytes:
-            raise ValueError(f"{where} needs {nbytes} bytes for {self._shown()}; got a buffer of {size} bytes")
+            shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
+            raise ValueError(f"{where} needs {nbytes} bytes for {shown}; got a buffer of {size} bytes")
         if mem.context != self._context:  # enqueueing it would fail, on some runtimes by crashing
             raise ValueError(f"{where}: the buffer belongs to another OpenCL context than the queue's")
         return self._array_data(where, value, mem) if isinstance(value, cl_array.Array) else mem
-
-    def _shown(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.problem.items())
 
     def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer) -> cl.Buffer:
         """The buffer that starts where ``array`` (held in ``mem``) does: an argument has no offset."""

@@ -521,11 +521,11 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from . import device
+    from . import device, runtimes
 
     found = device.list_devices()
     if not found:
-        raise AutotuneError(f"no OpenCL device found; {device.cpu_fix()}")
+        raise AutotuneError(f"no OpenCL device found; {runtimes.cpu_fix()}")
     built = device.build_checks(found, recheck=args.recheck)
     default = device.select(None)[0].selector if any(b.ok for b in built.values()) else None
     print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} "
@@ -539,7 +539,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     for d, _ in found:
         print(f"  {d.selector}: {d.slug}")
     if default is None:
-        raise AutotuneError(f"no device can build OpenCL kernels; {device.cpu_fix()}")
+        raise AutotuneError(f"no device can build OpenCL kernels; {runtimes.cpu_fix()}")
     return 0
 
 

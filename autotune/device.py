@@ -151,7 +151,7 @@ def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.
                 return item
     raise DeviceError("no OpenCL device can build kernels: " + "; ".join(
         f"{d.selector} {d.name} ({d.platform}): {built[d.selector].message}" for d, _ in found)
-        + f"; {cpu_fix()}")
+        + f"; {runtimes.cpu_fix()}")
 
 
 def _require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]]
@@ -163,16 +163,9 @@ def _require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[Device
     built = build_checks(found)  # one look (or probe) for all the others
     others = [f"{o.selector} ({o.name}, {o.platform})" for o, _ in found
               if o.selector != d.selector and built[o.selector].ok]
-    fix = f"use --device {' or '.join(others)}" if others else cpu_fix()
+    fix = f"use --device {' or '.join(others)}" if others else runtimes.cpu_fix()
     raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot build OpenCL kernels: "
                       f"{check.message}; {fix}")
-
-
-def cpu_fix() -> str:
-    """The advice when no device can build: make the installed CPU runtime visible, or install one."""
-    return runtimes.hidden() or (
-        "install a CPU OpenCL runtime that builds on this machine: pip install 'autotune[cpu]' "
-        "(Intel's OpenCL CPU runtime), or a GPU driver")
 
 
 def select(selector: str | None = None, require_build: bool = True) -> tuple[DeviceInfo, cl.Device]:
@@ -185,7 +178,7 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     selector = selector or settings.default_device_selector()
     found = list_devices()
     if not found:
-        raise DeviceError(f"no OpenCL device found; {cpu_fix()}")
+        raise DeviceError(f"no OpenCL device found; {runtimes.cpu_fix()}")
     if not selector:
         return _default(found) if require_build else ([f for f in found if f[0].is_gpu] or found)[0]
     match = None
@@ -215,7 +208,7 @@ def select_many(text: str) -> list[DeviceInfo]:
         return [select(part)[0] for part in parts]
     found = list_devices()
     if not found:
-        raise DeviceError(f"no OpenCL device found; {cpu_fix()}")
+        raise DeviceError(f"no OpenCL device found; {runtimes.cpu_fix()}")
     built = build_checks(found)
     ok = [d for d, _ in found if built[d.selector].ok]
     if not ok:

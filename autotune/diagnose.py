@@ -95,8 +95,7 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
     located = errors(message)
     if not located:
         return (f"{head}: {message.strip()}; the compiler cannot build for this device: choose "
-                "another with --device (`autotune devices` shows which build), or "
-                + (runtimes.hidden() or "pip install 'autotune[cpu]' for Intel's CPU runtime"))
+                f"another with --device (`autotune devices` shows which build), or {runtimes.cpu_fix()}")
     first = located[0]
     file = template.parent / first.file
     if not file.is_file():  # a name the compiler made up: the template itself

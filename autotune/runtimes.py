@@ -151,6 +151,12 @@ def register() -> list[Runtime]:
     return [r for r in runtimes if r.library.name not in present]
 
 
+def cpu_fix() -> str:
+    """The advice when no device can build: make the installed CPU runtime visible, or install one."""
+    return hidden() or ("install a CPU OpenCL runtime that builds on this machine: pip install "
+                        "'autotune[cpu]' (Intel's OpenCL CPU runtime), or a GPU driver")
+
+
 def hidden() -> str | None:
     """Why the installed runtimes are not visible to OpenCL, with the fix; None when they are
     (or none is installed)."""

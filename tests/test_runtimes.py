@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune import device, runtimes
+from autotune import runtimes
 from autotune.runtimes import Runtime
 
 INTEL = Runtime("intel-cpu", Path("/venv/lib/libintelocl.so"))
@@ -87,7 +87,7 @@ def test_no_writable_cache_keeps_the_system_setup_and_the_advice_says_why(
     monkeypatch.setattr(runtimes, "_hidden", None)
     before = os.environ["OCL_ICD_VENDORS"]
     assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == before
-    advice = device.cpu_fix()
+    advice = runtimes.cpu_fix()
     assert "intel-cpu is not visible" in advice and "AUTOTUNE_CACHE" in advice, advice
     assert "pip install" not in advice, "the runtime is installed: installing it again fixes nothing"
 
@@ -95,7 +95,7 @@ def test_no_writable_cache_keeps_the_system_setup_and_the_advice_says_why(
 def test_the_advice_names_autotune_system_opencl_where_it_hides_the_installed_runtime(monkeypatch):
     monkeypatch.setenv("AUTOTUNE_SYSTEM_OPENCL", "1")
     monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
-    assert device.cpu_fix() == "AUTOTUNE_SYSTEM_OPENCL=1 hides the installed runtime intel-cpu; unset it to use it"
+    assert runtimes.cpu_fix() == "AUTOTUNE_SYSTEM_OPENCL=1 hides the installed runtime intel-cpu; unset it to use it"
 
 
 _PLATFORMS = "import autotune, json, pyopencl as cl; print(json.dumps([p.name for p in cl.get_platforms()]))"

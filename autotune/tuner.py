@@ -773,9 +773,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      run.state.measured))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save and report.best is not None:
-            kept = options.storage != ":memory:"
-            study = record.study_key(options.storage or settings.default_storage(), report.study_name) if kept else None
-            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"), kept=kept, study=study)
+            study = (record.study_key(options.storage or settings.default_storage(), report.study_name)
+                     if options.storage != ":memory:" else None)
+            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"), study=study)
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
@@ -817,14 +817,15 @@ def profile_entry(report: TuneReport, partial: bool, study: str | None = None) -
                         partial=partial, baseline=report.baseline, study=study)
 
 
-def _save(report: TuneReport, partial: bool, kept: bool, study: str | None) -> TuneReport:
-    """Save the best in the device's profile; a failure says whether the study keeps the trials."""
+def _save(report: TuneReport, partial: bool, study: str | None) -> TuneReport:
+    """Save the best in the device's profile; a failure says whether the study (None: in memory)
+    keeps the trials."""
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
     try:
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
                                 report.device.profile_header(), path, usable=report.spec.stores)
     except ProfileError as exc:
         then = (f"the trials are kept in the study: make {path.parent} writable and run the same command "
-                "again, which resumes the study and saves its best") if kept else "the study was in memory"
+                "again, which resumes the study and saves its best") if study is not None else "the study was in memory"
         raise ProfileError(f"{exc}; {then}") from None
     return replace(report, profile_path=path, profile_verdict=verdict)

@@ -548,7 +548,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from . import spec as specs
 
     # it builds nothing: a named device need not build; the default is run's (one that builds)
-    info, _ = device.select(args.device, require_build=not args.device)
+    info, dev = device.select(args.device, require_build=not args.device)
     wanted, own = args.kernel, None
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
         own = specs.load(wanted)
@@ -579,7 +579,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if not shown:
         what = f"{args.kernel} on " if args.kernel else ""
         on = f" -d {shlex.quote(args.device)}" if args.device else ""
-        print(f"no tuned entries for {what}{info.name}; run `autotune run {args.kernel or 'KERNEL'}{on}` first")
+        check = device.build_checks([(info, dev)])[info.selector]
+        advice = f"run `autotune run {args.kernel or 'KERNEL'}{on}` first" if check.ok else \
+            f"it cannot build OpenCL kernels ({check.message}), so it cannot be tuned here"
+        print(f"no tuned entries for {what}{info.name}; {advice}")
     return 0
 
 

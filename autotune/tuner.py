@@ -299,6 +299,7 @@ class _Run:
                  options: TuneOptions, valid: ValidSpace, say: Progress, t_start: float) -> None:
         self.spec, self.info, self.problem, self.options, self.say = spec, info, problem, options, say
         self.t_start = t_start
+        self.confirm_from: float | None = None  # when the confirmation started
         self.facts = info.facts()
         self.valid_count, self.valid_exact = valid.count()
         self.n_startup = startup_trials(self.valid_count, options.trials)
@@ -402,15 +403,19 @@ class _Run:
 
     def _deadlines(self, for_search: bool) -> dict[str, float]:
         """Seconds left of --timeout ("timeout") and --study-timeout ("study timeout"); the
-        search leaves a tenth of each (at most 15 s) to confirm."""
-        started = self.log.started_at
+        search leaves a tenth of each (at most 15 s) to confirm, and the confirmation has that
+        reserve however late the search stopped (a run started after the study's time was up
+        still confirms what the study found)."""
+        started, now = self.log.started_at, time.perf_counter()
+        confirming = now - (self.confirm_from if self.confirm_from is not None else now)
         out = {}
         for name, limit, elapsed in (
-                ("timeout", self.options.timeout_s, time.perf_counter() - self.t_start),
+                ("timeout", self.options.timeout_s, now - self.t_start),
                 ("study timeout", self.options.study_timeout_s,
                  time.time() - started if started is not None else None)):
             if limit is not None and elapsed is not None:
-                out[name] = limit - elapsed - (min(0.1 * limit, 15.0) if for_search else 0.0)
+                reserve = min(0.1 * limit, 15.0)
+                out[name] = limit - elapsed - reserve if for_search else max(limit - elapsed, reserve - confirming)
         return out
 
     def _time_left(self, for_search: bool = True) -> float | None:
@@ -669,6 +674,7 @@ class _Run:
         two timings of one warm device: measured first, on a device still idle, the baseline
         ran 2x slow (a 160^3 matmul on Intel's CPU runtime: 0.94 ms in the search's first
         50 ms of launches, 0.48 ms after)."""
+        self.confirm_from = time.perf_counter()
         leaders = self.log.leaders(CONFIRM_LEADERS)
         if len(leaders) < 2:
             return

@@ -154,6 +154,7 @@ def test_the_study_timeout_counts_from_the_studys_first_worker(scale, home):
     late = tune(scale, TuneOptions(trials=20, timeout_s=None, storage=storage, save=False, study_timeout_s=1.0),
                 evaluator=Slow([], threading.Lock()), info=FAKE)
     assert (late.stopped_by, late.measured) == ("study timeout", 0)
+    assert late.confirmed == 2  # the study's leaders timed again, not its raw first timings
 
 
 def test_a_dead_workers_expired_claim_is_measured_by_the_next_worker(scale, home):

@@ -10,6 +10,9 @@ Tune with ``autotune run matmul`` (or :func:`tune`), then use the result::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
 from .runtimes import register as _register_runtimes
@@ -19,6 +22,7 @@ _register_runtimes()
 
 from .errors import (  # noqa: E402
     AutotuneError,
+    AutotuneWarning,
     BuildError,
     DeviceError,
     ExpressionError,
@@ -28,8 +32,21 @@ from .errors import (  # noqa: E402
     TuningInterrupted,
     WorkerError,
 )
-from .loader import AutotuneWarning, TunedKernel, load_kernel  # noqa: E402
-from .tuner import TuneOptions, TuneReport, tune  # noqa: E402
+
+if TYPE_CHECKING:
+    from .loader import TunedKernel, load_kernel
+    from .tuner import TuneOptions, TuneReport, tune
+
+#: The API's parts that need pyopencl and optuna, imported on first use: the command line
+#: answers --help, and a Ctrl-C, without loading them.
+_LAZY = {"TunedKernel": "loader", "load_kernel": "loader", "TuneOptions": "tuner", "TuneReport": "tuner",
+         "tune": "tuner"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "AutotuneError",

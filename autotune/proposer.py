@@ -26,11 +26,13 @@ import enum
 import math
 import random
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from .space import ValidSpace
-from .spec import Value
+if TYPE_CHECKING:  # for the annotations only: the command line reads Sampler before numpy is needed
+    from .space import ValidSpace
+    from .spec import Value
 
-Config = dict[str, Value]
+    Config = dict[str, Value]
 
 
 class Sampler(str, enum.Enum):

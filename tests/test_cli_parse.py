@@ -93,3 +93,25 @@ def test_an_empty_storage_is_a_usage_error_not_the_default_database(capsys, comm
     with pytest.raises(SystemExit) as stop:
         cli.main([command, "reverse", "--storage", ""])
     assert stop.value.code == 2 and "--storage: is empty" in capsys.readouterr().err
+
+
+def test_a_ctrl_c_while_the_command_loads_its_libraries_ends_quietly_with_exit_130():
+    """The command line loads numpy, pyopencl and optuna only inside the command, where a
+    Ctrl-C is caught: in the first half-second it printed a KeyboardInterrupt traceback."""
+    import subprocess
+    import sys
+
+    code = """
+import builtins, sys
+import autotune.cli as cli
+assert not {"numpy", "pyopencl", "optuna"} & set(sys.modules), "loaded before the command"
+real = builtins.__import__
+def interrupted(name, *args, **kwargs):
+    if name in ("numpy", "pyopencl", "optuna"):
+        raise KeyboardInterrupt  # as a Ctrl-C landing while the libraries load
+    return real(name, *args, **kwargs)
+builtins.__import__ = interrupted
+sys.exit(cli.main(["run", "reverse"]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (130, "autotune: interrupted\n")

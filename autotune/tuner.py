@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 import time
@@ -615,7 +616,9 @@ class _Run:
             return
         later = [upcoming.params] if upcoming is not None else []
         startup = self.options.sampler is not Sampler.TPE or self.log.measured_total + 1 < self.n_startup
-        evaluator.prefetch(later + self.due + (self.proposer.ahead(self.ahead, self._seen) if startup else []))
+        left = self.options.trials - self.state.measured - 1  # what this run can still measure after this one
+        ahead = self.proposer.ahead(min(self.ahead, left), self._seen) if startup else []
+        evaluator.prefetch((later + self.due + ahead)[:max(left, 0)])
 
     def measure(self, evaluator: Evaluator, cand: _Candidate) -> Measurement:
         """Measure one new configuration (the one in flight), record it, count it."""
@@ -806,7 +809,9 @@ def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, optio
 def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:
     """The real evaluator: the run's device, inputs made once, compile threads as asked."""
     assert workload is not None
-    timing = replace(run.options.timing, compile_threads=max(run.ahead, 0))
+    # builds are CPU work: N threads on fewer cores slow the one being waited for as much as
+    # the others (200 at once on 2 cores timed a 1-second build out); the queue is first in, first out
+    timing = replace(run.options.timing, compile_threads=min(max(run.ahead, 0), os.cpu_count() or 1))
     setup = Setup(run.spec, run.info.selector, dict(run.problem), "", timing)
     return open_evaluator(setup, workload, run.options.isolate, folder)
 

@@ -496,3 +496,32 @@ def test_the_baseline_is_timed_again_with_the_leaders_for_the_speed_up(scale):
     among = ColdStart()  # three measured: the baseline is one of the leaders timed again
     report = run(scale, among, sampler="grid", trials=3)
     assert report.baseline.median_ms == pytest.approx(100.0 / 16) and report.confirmed == 3
+
+
+def test_compile_ahead_builds_no_more_than_the_run_can_measure_on_no_more_threads_than_cores(scale, monkeypatch):
+    """--compile-ahead 200 started 200 build threads on 2 cores: the candidate waited for
+    was built so slowly that it timed out, and most builds were for trials never run."""
+    import os
+
+    from autotune import tuner
+
+    announced: list[dict] = []
+    setups = []
+
+    class Recording(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+            t = 1.0 / (params["WPT"] * params["WG"])
+            return Measurement(Status.OK, times_ms=(t, t, t), error=0.0)
+
+        def prefetch(self, upcoming):  # type: ignore[no-untyped-def]
+            announced.extend(upcoming)
+
+    def opened(setup, workload, isolate, folder):  # type: ignore[no-untyped-def]
+        setups.append(setup)
+        return Recording()
+
+    monkeypatch.setattr(tuner, "open_evaluator", opened)
+    tune(scale, TuneOptions(trials=6, sampler="random", compile_ahead=200, timeout_s=None, storage=":memory:",
+                            save=False), info=FAKE)
+    assert setups[0].timing.compile_threads == min(200, os.cpu_count() or 1)
+    assert len({config_key(c) for c in announced}) <= 5  # after the first, at most the 5 trials left

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import queue
 import random
 import threading
@@ -144,8 +145,12 @@ def _open_server(url: str, tries: int = 5) -> optuna.storages.RDBStorage:
 
 def _storage_problem(url: str, exc: Exception) -> str:
     first = first_line(exc)
+    path = url[len("sqlite:///"):]
+    if url.startswith("sqlite:///") and Path(path).is_file() and not os.access(path, os.W_OK):
+        # optuna says "invalid data in the commit" for this
+        return (f"{path} is read-only ({first}); a run stores every trial in it: make it writable, or "
+                "copy it to a writable place and give that as --storage")
     if "not a database" in first or "malformed" in first:
-        path = url[len("sqlite:///"):]
         return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
                 "(its studies are lost), or give another --storage")
     if not url.startswith("sqlite") and "://" in url and type(exc).__name__ == "OperationalError":

@@ -74,6 +74,28 @@ def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_pa
         run(scale, storage=f"sqlite:///{db}")
 
 
+def test_a_read_only_study_database_is_named_as_such(scale, tmp_path, monkeypatch):
+    """optuna reports a read-only SQLite file as "invalid data in the commit"; the message
+    blamed the URL and the driver. (The fault is injected: root writes read-only files.)"""
+    import optuna
+
+    from autotune import study
+
+    db = tmp_path / "studies.db"
+    run(scale, storage=f"sqlite:///{db}")
+    db.chmod(0o444)
+
+    class Refused(optuna.storages.RDBStorage):
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit. This "
+                                                         "typically happens due to invalid data in the commit")
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Refused)
+    monkeypatch.setattr(study.os, "access", lambda path, mode: str(path) != str(db))
+    with pytest.raises(ProblemError, match=rf"^{db} is read-only \(.*\); a run stores every trial in it: make it "
+                                           "writable, or copy it"):
+        run(scale, storage=f"sqlite:///{db}")
+
+
 def test_an_unwritable_home_is_one_line(scale, tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")  # a file where the home folder must go: unwritable even for root

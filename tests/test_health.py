@@ -115,6 +115,24 @@ def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came
         device.select("8:0")  # named on the command line: nothing to say about the environment
 
 
+@pytest.mark.parametrize("argv", [["show", "reverse"], ["bench", "reverse"], ["probe"]])
+@pytest.mark.parametrize("several", ["all", "0:0,1:0"])
+def test_a_command_of_one_device_given_several_says_so(monkeypatch, capsys, argv, several) -> None:
+    """`run` takes `all` or a list, from -d or $AUTOTUNE_DEVICE; show, bench and probe said
+    that no device matches it."""
+    from autotune import cli
+
+    found, _ = _found(("CPU", True), ("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setenv("AUTOTUNE_DEVICE", several)
+    assert cli.main(argv) == 1
+    assert f"{several!r} (from $AUTOTUNE_DEVICE; unset it or pass --device) names several devices" \
+        in capsys.readouterr().err
+    monkeypatch.delenv("AUTOTUNE_DEVICE")
+    assert cli.main([*argv, "-d", several]) == 1
+    assert f"{several!r} names several devices, and this command uses one" in capsys.readouterr().err
+
+
 @needs_opencl
 def test_the_device_under_test_builds_in_the_child_process(ocl_device: str) -> None:
     info, _ = device.select(ocl_device, require_build=False)

@@ -69,20 +69,20 @@ def _number(kind: type) -> Any:
     return parse
 
 
-def _selector(text: str) -> str:
-    """An argparse type for --device: an empty selector is a mistake, not the default."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; give an index such as 0:0 or part of a device's name "
-                                         "(see `autotune devices`), or leave --device out for the default")
-    return text
+def _given(advice: str) -> Any:
+    """An argparse type for an option whose empty value is a mistake, not its default."""
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"is empty; {advice}")
+        return text
+    return parse
 
 
-def _storage(text: str) -> str:
-    """An argparse type for --storage: an empty URL is a mistake, not the default."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty; give an optuna storage URL (e.g. sqlite:///studies.db) "
-                                         "or :memory:, or leave --storage out for the default")
-    return text
+_selector = _given("give an index such as 0:0 or part of a device's name (see `autotune devices`), "
+                   "or leave --device out for the default")
+_storage = _given("give an optuna storage URL (e.g. sqlite:///studies.db) or :memory:, or leave --storage "
+                  "out for the default")
+_folder = _given("give a folder, or leave --output out for ./autotune-report-KERNEL")
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "run with a longer limit measures the study's timeouts again")
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process (faster start, but a hung or crashing "
-                     "kernel stops the run)")
+                     "kernel stops the run, and --max-time-per-config cannot apply)")
     run.add_argument("--compile-ahead", type=_number(int), metavar="N",
                      help="build upcoming candidates in the background while one is timed: the next "
                      "N known in advance, and in the TPE phase the next one, then chosen before this one "
@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-d", "--device", type=_selector,
                         help="only this device: its slug as in the study names (or part "
                         "of it, e.g. h200), or a selector of a device on this machine; default: every device")
-    report.add_argument("-o", "--output", metavar="DIR", help="folder for index.html and the PNG files "
+    report.add_argument("-o", "--output", type=_folder, metavar="DIR", help="folder for index.html and the PNG files "
                         "(default: ./autotune-report-KERNEL)")
     report.add_argument("--storage", type=_storage, metavar="URL",
                         help="optuna storage URL the studies are in (default: SQLite in $AUTOTUNE_HOME)")
@@ -442,8 +442,9 @@ def format_report(report: Any, storage: str | None = None) -> str:
     lines = [f"\n{report.spec.name} on {report.device.name} ({report.device.platform}), "
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
-    if best is None:
-        lines.append("no configuration passed verification")
+    if best is None:  # the reason it stopped (the last line) says why nothing was measured
+        lines.append("no configuration passed verification" if report.study_trials else
+                     "nothing was measured before the run stopped")
     else:
         flags = report.spec.enabled_flags(best.params)
         shown = report.spec.without_flags(best.params)

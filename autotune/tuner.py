@@ -139,6 +139,10 @@ class TuneOptions:
                 raise OptionError(f"{name} must be a positive number of seconds (got {value})")
         if self.seed is not None and not 0 <= self.seed < 2**32:
             raise OptionError(f"--seed must be 0 to 2**32 - 1 (got {self.seed})")
+        if not self.isolate and self.max_time_per_config is not None:
+            raise OptionError("--max-time-per-config needs the measuring worker process, which "
+                              "--no-isolation turns off (a kernel measured in this process cannot be stopped); "
+                              "drop one of them")
         if self.compile_ahead is not None and self.compile_ahead < 0:
             raise OptionError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
 

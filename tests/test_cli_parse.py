@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from autotune.cli import parse_size
@@ -86,13 +88,14 @@ def test_a_zero_size_gets_no_hint_that_would_fail_the_same_way(capsys):
     assert "sizes must be positive" in err and "M=0" not in err
 
 
-@pytest.mark.parametrize("command", ["run", "report"])
-def test_an_empty_storage_is_a_usage_error_not_the_default_database(capsys, command):
+@pytest.mark.parametrize("argv", [["run", "reverse", "--storage", ""], ["report", "reverse", "--storage", " "],
+                                  ["report", "reverse", "-o", ""], ["show", "-d", ""]])
+def test_an_empty_value_is_a_usage_error_not_the_default(capsys, argv):
     from autotune import cli
 
     with pytest.raises(SystemExit) as stop:
-        cli.main([command, "reverse", "--storage", ""])
-    assert stop.value.code == 2 and "--storage: is empty" in capsys.readouterr().err
+        cli.main(argv)
+    assert stop.value.code == 2 and re.search(rf"argument (-\w/)?{argv[-2]}\S*: is empty; ", capsys.readouterr().err)
 
 
 def test_a_ctrl_c_while_the_command_loads_its_libraries_ends_quietly_with_exit_130():

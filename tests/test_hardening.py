@@ -137,6 +137,7 @@ def test_a_profile_that_cannot_be_saved_at_the_end_says_how_to_keep_the_trials(s
     ({"seed": 2**32}, r"--seed must be 0 to 2\*\*32 - 1"),
     ({"prune": float("nan")}, "--prune must be 0"),
     ({"compile_ahead": -3}, "--compile-ahead must be 0 or more"),
+    ({"isolate": False, "max_time_per_config": 0.001}, "--max-time-per-config needs the measuring worker process"),
 ])
 def test_bad_options_are_refused(options, message):
     with pytest.raises(ProblemError, match=message):
@@ -444,3 +445,13 @@ def test_a_baseline_not_valid_for_the_problem_is_named_in_a_warning(tmp_path):
         report = tune(str(path), TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False),
                       evaluator=Fast(), info=FAKE)
     assert report.baseline is None
+
+
+def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verification(scale):
+    from autotune.cli import format_report
+
+    report = run(scale, timeout_s=0.001)
+    assert (report.stopped_by, report.best, report.study_trials) == ("timeout", None, 0)
+    text = format_report(report)
+    assert "nothing was measured before the run stopped" in text and "verification" not in text
+    assert "--timeout reached" in text  # and why

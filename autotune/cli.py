@@ -686,6 +686,10 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
         if others:
             print(f"  starting from the winners of {', '.join(names) or 'none of the --warm-start recordings'}"
                   + (f" ({len(names)} of {len(others)} used)" if len(names) < len(others) else ""))
+            for other in others:
+                if other.name not in names:
+                    why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"
+                    print(f"    not {other.name}: {why}")
         summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target), starts=starts)
         if args.seeds > 1:

@@ -334,20 +334,27 @@ def warm_starts(rec: Recorded, others: Sequence[Recorded]) -> tuple[list[dict[st
     far as a recording tells) and fit its space, and the recordings they come from: at most
     ``warmstart.OTHERS_LIMIT``, those whose device name starts with the same word (the vendor)
     first, then by name, as ``run`` ranks other devices' profiles. A recording of ``rec``'s own
-    device is left out: its winner would be the answer."""
-    def same_device(other: Recorded) -> bool:
-        return other.name == rec.name or (other.device == rec.device and rec.device != UNKNOWN_DEVICE)
-
+    device is left out: its winner would be the answer (:func:`unusable` says why one is)."""
     vendor = rec.device.split()[0]
     starts: list[dict[str, Value]] = []
     names: list[str] = []
     for other in sorted(others, key=lambda o: (o.device.split()[0] != vendor, o.name)):
-        same_kernel = set(other.names) == set(rec.names)  # a recording says no more of its kernel
-        c = rec.adopt(other.winner) if same_kernel and not same_device(other) else None
+        c = rec.adopt(other.winner) if unusable(rec, other) is None else None
         if c is not None and c not in starts and len(starts) < OTHERS_LIMIT:
             starts.append(c)
             names.append(other.name)
     return starts, names
+
+
+def unusable(rec: Recorded, other: Recorded) -> str | None:
+    """Why ``other``'s winner cannot start a replay of ``rec``; None when it can."""
+    if other.name == rec.name or (other.device == rec.device and rec.device != UNKNOWN_DEVICE):
+        return "a recording of the same device, whose winner would be the answer"
+    if set(other.names) != set(rec.names):  # a recording says no more of its kernel
+        return "it tunes other parameters"
+    if rec.adopt(other.winner) is None:
+        return "its winner holds a value this space does not list"
+    return None
 
 
 def summarize(order: Sequence[Measurement], optimum_ms: float, target: float,

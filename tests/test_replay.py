@@ -175,4 +175,6 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     assert cli.main(["replay", str(target), "--warm-start", str(same), str(other), str(near)]) == 0
     out = capsys.readouterr().out
     assert "starting from the winners of sibling (1 of 3 used)" in out
+    assert "not here_again: a recording of the same device, whose winner would be the answer" in out
+    assert "not other_kernel: it tunes other parameters" in out
     assert "within 5% after 2 measured" in out

@@ -183,7 +183,7 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
     if here:  # a tuning run's entry before a pick made at an earlier first use
         entry, path = here[0]
-        params = spec.from_stored(entry.params, entry.build_flags)
+        params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and _valid(spec, params, problem, facts):
             return Choice(params, "measured" if entry.picked else "exact", entry, path)
     candidates = _candidates(spec, found, problem, facts)
@@ -216,7 +216,7 @@ def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], prob
 
     out: list[tuple[dict[str, Value], profiles.Entry, Path]] = []
     for entry, path in sorted((ep for ep in found if not ep[0].picked), key=order):
-        params = spec.from_stored(entry.params, entry.build_flags)
+        params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and all(params != c for c, _, _ in out) and _valid(spec, params, problem, facts):
             out.append((params, entry, path))
     return out
@@ -251,8 +251,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)
     try:
-        profiles.save(entry, spec.name, info.profile_header(), path)
-        saved = f"saved to {path}"
+        kept = profiles.save(entry, spec.name, info.profile_header(), path, usable=spec.stores) == "kept"
+        saved = f"not saved: {path} keeps its tuned entry for this size" if kept else f"saved to {path}"
     except ProfileError as exc:
         saved = f"not saved: {exc}"
     _warn_once(spec, info, problem, (

@@ -233,15 +233,19 @@ class KernelSpec:
         """A full configuration: ``partial`` plus the first value of every parameter it omits."""
         return {p.name: partial.get(p.name, p.values[0]) for p in self.parameters}
 
-    def from_stored(self, params: Mapping[str, Value],
-                    build_flags: Iterable[str]) -> dict[str, Value] | None:
+    def from_stored(self, params: Mapping[str, Value], build_flags: Iterable[str],
+                    whole: bool = False) -> dict[str, Value] | None:
         """The full configuration a profile entry stored (parameters plus enabled flags).
 
         None when a stored parameter or value is no longer in this spec's space, e.g. an entry
-        tuned with an older version of the spec.
+        tuned with an older version of the spec. A parameter the entry omits takes its first
+        value (an older version's winner as a start for the search), unless ``whole``: an entry
+        to be used as it is must name every parameter (one edited by hand, filled in, would be
+        a configuration nobody measured).
         """
-        if not set(params) <= {p.name for p in self.parameters}:
-            return None  # a parameter this spec no longer has: the entry means something else
+        plain = {p.name for p in self.parameters if p.flag is None}  # entries keep flags apart
+        if not set(params) <= {p.name for p in self.parameters} or (whole and set(params) != plain):
+            return None  # a parameter this spec does not have: the entry means something else
         full = self.complete(params)
         enabled = set(build_flags)
         for p in self.parameters:
@@ -254,7 +258,8 @@ class KernelSpec:
     def stores(self, entry: Any) -> bool:
         """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of
         this spec: its version, and parameters and values of its space."""
-        return entry.spec_hash == self.spec_hash and self.from_stored(entry.params, entry.build_flags) is not None
+        return (entry.spec_hash == self.spec_hash
+                and self.from_stored(entry.params, entry.build_flags, whole=True) is not None)
 
     def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:
         """Compiler options for a configuration: ``-D`` macros, then the enabled build flags."""

@@ -139,3 +139,19 @@ def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tm
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])
     assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row -d fake`" in str(caught[0].message)
     assert caught[0].filename == __file__, "the warning points at the caller's line, not autotune's"
+
+
+def test_an_entry_missing_a_parameter_is_not_filled_in_and_the_pick_replaces_it(folders):
+    """A hand-edited entry naming only ALGO ran as ALGO plus every other parameter's first value,
+    50x slower, as if tuned; the pick made instead was then kept out of the profile, while the
+    warning said it was saved."""
+    problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
+    path = profiles.path_for(FAKE.slug, folders[0])
+    edited = record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params={"ALGO": "blocked"}), trials=50)
+    profiles.save(edited, "matmul", FAKE.profile_header(), path)
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    with pytest.warns(loader.AutotuneWarning, match=rf"took the fastest \(0.9 ms; saved to {path}\)"):
+        c = loader.choose(MM, FAKE, problem, folders, timer)
+    assert c.origin == "measured" and c.params == T64
+    saved = profiles.entries(profiles.read(path), "matmul")
+    assert [(e.picked, e.params) for e in saved] == [(True, MM.without_flags(T64))]

@@ -103,7 +103,7 @@ def _profile(s: Section, best: Trial | None) -> str:
     winner of the leaders' re-timing, which need not be the fastest single measurement."""
     assert s.entry is not None
     text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trials, tuned {s.entry.tuned_at}"
-    params = s.spec.from_stored(s.entry.params, s.entry.build_flags)
+    params = s.spec.from_stored(s.entry.params, s.entry.build_flags, whole=True)
     trial = s.find(params) if params is not None else None
     if trial is None:
         return text + "; its configuration is not among this study's trials (tuned " + (

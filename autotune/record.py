@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from .errors import AutotuneError
@@ -59,6 +60,8 @@ def study_key(storage: str, name: str) -> str:
         >>> len(study_key("sqlite:///studies.db", "matmul-x")), study_key("a", "b") == study_key("a", "c")
         (12, False)
     """
+    if storage.startswith("sqlite:///"):  # one file, however its path is spelled
+        storage = "sqlite:///" + str(Path(storage[len("sqlite:///"):]).resolve())
     return hashlib.sha256(f"{storage}\0{name}".encode()).hexdigest()[:12]
 
 

@@ -154,3 +154,12 @@ def test_profiles_are_written_with_the_umask_and_reject_text_throughput(tmp_path
                    " throughput: {GFLOP/s: fast}}\n")
     with pytest.raises(ProfileError, match="malformed entry"):
         profiles.read(bad)
+
+
+def test_a_study_is_the_same_however_its_sqlite_path_is_spelled(tmp_path, monkeypatch):
+    from autotune import record
+
+    monkeypatch.chdir(tmp_path)
+    key = record.study_key(f"sqlite:///{tmp_path}/x.db", "s")
+    assert record.study_key("sqlite:///x.db", "s") == record.study_key("sqlite:///./sub/../x.db", "s") == key
+    assert record.study_key("sqlite:///y.db", "s") != key != record.study_key("sqlite:///x.db", "t")

@@ -301,3 +301,21 @@ def test_the_baseline_row_gives_the_speed_up_the_run_reported_not_the_first_timi
     assert "40 ms (trial 0)" in text
     unsaved = page._baseline(replace(s, entry=None), s.best, slow_first)
     assert f"best is {40.0 / s.best.m.median_ms:.2f}x faster (their first timings)" in unsaved
+
+
+def test_a_profile_entry_of_another_study_or_a_stopped_run_is_not_reported_as_this_studys_result(scale, tmp_path):
+    """Two studies of one problem (another --storage, or two copies of a spec): the report
+    credited each with the profile's entry and the speed-up the other's run reported."""
+    tune_fake(scale)  # the default database: its entry is saved
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    tune_fake(scale, storage=other)  # no faster: the profile keeps the first study's entry
+    (mine,) = data.find_sections(scale, None)
+    (theirs,) = data.find_sections(scale, other)
+    assert mine.entry == theirs.entry and mine.entry_ours and not theirs.entry_ours
+    assert page._profile(theirs, theirs.best).endswith("; saved by another study of this problem (another "
+                                                       "--storage, or another copy of the spec)")
+    assert "the speed-up the run reported" not in page._baseline(theirs, theirs.best, theirs.baseline)
+    assert "the speed-up the run reported" in page._baseline(mine, mine.best, mine.baseline)
+    stopped = replace(mine, entry=replace(mine.entry, partial=True))
+    assert ", partial (the run was stopped before its leaders were timed again)" in page._profile(stopped, mine.best)
+    assert "their first timings" in page._baseline(stopped, mine.best, mine.baseline)

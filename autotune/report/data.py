@@ -18,7 +18,7 @@ from typing import Any
 
 import optuna
 
-from .. import profiles, settings
+from .. import profiles, record, settings
 from ..ceilings import Ceiling
 from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
@@ -53,6 +53,7 @@ class Section:
     trials: tuple[Trial, ...]
     device_name: str = ""
     entry: profiles.Entry | None = None
+    entry_ours: bool = True  # the entry was saved by this study (not another one of this problem)
     ceilings: tuple[Ceiling, ...] = ()
     importances: Mapping[str, float] = field(default_factory=dict)
     importance_method: str = ""
@@ -180,7 +181,7 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
         if not ids:
             raise ProblemError(f"no study of {spec.name} for {problem_label(problem)} in {url}; "
                                f"its studies: {'; '.join(labels)}")
-    return sorted((_section(spec, s, opened) for s in _current_first(spec, ids)), key=_order)
+    return sorted((_section(spec, s, url, opened) for s in _current_first(spec, ids)), key=_order)
 
 
 def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
@@ -222,14 +223,16 @@ def _order(s: Section) -> tuple[Any, ...]:
     return (s.slug, sizes, s.stale)
 
 
-def _section(spec: KernelSpec, sid: StudyId, opened: optuna.storages.BaseStorage) -> Section:
+def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.BaseStorage) -> Section:
     study = optuna.load_study(study_name=sid.name, storage=opened)
     trials = tuple(_trials(study.get_trials(deepcopy=False)))
     problem = parse_problem_label(sid.label)
     device_name, entry, found = _profile(spec.name, sid.slug, problem)
     method, importances = importance(spec, trials)
+    # an entry from before entries named their study is taken as this one's, as it was
+    ours = entry is None or entry.study is None or entry.study == record.study_key(url, sid.name)
     return Section(spec, sid.name, sid.slug, problem, sid.spec_hash, trials, device_name or sid.slug, entry,
-                   found, importances, method)
+                   ours, found, importances, method)
 
 
 def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:

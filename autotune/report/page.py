@@ -90,7 +90,7 @@ def _baseline(s: Section, best: Trial | None, base: Trial) -> str:
     read several times slow), else from the trials' own timings, said so."""
     text = f"{base.m.median_ms:.4g} ms (trial {base.number})" if base.m.ok else base.m.status.value
     e = s.entry
-    if e is not None and e.baseline_ms and e.time_ms > 0:
+    if e is not None and s.entry_ours and not e.partial and e.baseline_ms and e.time_ms > 0:
         return text + (f"; timed again beside the saved configuration: {e.baseline_ms:.4g} ms, which is "
                        f"{e.baseline_ms / e.time_ms:.2f}x slower (the speed-up the run reported)")
     if best is not None and base.m.ok:
@@ -103,6 +103,10 @@ def _profile(s: Section, best: Trial | None) -> str:
     winner of the leaders' re-timing, which need not be the fastest single measurement."""
     assert s.entry is not None
     text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trials, tuned {s.entry.tuned_at}"
+    if not s.entry_ours:  # the same configuration may be among this study's trials: not its result
+        return text + "; saved by another study of this problem (another --storage, or another copy of the spec)"
+    if s.entry.partial:
+        text += ", partial (the run was stopped before its leaders were timed again)"
     params = s.spec.from_stored(s.entry.params, s.entry.build_flags, whole=True)
     trial = s.find(params) if params is not None else None
     if trial is None:

@@ -174,6 +174,39 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     ``folders``: where profiles are looked up, the user's (where a pick is saved) first;
     ``timer``: how candidates are timed (none: no measuring, the nearest problem's).
     """
+    chosen = _choose(spec, info, problem, folders, timer)
+    if chosen.profile is not None:
+        _written_for(chosen.profile, spec, info, problem)
+    return chosen
+
+
+#: What a profile's device block must share with the device its entries are used on: a profile
+#: is named by vendor and model only, and a copied or shared file may come from another device.
+SAME_DEVICE = ("name", "device_type", "compute_units")
+
+
+def _written_for(path: Path, spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any]) -> None:
+    """Warn (once per profile and device) when ``path``'s device block describes another device."""
+    key = (str(path), info.slug, "device")
+    if key in _warned:
+        return
+    _warned.add(key)
+    try:
+        header = profiles.read(path).get("device")
+    except ProfileError:
+        return  # reported where its entries were read
+    mine = info.profile_header()
+    if isinstance(header, Mapping) and any(k in header and header[k] != mine[k] for k in SAME_DEVICE):
+        _warn(f"{path} was written for {_described(header)}, not this {_described(mine)}: its configurations "
+              f"are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
+
+
+def _described(header: Mapping[str, Any]) -> str:
+    return f"{header.get('name')} ({header.get('device_type')}, {header.get('compute_units')} compute units)"
+
+
+def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+            folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
     folders = folders or profiles.search_folders(settings.profiles_dir())
     facts = info.facts()
     found = [(e, p) for e, p in profiles.collect(

@@ -240,11 +240,11 @@ class KernelSpec:
         None when a stored parameter or value is no longer in this spec's space, e.g. an entry
         tuned with an older version of the spec. A parameter the entry omits takes its first
         value (an older version's winner as a start for the search), unless ``whole``: an entry
-        to be used as it is must name every parameter (one edited by hand, filled in, would be
-        a configuration nobody measured).
+        to be used as it is must name every parameter its configuration uses (one edited by
+        hand, filled in, would be a configuration nobody measured); it may leave out those whose
+        ``when`` does not hold, which have their first value.
         """
-        plain = {p.name for p in self.parameters if p.flag is None}  # entries keep flags apart
-        if not set(params) <= {p.name for p in self.parameters} or (whole and set(params) != plain):
+        if not set(params) <= {p.name for p in self.parameters}:
             return None  # a parameter this spec does not have: the entry means something else
         full = self.complete(params)
         enabled = set(build_flags)
@@ -253,6 +253,8 @@ class KernelSpec:
                 full[p.name] = p.flag in enabled
             elif full[p.name] not in p.values:
                 return None
+        if whole and any(p.flag is None and p.name not in params and not _unused(p, full) for p in self.parameters):
+            return None
         return full
 
     def stores(self, entry: Any) -> bool:
@@ -815,3 +817,11 @@ def _import_reference(reference: str, spec_path: Path) -> ModuleType:
                 "see the spec format in README.md"
             )
     return module
+
+
+def _unused(p: Parameter, config: Mapping[str, Value]) -> bool:
+    """Whether ``config`` does not use ``p`` (its ``when`` does not hold there)."""
+    try:
+        return p.when is not None and not p.when(config)
+    except ExpressionError:  # names a problem key: taken as used
+        return False

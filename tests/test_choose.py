@@ -145,6 +145,7 @@ def test_an_entry_missing_a_parameter_is_not_filled_in_and_the_pick_replaces_it(
     """A hand-edited entry naming only ALGO ran as ALGO plus every other parameter's first value,
     50x slower, as if tuned; the pick made instead was then kept out of the profile, while the
     warning said it was saved."""
+    loader._warned.clear()  # said once per process and size: other tests took this size
     problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
     path = profiles.path_for(FAKE.slug, folders[0])
     edited = record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params={"ALGO": "blocked"}), trials=50)
@@ -155,3 +156,24 @@ def test_an_entry_missing_a_parameter_is_not_filled_in_and_the_pick_replaces_it(
     assert c.origin == "measured" and c.params == T64
     saved = profiles.entries(profiles.read(path), "matmul")
     assert [(e.picked, e.params) for e in saved] == [(True, MM.without_flags(T64))]
+
+
+def test_a_profile_written_for_another_device_is_used_with_a_warning_naming_both(folders):
+    """A profile is named by vendor and model only: an H200's file copied under this device's
+    name (or one from a machine of another size) was used as 'exact' without a word."""
+    from dataclasses import replace
+
+    loader._warned.clear()  # said once per process and profile
+    bigger = replace(FAKE, compute_units=FAKE.compute_units * 2)
+    problem = MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024})
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        c = loader.choose(MM, bigger, problem, folders, FakeTimer({}))
+    assert c.origin == "exact" and c.params == T64
+    shipped = profiles.path_for(FAKE.slug, folders[1])
+    assert [str(w.message) for w in caught] == [
+        f"{shipped} was written for {FAKE.name} (GPU, {FAKE.compute_units} compute units), not this {FAKE.name} "
+        f"(GPU, {bigger.compute_units} compute units): its configurations are used, but may be slow here "
+        f"(`autotune run matmul -s M=1024,N=1024,K=1024,layout=row -d {FAKE.selector}` tunes this device)"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader.choose(MM, FAKE, problem, folders, FakeTimer({}))  # its own device: nothing to say

@@ -203,7 +203,8 @@ def test_load_kernel_runs_a_tuned_two_kernel_configuration() -> None:
     queue = cl.CommandQueue(ctx)
     spec = specs.load("correlate")
     problem = _problem(ODD)
-    params = {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 4, "OPY": 2, "KSL": 2, "KSG": 4}
+    # TX and TY left out: only VARIANT == 'local' uses them
+    params = {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 4, "OPY": 2, "UNROLL": 1, "ACC": "dot", "KSL": 2, "KSG": 4}
     info = device.info(queue.device)
     entry = profiles.Entry(problem=problem, params=params, build_flags=(), time_ms=1.0,
                            throughput={}, trials=1, tuned_at="2026-11-21T00:00:00Z",

@@ -233,3 +233,13 @@ def test_parameters_that_ran_silently_wrong_are_spec_errors(tmp_path, edit, mess
     place, a string value that the compiler would read as more options."""
     with pytest.raises(SpecError, match=message):
         specs.load(write_spec(tmp_path, SCALE_YAML.replace(*edit)))
+
+
+def test_an_entry_used_as_it_is_may_leave_out_only_parameters_its_configuration_does_not_use():
+    corr = specs.load("correlate")
+    swept = {"VARIANT": "swept", "WGX": 4, "WGY": 2, "OPX": 4, "OPY": 2, "UNROLL": 1, "ACC": "dot", "KSL": 2, "KSG": 4}
+    full = corr.from_stored(swept, ["-cl-mad-enable"], whole=True)  # TX, TY: only 'local' uses them
+    assert full is not None and (full["TX"], full["TY"], full["mad"]) == (8, 1, True)
+    unroll_left_out = {k: v for k, v in swept.items() if k != "UNROLL"}
+    assert corr.from_stored(unroll_left_out, [], whole=True) is None
+    assert corr.from_stored(unroll_left_out, [])["UNROLL"] == 1  # a start for a search: filled in

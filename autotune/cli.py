@@ -319,6 +319,7 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .device import several
     from .settings import default_device_selector
     from .tuner import TuneOptions
 
@@ -333,7 +334,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # $AUTOTUNE_DEVICE may name several devices too; one is left to select(), whose errors say
     # where a selector came from
     chosen = args.device or default_device_selector()
-    if chosen and (chosen.strip().lower() == "all" or "," in chosen):
+    if chosen and several(chosen):
         return _run_together(spec, replace(options, device=chosen), problem, args.quiet)
     return _run_one(spec, options, problem, args.quiet)
 

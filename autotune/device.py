@@ -176,7 +176,7 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     """
     named = " (from $AUTOTUNE_DEVICE; unset it or pass --device)" if not selector else ""
     selector = selector or settings.default_device_selector()
-    if selector and (selector.strip().lower() == "all" or "," in selector):  # run's form (select_many)
+    if selector and several(selector):
         raise DeviceError(f"{selector!r}{named} names several devices, and this command uses one; give a "
                           "single selector such as 0:0 (see `autotune devices`): only `run` takes several")
     found = list_devices()
@@ -200,10 +200,19 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     )
 
 
+def several(text: str) -> bool:
+    """Whether a selector names several devices: ``all`` or a list (:func:`select_many`'s forms)."""
+    return _is_all(text) or "," in text
+
+
+def _is_all(text: str) -> bool:
+    return text.strip().lower() == "all"
+
+
 def select_many(text: str) -> list[DeviceInfo]:
     """The devices ``all`` or a comma-separated list of selectors names, in order (a device
     named twice gets two workers)."""
-    if text.strip().lower() != "all":
+    if not _is_all(text):
         parts = [part.strip() for part in text.split(",")]
         if not all(parts):
             raise DeviceError(f"--device {text!r} has an empty selector; separate selectors with single "

@@ -174,9 +174,13 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     ``folders``: where profiles are looked up, the user's (where a pick is saved) first;
     ``timer``: how candidates are timed (none: no measuring, the nearest problem's).
     """
-    chosen = _choose(spec, info, problem, folders, timer)
-    if chosen.profile is not None:
-        _written_for(chosen.profile, spec, info, problem)
+    folders = folders or profiles.search_folders(settings.profiles_dir())
+    docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders),
+                                  lambda exc: _warn(f"ignoring profile: {exc}")))
+    found = [(e, p) for e, p in profiles.entries_in(docs.items(), spec.name) if e.spec_hash == spec.spec_hash]
+    chosen = _choose(spec, info, problem, found, folders[0], timer)
+    if chosen.profile in docs:  # as it was read (a pick saved since has this device's block)
+        _written_for(chosen.profile, docs[chosen.profile].get("device"), spec, info, problem)
     return chosen
 
 
@@ -185,16 +189,14 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
 SAME_DEVICE = ("name", "device_type", "compute_units")
 
 
-def _written_for(path: Path, spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any]) -> None:
-    """Warn (once per profile and device) when ``path``'s device block describes another device."""
+def _written_for(path: Path, header: Any, spec: KernelSpec, info: devices.DeviceInfo,
+                 problem: Mapping[str, Any]) -> None:
+    """Warn (once per profile and device) when ``header``, ``path``'s device block, describes
+    another device."""
     key = (str(path), info.slug, "device")
     if key in _warned:
         return
     _warned.add(key)
-    try:
-        header = profiles.read(path).get("device")
-    except ProfileError:
-        return  # reported where its entries were read
     mine = info.profile_header()
     if isinstance(header, Mapping) and any(k in header and header[k] != mine[k] for k in SAME_DEVICE):
         _warn(f"{path} was written for {_described(header)}, not this {_described(mine)}: its configurations "
@@ -206,13 +208,9 @@ def _described(header: Mapping[str, Any]) -> str:
 
 
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-            folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
-    folders = folders or profiles.search_folders(settings.profiles_dir())
+            found: list[tuple[profiles.Entry, Path]], user: Path, timer: firstuse.Timer | None) -> Choice:
+    """The choice among ``found`` (this spec version's entries); a pick is saved in ``user``."""
     facts = info.facts()
-    found = [(e, p) for e, p in profiles.collect(
-        spec.name, info.slug, folders,
-        lambda exc: _warn(f"ignoring profile: {exc}"))
-        if e.spec_hash == spec.spec_hash]
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
     if here:  # a tuning run's entry before a pick made at an earlier first use
         entry, path = here[0]
@@ -221,7 +219,7 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
             return Choice(params, "measured" if entry.picked else "exact", entry, path)
     candidates = _candidates(spec, found, problem, facts)
     if len(candidates) > 1 and timer is not None and settings.measure_untuned():
-        picked = _measure(spec, info, problem, candidates, timer, folders[0])
+        picked = _measure(spec, info, problem, candidates, timer, user)
         if picked is not None:
             return picked
     if candidates:

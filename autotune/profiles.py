@@ -283,8 +283,12 @@ def collect(kernel: str, slug: str, folders: Iterable[Path],
     An unreadable profile is passed to ``on_error`` and skipped, so one corrupt file does not
     hide the others.
     """
-    return [(e, path) for path, doc in readable((path_for(slug, f) for f in folders), on_error)
-            for e in entries(doc, kernel, str(path))]
+    return entries_in(readable((path_for(slug, f) for f in folders), on_error), kernel)
+
+
+def entries_in(docs: Iterable[tuple[Path, Mapping[str, Any]]], kernel: str) -> list[tuple[Entry, Path]]:
+    """Every entry for ``kernel`` in ``docs`` ((path, document), as :func:`readable` gives them)."""
+    return [(e, path) for path, doc in docs for e in entries(doc, kernel, str(path))]
 
 
 def readable(paths: Iterable[Path], on_error: Callable[[ProfileError], None]) -> Iterator[tuple[Path, dict[str, Any]]]:

@@ -20,6 +20,7 @@ from .errors import AutotuneError, AutotuneWarning, OptionError, ProblemError, T
 from .proposer import Sampler
 
 _EXIT_ERROR, _EXIT_USAGE, _EXIT_INTERRUPTED = 1, 2, 130
+_STOPPED_BY = 128  # + the signal's number, as a shell reports a process a signal ended
 
 
 def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
@@ -231,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         saved = f"best so far saved to {report.profile_path} (partial)" if report.profile_path else "nothing saved"
         print(f"autotune: interrupted after {report.measured} trials; {saved}; "
               "run the same command again to resume", file=sys.stderr)
-        return _EXIT_INTERRUPTED
+        return _STOPPED_BY + exc.signum
     except OptionError as exc:  # as argparse's own usage errors
         print(f"autotune: error: {exc} (see `autotune {args.command} --help`)", file=sys.stderr)
         return _EXIT_USAGE
@@ -384,11 +385,11 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
                   f"({60 * total / wall if wall else 0:.1f} trials/min); the study holds {held}")
         for r in mine:
             rr = r.report
-            what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}"
-                    + (" (interrupted)" if r.interrupted else "") + f", {_rate(rr)}")
+            what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}, {_rate(rr)}")
             print(f"  worker      {r.label} {r.info.name}: {what}")
-    if any(r.interrupted for r in results):
-        return _EXIT_INTERRUPTED
+    stops = [r.signum for r in results if r.signum is not None]
+    if stops:
+        return _STOPPED_BY + max(stops)  # SIGTERM (15) over SIGINT (2): it was passed on to all
     return 0 if any(r.report is not None and r.report.best is not None for r in results) else _EXIT_ERROR
 
 

@@ -6,6 +6,8 @@ and keeps its traceback.
 
 from __future__ import annotations
 
+import signal
+
 
 class AutotuneError(Exception):
     """Root of all autotune errors; the message says what is wrong and how to fix it."""
@@ -58,7 +60,12 @@ class WorkerError(AutotuneError):
 
 
 class TuningInterrupted(AutotuneError):
-    """SIGINT or SIGTERM stopped a tuning run; finished trials were kept."""
+    """SIGINT or SIGTERM stopped a tuning run; finished trials were kept. ``args[0]`` is the
+    run's report; ``signum`` the signal that stopped it (the command exits 128 + signum)."""
+
+    def __init__(self, report: object, signum: int = signal.SIGINT) -> None:
+        super().__init__(report)
+        self.signum = int(signum)
 
 
 def first_line(exc: BaseException) -> str:

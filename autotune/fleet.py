@@ -14,9 +14,12 @@ Example:
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
+import signal
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,7 +43,11 @@ class WorkerResult:
     info: DeviceInfo
     report: TuneReport | None = None
     error: str | None = None
-    interrupted: bool = False
+    signum: int | None = None  # the signal that interrupted it (it kept its best)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signum is not None
 
 
 def labels(infos: list[DeviceInfo]) -> list[str]:
@@ -73,8 +80,9 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
                   infos: list[DeviceInfo], progress: FleetProgress) -> list[WorkerResult]:
     """Tune ``spec`` with one worker process per device; returns each worker's outcome.
 
-    Ctrl-C reaches every worker (one process group): each saves its best and stops, and this
-    waits for them.
+    Ctrl-C reaches every worker (one process group), and a SIGTERM to this process is passed
+    on to them: each saves its best and stops, and this waits for them. A worker whose parent
+    is gone (killed) stops the same way rather than tune on alone.
     """
     require_shared(options)
     problem = spec.resolve_problem(problem)
@@ -89,8 +97,30 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
                        seed=None if options.seed is None else options.seed + i)
         procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events),
                                        name=f"autotune-worker-{label}"))
-        procs[label][1].start()
-    return _collect(procs, events, progress)
+    with _stops_passed_on(procs):
+        for _, p in procs.values():
+            p.start()
+        return _collect(procs, events, progress)
+
+
+@contextmanager
+def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]]) -> Iterator[None]:
+    """SIGTERM to this process goes on to the workers (a ``kill`` names one process; without
+    this the workers would tune on, orphaned, and hang on their last message)."""
+    def pass_on(signum: int, frame: Any) -> None:
+        for _, p in procs.values():
+            if p.pid is not None and p.is_alive():
+                p.terminate()  # SIGTERM: the worker saves its best and stops
+
+    try:
+        previous = signal.signal(signal.SIGTERM, pass_on)
+    except ValueError:  # not the main thread: its caller owns the signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
@@ -117,7 +147,7 @@ def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
         elif kind == "done":
             results[label] = WorkerResult(label, d, report=rest[0])
         elif kind == "interrupted":
-            results[label] = WorkerResult(label, d, report=rest[0], interrupted=True)
+            results[label] = WorkerResult(label, d, report=rest[0], signum=rest[1])
         else:
             results[label] = WorkerResult(label, d, error=rest[0])
     for _, p in procs.values():
@@ -127,13 +157,18 @@ def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
 
 def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label: str, events: Any) -> None:
     """One worker: an ordinary run whose progress and outcome go to the parent."""
+    parent = mp.parent_process()
+
     def progress(event: str, m: Measurement | None, state: RunState) -> None:
+        if parent is not None and not parent.is_alive():  # nobody reads on: stop as on SIGTERM
+            events.cancel_join_thread()  # what is left in the queue must not keep this process
+            os.kill(os.getpid(), signal.SIGTERM)
         events.put(("progress", label, event, m, state))
 
     try:
         events.put(("done", label, tune(spec, options, problem, progress)))
     except TuningInterrupted as exc:
-        events.put(("interrupted", label, exc.args[0]))
+        events.put(("interrupted", label, exc.args[0], exc.signum))
     except AutotuneError as exc:
         events.put(("error", label, str(exc)))
     except KeyboardInterrupt:  # before the run had started

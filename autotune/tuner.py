@@ -260,6 +260,7 @@ def _stop_signals() -> Iterator[_StopSignals]:
         yield _StopSignals(lambda: None, lambda: False)
         return
     _STOP_REQUESTED.clear()
+    _STOP_SIGNAL[0] = signal.SIGINT
     try:
         yield _StopSignals(_ignore_stops, _STOP_REQUESTED.is_set)
     finally:
@@ -268,8 +269,12 @@ def _stop_signals() -> Iterator[_StopSignals]:
         _STOP_REQUESTED.clear()
 
 
+#: The signal of the last stop (SIGINT or SIGTERM): the command exits 128 + its number.
+_STOP_SIGNAL = [int(signal.SIGINT)]
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
-    _STOP_REQUESTED.set()
+    _note_stop(signum, frame)
     raise KeyboardInterrupt
 
 
@@ -281,6 +286,7 @@ def _ignore_stops() -> None:
 
 def _note_stop(signum: int, frame: Any) -> None:
     _STOP_REQUESTED.set()
+    _STOP_SIGNAL[0] = signum
 
 
 @dataclass(frozen=True)
@@ -796,7 +802,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                "the study once its database answers again")
         run.log.check_stored()
     if stopped_by == "interrupted":
-        raise TuningInterrupted(report)
+        raise TuningInterrupted(report, _STOP_SIGNAL[0])
     return report
 
 

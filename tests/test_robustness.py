@@ -78,14 +78,17 @@ def test_interrupted_run_saves_partial_and_resumes(tmp_path):
     assert not entry.partial and entry.study == stopped, "the resumed run is known as the same study"
 
 
-def test_sigterm_also_stops_cleanly(tmp_path):
+def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path):
+    """`kill PID` (a batch system's stop): the best so far is saved, and the exit status is
+    the shell's for SIGTERM, 128 + 15, not Ctrl-C's 130."""
     path = write_spec(tmp_path, SCALE_YAML)
     proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while not proc.stdout.readline().startswith("["):
-        pass
+    while not (line := proc.stdout.readline()).startswith("["):
+        assert line, proc.stderr.read()
     proc.terminate()
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130 and "run the same command again to resume" in err
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, f"stdout: {out[-1500:]}\nstderr: {err[-1500:]}"
+    assert "partial" in err and "run the same command again to resume" in err and "Traceback" not in err
 
 
 def test_two_concurrent_runs_share_one_profile(tmp_path):

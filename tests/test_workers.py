@@ -368,3 +368,55 @@ def test_a_stop_right_after_a_claim_gives_the_claim_back(scale, home, monkeypatc
     report = tune(scale, options, evaluator=Slow(calls, threading.Lock()), info=FAKE)
     assert report.stopped_by == "exhausted" and report.study_trials == report.valid_space
     assert taken[3] in calls[3:]
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux /proc), zombies left out."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@needs_cpu
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_killing_a_run_on_several_devices_stops_its_workers_too(home, sig):
+    """`kill PID` names the parent only: its workers must not tune on, orphaned (they did, and
+    then hung on their last message). SIGTERM is passed on, and the run exits 143 with each
+    worker's best saved; after SIGKILL the workers notice and stop by themselves."""
+    sel = DEVICES[0]
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "run", "matmul", "-s", "64", "-d", f"{sel},{sel}",
+                             "-n", "1000", "-t", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started: set[str] = set()
+    while len(started) < 2:  # each worker has finished a trial
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if re.match(rf"{re.escape(sel)}#\d \[", line):
+            started.add(line.split()[0])
+    workers = _children(proc.pid)
+    assert len(workers) >= 2
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers), "the workers outlived the run"
+    (prof,) = list(settings.profiles_dir().glob("*.yaml"))
+    (entry,) = profiles.entries(profiles.read(prof), "matmul")
+    assert entry.partial, "the best so far is saved, marked partial"
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143, err
+        assert out.count("stopped: interrupted,") == 2 and "(interrupted)" not in out, out[-1500:]

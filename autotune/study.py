@@ -91,7 +91,12 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
         path = Path(url[len("sqlite:///"):])
         if not path.name:
             raise ProblemError(f"--storage {url!r} names no file; use sqlite:///PATH/studies.db")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        home = settings.home().absolute()
+        if path.absolute().is_relative_to(home):  # autotune's folder is made; another must exist,
+            path.parent.mkdir(parents=True, exist_ok=True)  # since a typo would make a study elsewhere
+        elif not path.parent.is_dir():
+            raise ProblemError(f"--storage {url!r}: the folder {path.parent} does not exist; create it, "
+                               "or give a path in an existing folder")
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):

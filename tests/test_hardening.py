@@ -59,6 +59,14 @@ def test_a_bad_storage_is_one_line(scale, url, message):
     assert "\n" not in str(caught.value)
 
 
+def test_a_storage_in_a_folder_that_does_not_exist_is_refused_not_made(scale, tmp_path):
+    """A typo in --storage's folder made the folders and a study nobody would find again."""
+    missing = tmp_path / "stdies" / "deeper"
+    with pytest.raises(ProblemError, match=r"the folder .*stdies/deeper does not exist; create it") as caught:
+        run(scale, storage=f"sqlite:///{missing}/x.db")
+    assert "\n" not in str(caught.value) and not (tmp_path / "stdies").exists()
+
+
 def test_an_argument_nothing_supplies_is_refused_before_the_run_starts(tmp_path, home, capsys):
     path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, z]"))
     assert cli.main(["run", str(path), "-n", "3"]) == 1

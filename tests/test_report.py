@@ -207,6 +207,19 @@ def test_a_study_where_nothing_verified_still_gets_its_page(scale, tmp_path):
     assert "No configuration verified" in page and "wrong result" in page
 
 
+def test_a_study_stopped_before_its_first_trial_gets_a_page_without_empty_figures(scale, tmp_path):
+    """Not an empty convergence plot: a line that says why there is none, and how to get one."""
+    class Unused(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            raise AssertionError("nothing is measured after the time is up")
+
+    report_ = tune(scale, TuneOptions(trials=5, timeout_s=1e-6), evaluator=Unused(), info=FAKE)
+    assert (report_.stopped_by, report_.measured) == ("timeout", 0)
+    written = report.write(scale, tmp_path / "out")
+    assert written.figures == ()
+    assert "No trial was measured in this study" in written.page.read_text()
+
+
 def error_of(capsys, *argv: str) -> str:
     assert main(list(argv)) == 1
     err = capsys.readouterr().err

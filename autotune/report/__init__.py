@@ -64,6 +64,8 @@ def _notes(s: Section, figures: Mapping[str, bytes]) -> dict[str, str]:
     """Why a figure is missing, and how to get it."""
     size = f" -s {s.label}"
     notes = {
+        "convergence": (f"No trial was measured in this study: its run stopped before the first "
+                        f"(`autotune run {s.spec.name}{size}` measures some)."),
         "importance": "No parameter importances: they need at least 4 verified trials that differ.",
         "parameters": "No parameter varies among the verified trials.",
         "ceiling": (f"No ceiling known for {s.device_name}: run `autotune bench {s.spec.name}{size}` on it "

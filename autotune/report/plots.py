@@ -49,9 +49,11 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def convergence(s: Section) -> bytes:
+def convergence(s: Section) -> bytes | None:
     """Best-so-far time against trial number (log), every verified time, the baseline and the
-    default, and a mark per failed or timed-once trial."""
+    default, and a mark per failed or timed-once trial; None when the study holds no trial."""
+    if not s.trials:
+        return None
     fig = _figure(8, 4.6)
     ax = fig.add_subplot()
     ax.set_yscale("log")

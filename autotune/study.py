@@ -85,12 +85,14 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
     if url == IN_MEMORY:
         return optuna.storages.InMemoryStorage()
     url = url or settings.default_storage()
+    if url.split("?")[0] in ("sqlite://", "sqlite:///:memory:", "sqlite:///"):
+        raise ProblemError(f"--storage {url!r} names no database file (an in-memory SQLite database, "
+                           "which every connection sees new and empty, cannot keep a study); use "
+                           "sqlite:///PATH/studies.db, or :memory: for a study this run keeps in memory")
     try:
         if not url.startswith("sqlite:///"):
-            return _open_server(url)
+            return _open_server(_with_driver(url))
         path = Path(url[len("sqlite:///"):])
-        if not path.name:
-            raise ProblemError(f"--storage {url!r} names no file; use sqlite:///PATH/studies.db")
         home = settings.home().absolute()
         if path.absolute().is_relative_to(home):  # autotune's folder is made; another must exist,
             path.parent.mkdir(parents=True, exist_ok=True)  # since a typo would make a study elsewhere
@@ -131,6 +133,18 @@ def _write_ahead(engine: Any) -> None:
 
     sa.event.listen(engine, "connect", pragmas)
     engine.dispose()  # connections made before the listener reconnect with it
+
+
+def _with_driver(url: str) -> str:
+    """``url`` with the PostgreSQL driver that is installed named, where it names none:
+    SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3, 2.0 as psycopg2 (the driver the
+    ``postgres`` extra installs), and the URL in the help has no driver."""
+    from importlib.util import find_spec
+
+    scheme, sep, rest = url.partition("://")
+    if scheme == "postgresql" and find_spec("psycopg") is None and find_spec("psycopg2") is not None:
+        return f"postgresql+psycopg2{sep}{rest}"
+    return url
 
 
 def _open_server(url: str, tries: int = 5) -> optuna.storages.RDBStorage:

@@ -49,8 +49,10 @@ def test_trials_a_killed_run_left_open_are_failed(scale):
 
 @pytest.mark.parametrize("url, message", [
     ("mysql://user@localhost/db", "cannot be opened"),
-    ("postgresql://user@localhost/db", "cannot be opened"),
-    ("sqlite:///", "names no file"),
+    ("postgresql://user@localhost/db", "cannot reach the database"),  # the driver is found
+    ("sqlite:///", "names no database file"),
+    ("sqlite://", "names no database file.*or :memory: for a study this run keeps"),
+    ("sqlite:///:memory:", "names no database file"),
     ("not a url", "cannot be opened"),
 ])
 def test_a_bad_storage_is_one_line(scale, url, message):

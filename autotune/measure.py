@@ -37,6 +37,17 @@ class TimingOptions:
     compile_threads: int = 0  # > 0: candidates announced with prefetch() build in the background
 
 
+#: Each array the kernels get is followed by a guard zone of this byte value, checked after
+#: every verification: a configuration that writes past an array's end (a last work-group that
+#: runs over) fails as a wrong result, where it would otherwise pass, be saved and write past
+#: the end of the application's arrays. Its size: an eighth of the array, 4 KiB to 4 MiB.
+GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
+
+
+def guard_size(nbytes: int) -> int:
+    return min(max(GUARD_MIN, nbytes // 8), GUARD_MAX)
+
+
 @dataclass(frozen=True)
 class Workload:
     """Host inputs (arrays and scalars by argument name), the expected outputs and, where the
@@ -144,11 +155,13 @@ class Bench:
         self._expected: dict[str, Expected] = {}  # prepared at the first verification
         self.queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = ProgramCache(timing.compile_threads, program_cache)
-        mf = cl.mem_flags
         self.args: dict[str, Any] = {}
+        self._ends: dict[str, int] = {}  # array name -> its bytes, where its guard zone starts
         for name, value in workload.inputs.items():
             if isinstance(value, np.ndarray):
-                self.args[name] = cl.Buffer(ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=value)
+                self.args[name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, value.nbytes + guard_size(value.nbytes))
+                cl.enqueue_copy(self.queue, self.args[name], value)
+                self._ends[name] = value.nbytes
             else:
                 self.args[name] = value
 
@@ -196,8 +209,12 @@ class Bench:
             if name in self.spec.inplace:  # read and written: start from the inputs' values
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
-                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, buf.size)
+                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, self._ends[name])
+        for name, end in self._ends.items():  # an earlier candidate may have written there
+            cl.enqueue_fill_buffer(self.queue, self.args[name], np.uint8(GUARD_BYTE), end, self.args[name].size - end)
         self._finish(launch.enqueue(self.queue, self.args))
+        if overrun := self._overrun():
+            return Measurement(Status.WRONG_RESULT, overrun)
         worst, worst_max = 0.0, 0.0
         for name in self.spec.outputs:
             got = np.empty_like(self.workload.inputs[name])
@@ -207,6 +224,17 @@ class Bench:
                 return Measurement(Status.WRONG_RESULT, why, error=err, tolerance_used=used)
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
+
+    def _overrun(self) -> str | None:
+        """What the last launch wrote past an array's end (into its guard zone), if anything."""
+        for name, end in self._ends.items():
+            guard = np.empty(self.args[name].size - end, np.uint8)
+            cl.enqueue_copy(self.queue, guard, self.args[name], src_offset=end)
+            if (changed := np.flatnonzero(guard != GUARD_BYTE)).size:
+                return (f"{name}: written past its end, up to byte {changed[-1] + 1} after its last element; "
+                        "work-items outside the problem must not write (check the kernel's bounds or the "
+                        "launch's global size)")
+        return None
 
     def expected(self, name: str) -> Expected:
         """Output ``name``'s expected values, prepared once for every candidate."""

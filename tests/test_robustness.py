@@ -43,6 +43,21 @@ def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, statuse
     assert entry.params["MODE"] == 0
 
 
+def test_a_configuration_that_writes_past_an_arrays_end_is_a_wrong_result_never_saved(tmp_path):
+    """One more work-group than the problem has, and no bounds check in the kernel: the outputs
+    are right, so it passed and was saved, and load_kernel then wrote past the caller's array."""
+    text = SCALE_YAML.replace("MODE: [0]", "MODE: [0, 4]").replace(
+        'global: ["N // WPT"]', 'global: ["N // WPT + MODE // 4 * WG"]')  # MODE 4: over by a work-group
+    sp = specs.load(write_spec(tmp_path, text))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None))
+    assert report.stopped_by == "exhausted"
+    assert report.failures == {"wrong_result": report.valid_space // 2}
+    assert "y: written past its end, up to byte" in report.failure_examples["wrong_result"]
+    assert report.best is not None and report.best.params["MODE"] == 0
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert entry.params["MODE"] == 0
+
+
 def _cli(spec_path, *extra):
     return [sys.executable, "-m", "autotune", "run", str(spec_path), "--sampler", "grid",
             "--trials", "1000", *extra]

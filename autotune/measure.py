@@ -20,7 +20,7 @@ import pyopencl as cl
 from .errors import SpecError
 from .launch import CandidateError, Launch, ProgramCache, check_arguments
 from .result import Measurement, Status
-from .signatures import check_inputs
+from .signatures import check_inputs, check_launch
 from .space import check as check_config
 from .spec import KernelSpec, Value
 from .verify import Expected
@@ -67,7 +67,8 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)
-    check_inputs(spec, inputs)
+    check_launch(spec)
+    check_inputs(spec, inputs, {k for k, v in problem.items() if isinstance(v, int)})
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,35 @@ def _definitions(source: str) -> list[tuple[str, tuple[Argument, ...]]]:
     return out
 
 
+def _arities(source: str) -> dict[str, set[int | None]]:
+    """Each kernel's argument counts (one per definition; None where a parameter could not be
+    read, such as a type of several words or one a macro makes)."""
+    out: dict[str, set[int | None]] = {}
+    for m in _KERNEL.finditer(_COMMENT.sub(" ", source)):
+        parts = [t for t in m[2].split(",") if t.strip() and t.strip() != "void"]
+        readable = all(_argument(t) is not None for t in parts)
+        out.setdefault(m[1], set()).add(len(parts) if readable else None)
+    return out
+
+
+def check_launch(spec: KernelSpec) -> None:
+    """SpecError where a launch step names a kernel the template does not define (the name
+    nowhere in it), or gives it another number of arguments than every definition of it takes:
+    each would fail every configuration it runs in, the second with a traceback."""
+    source = _COMMENT.sub(" ", spec.source)
+    arities = _arities(spec.source)
+    for step in spec.launch:
+        if not re.search(rf"\b{re.escape(step.entry)}\b", source):
+            raise SpecError(f"{spec.path}: launch: entry {step.entry!r} is not a kernel of {spec.template.name} "
+                            f"(it defines {', '.join(sorted(arities)) or 'none'})")
+        counts = arities.get(step.entry, {None})
+        if None not in counts and len(step.args) not in counts:
+            takes = " or ".join(str(n) for n in sorted(c for c in counts if c is not None))
+            raise SpecError(f"{spec.path}: launch: kernel {step.entry} in {spec.template.name} takes {takes} "
+                            f"arguments, but args lists {len(step.args)} ({', '.join(step.args)}); list one "
+                            "name per kernel argument, in order")
+
+
 def _argument(text: str) -> Argument | None:
     words = re.findall(r"\w+|\*", text)
     if not words or words[-1] == "*":
@@ -65,15 +94,20 @@ def _argument(text: str) -> Argument | None:
     return words[-1], "u" + kind if unsigned else kind, "*" in words
 
 
-def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
+def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] = frozenset()) -> None:
     """SpecError where one of the spec's launch steps takes an input as a buffer and inputs()
     gives no numpy array (a list), or takes it as ``float*`` (``int*``, ...) and inputs() gives
-    elements of the same kind and another width (float64, int64)."""
+    elements of the same kind and another width (float64, int64), or gives a buffer where the
+    kernel takes a number or one of ``numbers`` (the integer problem keys) where it takes a
+    buffer."""
     definitions = _definitions(spec.source)
+    scratch = {n for n, _ in spec.scratch}
     for entry, names in ((step.entry, step.args) for step in spec.launch):
         for position, name in enumerate(names):
             value = inputs.get(name)
             matching = [args[position] for kernel, args in definitions if kernel == entry and len(args) == len(names)]
+            if isinstance(value, np.ndarray) or name in scratch or (name in numbers and name not in inputs):
+                _check_kind(spec, entry, position, name, name not in numbers or name in inputs, matching)
             if not isinstance(value, np.ndarray):
                 if name in inputs and any(pointer for _, _, pointer in matching):
                     kind = next((t for t in map(_element, matching) if t is not None), "float")
@@ -90,6 +124,22 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
                     f"gives {value.dtype} elements ({value.dtype.itemsize} bytes each, the kernel reads "
                     f"{want.itemsize}); return {name}.astype(np.{want.name}) from inputs(), or change the "
                     "kernel's type")
+
+
+def _check_kind(spec: KernelSpec, entry: str, position: int, name: str, buffer: bool,
+                matching: list[Argument]) -> None:
+    """SpecError where every definition of ``entry`` takes argument ``position`` as a pointer
+    and ``name`` is a number, or as a number and ``name`` is a buffer (clSetKernelArg's
+    INVALID_ARG_SIZE on every configuration)."""
+    pointers = {pointer for _, _, pointer in matching}
+    if len(pointers) != 1 or pointers == {buffer}:
+        return
+    declared_as = matching[0][0]
+    what = "an array of inputs() or a scratch buffer" if buffer else "a number (an integer problem key)"
+    wanted = "a buffer" if not buffer else "a number"
+    raise SpecError(f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "
+                    f"({declared_as}) as {wanted}, but args gives it {name}, {what}; list the arguments in the "
+                    "kernel's order")
 
 
 def _element(arg: Argument) -> str | None:

@@ -465,7 +465,7 @@ class _Validator:
                           self.mapping("scratch", raw.get("scratch"), allow_empty=True).items()),
             outputs=outputs,
             launch=self.launch(raw["launch"], name, tuple(str(a) for a in self.sequence("args", raw.get("args") or [])),
-                               known),
+                               known, parameters),
             metrics=metrics, rtol=rtol, atol=atol,
             baseline=self.config("baseline", raw.get("baseline"), parameters),
             default=self.config("default", raw.get("default"), parameters),
@@ -631,12 +631,8 @@ class _Validator:
             if p.when is not None and p.name in p.when.names:
                 raise self.fail(f"parameters.{p.name}.when", f"names {p.name} itself: a condition says when "
                                 "the parameter applies, so it can only name other parameters and problem keys")
-            if p.when is not None and (missing := _foreign_literal(p.when.source, values)) is not None:
-                name, literal = missing
-                fix = ("it is a number: compare without quotes" if not any(isinstance(v, str) for v in values[name])
-                       else "check the spelling")
-                raise self.fail(f"parameters.{p.name}.when", f"{name} is never {literal!r} (its values: "
-                                f"{', '.join(map(str, values[name]))}); {fix}")
+            if p.when is not None:
+                self.possible(f"parameters.{p.name}.when", p.when, values)
         for name, flag in self.mapping("build_flags", flags, allow_empty=True).items():
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
@@ -649,7 +645,18 @@ class _Validator:
             params.append(Parameter(str(name), (False, True), flag=flag))
         return tuple(params)
 
-    def launch(self, raw: Any, name: str, default_args: tuple[str, ...], known: set[str]) -> tuple[LaunchStep, ...]:
+    def possible(self, key: str, when: Expr, values: Mapping[str, tuple[Value, ...]]) -> None:
+        """SpecError where ``when`` compares a parameter with a string it never takes (a typo:
+        the condition can never hold, or always does)."""
+        if (missing := _foreign_literal(when.source, values)) is not None:
+            name, literal = missing
+            fix = ("it is a number: compare without quotes" if not any(isinstance(v, str) for v in values[name])
+                   else "check the spelling")
+            listed = ", ".join(map(str, values[name]))
+            raise self.fail(key, f"{name} is never {literal!r} (its values: {listed}); {fix}")
+
+    def launch(self, raw: Any, name: str, default_args: tuple[str, ...], known: set[str],
+               parameters: tuple[Parameter, ...]) -> tuple[LaunchStep, ...]:
         steps_raw = raw if isinstance(raw, list) else [raw]
         steps = []
         for i, step in enumerate(steps_raw):
@@ -668,6 +675,8 @@ class _Validator:
             if not args:
                 raise self.fail(where, "no kernel arguments: set 'args' at the top level or in the step")
             when = self.expr(where + ".when", step["when"], known) if "when" in step else None
+            if when is not None:
+                self.possible(where + ".when", when, {p.name: p.values for p in parameters})
             steps.append(LaunchStep(str(step.get("entry", name)), args, glob, local, when))
         return tuple(steps)
 

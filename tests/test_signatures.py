@@ -12,7 +12,7 @@ import pytest
 from test_readme import readme_example
 
 from autotune.errors import SpecError
-from autotune.signatures import check_inputs, declared
+from autotune.signatures import check_inputs, check_launch, declared
 
 SOURCE = """
 // a comment with __kernel void fake(double* no)
@@ -33,12 +33,40 @@ def test_arguments_are_read_through_qualifiers_attributes_and_comments():
     assert kernels["bytes"] == (("src", "uchar", True), ("dst", "T", True))
 
 
-def _check(**inputs):
+def _check(numbers: frozenset[str] = frozenset(), **inputs):
     """check_inputs for a spec whose template is SOURCE, launching k and then bytes (a stand-in
     with the KernelSpec attributes it reads)."""
     steps = [SimpleNamespace(entry="k", args=("x", "n", "m")), SimpleNamespace(entry="bytes", args=("src", "dst"))]
-    spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE, launch=steps)
-    check_inputs(spec, inputs)  # type: ignore[arg-type]
+    spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE, launch=steps, scratch=())
+    check_inputs(spec, inputs, numbers)  # type: ignore[arg-type]
+
+
+def _launch(*steps: tuple[str, tuple[str, ...]]) -> None:
+    """check_launch for a spec whose template is SOURCE, launching these (entry, args) steps."""
+    spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE + MACRO_ARGS,
+                           launch=[SimpleNamespace(entry=e, args=a) for e, a in steps])
+    check_launch(spec)  # type: ignore[arg-type]
+
+
+MACRO_ARGS = "__kernel void m(ARGUMENTS) {}\n__kernel void s(__global struct pair* p, int n) {}\n"
+
+
+def test_a_launch_step_naming_no_kernel_or_the_wrong_number_of_arguments_is_refused():
+    """Both failed every configuration they ran in, the second with a traceback from set_args."""
+    with pytest.raises(SpecError, match=r"launch: entry 'kk' is not a kernel of k.cl \(it defines bytes, k, m, s\)"):
+        _launch(("kk", ("x", "n", "m")))
+    with pytest.raises(SpecError, match=r"kernel k in k.cl takes 3 arguments, but args lists 2 \(x, n\); list one"):
+        _launch(("k", ("x", "n")))
+    _launch(("k", ("x", "n", "m")), ("bytes", ("src", "dst")))
+    _launch(("m", ("a", "b", "c")), ("s", ("p",)))  # parameters it cannot read are not counted
+
+
+def test_a_number_where_the_kernel_takes_a_buffer_or_the_reverse_is_refused():
+    with pytest.raises(SpecError, match=r"kernel k in k.cl takes argument 3 \(m\) as a number, but args gives it "
+                                        r"m, an array of inputs\(\) or a scratch buffer; list the arguments"):
+        _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int32), m=np.zeros(4, np.int32))
+    with pytest.raises(SpecError, match=r"takes argument 2 \(n\) as a buffer, but args gives it n, a number"):
+        _check(frozenset({"n"}), x=np.zeros(4, np.float32))  # n: an integer problem key, not an input
 
 
 def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():

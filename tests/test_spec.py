@@ -215,6 +215,9 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
     with pytest.raises(SpecError, match=r"parameters.UNROLL.when: MODE is never 'fats' \(its values: fast, slow\)"):
         specs.load(write_spec(tmp_path, text))
     assert specs.load(write_spec(tmp_path, text.replace("'fats'", "'fast'"))).parameters
+    step = ('launch:\n  entry: scale\n  when: "MODE == \'fats\'"')  # it would never run: its variant is lost
+    with pytest.raises(SpecError, match=r"launch.when: MODE is never 'fats' \(its values: fast, slow\)"):
+        specs.load(write_spec(tmp_path, text.replace("'fats'", "'fast'").replace("launch:\n  entry: scale", step)))
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="build the check kernel again instead of using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
     probe.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
-    probe.add_argument("-n", "--repeats", type=_number(int), default=1000, help="launches per batch (at least 1)")
+    probe.add_argument("-n", "--repeats", type=_number(int), default=1000, help="launches per batch, 1 to 100,000 (default: 1000)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
                            "ceilings (copy bandwidth, FP32 FMA rate; for matmul cuBLAS on a GPU, "
                            "numpy on a CPU)")
@@ -715,8 +715,8 @@ def _count(n: float, budget: int) -> str:
 def _cmd_probe(args: argparse.Namespace) -> int:
     from . import device, probe
 
-    if args.repeats < 1:
-        raise OptionError(f"--repeats must be at least 1 (got {args.repeats})")
+    if not 1 <= args.repeats <= probe.MAX_REPEATS:  # each launch's event is kept until the batch ends
+        raise OptionError(f"--repeats must be 1 to {probe.MAX_REPEATS:,} (got {args.repeats:,})")
     info, dev = device.select(args.device)
     print(f"{info.name} ({info.platform}, driver {info.driver})")
     print("  " + probe.launch_overhead(dev, repeats=args.repeats).describe())

@@ -143,6 +143,8 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--prune", "inf"], "--prune must be 0 (off) or a finite number of at least 1 (got inf)", 2),
     (["show", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
     (["bench", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
+    (["probe", "-n", "0"], "--repeats must be 1 to 100,000 (got 0)", 2),
+    (["probe", "-n", "100000000"], "--repeats must be 1 to 100,000 (got 100,000,000)", 2),  # took all memory
 ])
 def test_cli_bad_input_is_one_clear_line(args, message, status):
     """One line saying what is wrong; exit status 2 for a usage error (an option's value out of

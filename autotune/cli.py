@@ -188,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="build the check kernel again instead of using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
     probe.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
-    probe.add_argument("-n", "--repeats", type=_number(int), default=1000, help="launches per batch, 1 to 100,000 (default: 1000)")
+    probe.add_argument("-n", "--repeats", type=_number(int), default=1000,
+                       help="launches per batch, 1 to 100,000 (default: 1000)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
                            "ceilings (copy bandwidth, FP32 FMA rate; for matmul cuBLAS on a GPU, "
                            "numpy on a CPU)")

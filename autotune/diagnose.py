@@ -59,25 +59,39 @@ def signature(message: str) -> str:
 
 
 class SameBuildError:
-    """Watches a run's first measured trials for one build error repeated :data:`WINDOW` times."""
+    """Watches a run's first measured trials for one build error repeated :data:`WINDOW` times.
+    An ``#error`` directive of the template is not one: it rejects configurations on purpose."""
 
-    def __init__(self, window: int = WINDOW) -> None:
+    def __init__(self, window: int = WINDOW, template: Path | None = None) -> None:
         self.window = window
         self._seen: list[str] = []
         self._open = True
+        self._template = template
 
     def add(self, compile_error: bool, message: str) -> bool:
         """Record a measured trial; True once the first ``window`` all failed the same way."""
         if not self._open:
             return False
-        if not compile_error:
-            self._open = False  # something built (or failed otherwise): the device works
+        if not compile_error or self._deliberate(message):
+            self._open = False  # something built (or failed otherwise, or as told): the device works
             return False
         self._seen.append(signature(message))
         if len(set(self._seen)) > 1:
             self._open = False
             return False
         return len(self._seen) >= self.window
+
+
+    def _deliberate(self, message: str) -> bool:
+        """Whether the build stopped at an ``#error`` line of the template."""
+        if self._template is None:
+            return False
+        try:
+            lines = self._template.read_text(errors="replace").splitlines()
+        except OSError:
+            return False
+        return any(e.file == self._template.name and 0 < e.line <= len(lines)
+                   and re.match(r"\s*#\s*error\b", lines[e.line - 1]) for e in errors(message))
 
 
 def explain(message: str, template: Path, macros: Mapping[str, object], device: str,

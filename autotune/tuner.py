@@ -576,7 +576,7 @@ class _Run:
         measured, so that it builds while this one is timed; when this one becomes the new
         best, that choice (made around the old best) is dropped and made again.
         """
-        broken, upcoming = SameBuildError(), None
+        broken, upcoming = SameBuildError(template=self.spec.template), None
         try:
             while True:
                 if stop_requested():  # a stop signal whose KeyboardInterrupt was lost

@@ -102,6 +102,18 @@ def test_errors_that_differ_by_configuration_do_not_stop_the_run(tmp_path: Path)
     assert ev.calls == 8 and report.best is None
 
 
+@needs_opencl
+def test_configurations_a_templates_error_directive_rejects_do_not_stop_the_run(tmp_path: Path) -> None:
+    """`#error` under `#if` refuses some configurations on purpose; three of them first in a
+    run stopped it as 'every configuration fails to build', though the others build."""
+    guard = "#if WPT != 1 || WG == 16\n#error unsupported combination\n#endif\n"
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, template=TEMPLATE_CL.replace("__kernel", guard + "__kernel", 1)))
+    report = tune(spec, TuneOptions(sampler="grid", trials=100, timeout_s=None))
+    assert report.stopped_by == "exhausted" and report.best is not None
+    assert report.best.params["WPT"] == 1 and report.best.params["WG"] != 16
+    assert "error: unsupported combination" in report.failure_examples["compile_error"]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, timeout=300)
 
@@ -116,7 +128,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
      r"scale\.cl:\d+: error: .*`N` is defined by autotune as a macro \(-DN=256\)"),
 ])
 def test_a_broken_template_stops_in_at_most_five_trials_with_the_line(tmp_path: Path, edit, expect) -> None:
-    path = write_spec(tmp_path, SCALE_YAML, template=TEMPLATE_CL.replace(*edit))
+    args = "args: [x, y, N]" if "int N" in edit[1] else "args: [x, y]"  # the kernel's arguments, listed
+    path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", args), template=TEMPLATE_CL.replace(*edit))
     out = _cli("run", str(path), "--trials", "40")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert re.search(expect, out.stderr), out.stderr
@@ -127,6 +140,14 @@ def test_a_broken_template_stops_in_at_most_five_trials_with_the_line(tmp_path: 
 @needs_opencl
 def test_a_misspelt_entry_is_reported_as_the_specs_fault_not_the_compilers(tmp_path: Path) -> None:
     path = write_spec(tmp_path, SCALE_YAML.replace("entry: scale", "entry: scal"))
+    out = _cli("run", str(path), "--trials", "40")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "launch: entry 'scal' is not a kernel of scale.cl (it defines scale)" in out.stderr, out.stderr
+    assert "compile_error" not in out.stdout, "refused before anything is built"
+    # a kernel that only some configurations define (under #if): found missing when built
+    only_some = TEMPLATE_CL.replace("__kernel void scale(", "#if WPT == 1\n#define scal scale\n#endif\n"
+                                    "__kernel void scale(", 1)
+    path = write_spec(tmp_path, SCALE_YAML.replace("entry: scale", "entry: scal"), template=only_some)
     out = _cli("run", str(path), "--trials", "40")
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "no kernel 'scal' in scale.cl for this configuration (its kernels: scale)" in out.stderr, out.stderr

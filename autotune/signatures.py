@@ -1,5 +1,6 @@
-"""The element types a template's kernels declare for their arguments, read from the source,
-to catch inputs of the wrong width before anything is built.
+"""The kernels a template defines and the arguments they declare, read from the source, to
+catch a launch step that does not fit its kernel (an entry it lacks, another number of
+arguments, a number for a buffer) and inputs of the wrong width before anything is built.
 
 numpy's defaults are float64 and int64; a kernel that takes ``float*`` or ``int*`` reads such
 a buffer as twice as many elements of garbage, and every configuration then fails

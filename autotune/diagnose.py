@@ -81,7 +81,6 @@ class SameBuildError:
             return False
         return len(self._seen) >= self.window
 
-
     def _deliberate(self, message: str) -> bool:
         """Whether the build stopped at an ``#error`` line of the template."""
         if self._template is None:

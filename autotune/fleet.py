@@ -45,10 +45,6 @@ class WorkerResult:
     error: str | None = None
     signum: int | None = None  # the signal that interrupted it (it kept its best)
 
-    @property
-    def interrupted(self) -> bool:
-        return self.signum is not None
-
 
 def labels(infos: list[DeviceInfo]) -> list[str]:
     """Each worker's name in the progress: its selector, numbered when a device has several."""

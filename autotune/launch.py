@@ -241,11 +241,16 @@ class Launch:
         raise unknown_argument(self.spec, name)
 
 
+def number_arguments(problem: Mapping[str, Any]) -> set[str]:
+    """The problem keys a launch step may pass as a kernel argument: the integers (see :meth:`Launch._arg`)."""
+    return {k for k, v in problem.items() if isinstance(v, int)}
+
+
 def check_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
     """SpecError, before a run starts, where the launch steps name an argument nothing supplies,
     or a scratch buffer has an input's name (:meth:`Launch._arg` would bind the scratch buffer)."""
     scratch = {n for n, _ in spec.scratch}
-    known = set(inputs) | scratch | {k for k, v in problem.items() if isinstance(v, int)}
+    known = set(inputs) | scratch | number_arguments(problem)
     if unknown := sorted({a for step in spec.launch for a in step.args} - known):
         raise unknown_argument(spec, unknown[0])
     if clash := sorted(set(inputs) & scratch):

@@ -18,7 +18,7 @@ import numpy as np
 import pyopencl as cl
 
 from .errors import SpecError
-from .launch import CandidateError, Launch, ProgramCache, check_arguments
+from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .result import Measurement, Status
 from .signatures import check_inputs, check_launch
 from .space import check as check_config
@@ -68,7 +68,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)
     check_launch(spec)
-    check_inputs(spec, inputs, {k for k, v in problem.items() if isinstance(v, int)})
+    check_inputs(spec, inputs, number_arguments(problem))
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:

@@ -46,22 +46,22 @@ def declared(source: str) -> dict[str, tuple[Argument, ...]]:
     return {name: args for name, args in _definitions(source)}
 
 
+def _kernels(source: str) -> list[tuple[str, list[str]]]:
+    """Each kernel definition's name and the texts of its parameters, in order."""
+    return [(m[1], [t for t in m[2].split(",") if t.strip() and t.strip() != "void"])
+            for m in _KERNEL.finditer(_COMMENT.sub(" ", source))]
+
+
 def _definitions(source: str) -> list[tuple[str, tuple[Argument, ...]]]:
-    out = []
-    for m in _KERNEL.finditer(_COMMENT.sub(" ", source)):
-        args = tuple(a for a in (_argument(text) for text in m[2].split(",")) if a is not None)
-        out.append((m[1], args))
-    return out
+    return [(name, tuple(a for a in map(_argument, parts) if a is not None)) for name, parts in _kernels(source)]
 
 
 def _arities(source: str) -> dict[str, set[int | None]]:
     """Each kernel's argument counts (one per definition; None where a parameter could not be
     read, such as a type of several words or one a macro makes)."""
     out: dict[str, set[int | None]] = {}
-    for m in _KERNEL.finditer(_COMMENT.sub(" ", source)):
-        parts = [t for t in m[2].split(",") if t.strip() and t.strip() != "void"]
-        readable = all(_argument(t) is not None for t in parts)
-        out.setdefault(m[1], set()).add(len(parts) if readable else None)
+    for name, parts in _kernels(source):
+        out.setdefault(name, set()).add(len(parts) if all(_argument(t) is not None for t in parts) else None)
     return out
 
 

@@ -374,24 +374,22 @@ def test_a_stop_right_after_a_claim_gives_the_claim_back(scale, home, monkeypatc
     assert taken[3] in calls[3:]
 
 
+def _stat(path: Path) -> list[str] | None:
+    """A /proc/PID/stat's fields after the command's name (state, parent, ...); None: gone."""
+    try:
+        return path.read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (Linux /proc), zombies left out."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(stat.parent.name))
-    return out
+    return [int(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat")
+            if (fields := _stat(stat)) is not None and int(fields[1]) == pid and fields[0] != "Z"]
 
 
 def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return (fields := _stat(Path(f"/proc/{pid}/stat"))) is not None and fields[0] != "Z"
 
 
 @needs_cpu

@@ -592,8 +592,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
-    of another version of the spec (None: not known here) is marked stale, and one whose
-    configuration is not in its space (edited by hand, say) as such."""
+    load_kernel cannot use as it is (KernelSpec.unusable; ``spec`` None: not known here) says why."""
     from .spec import problem_label
 
     def order(e: Any) -> list[tuple[bool, int, str]]:
@@ -601,11 +600,9 @@ def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
 
     rows = []
     for e in sorted(entries, key=order):
+        why = None if spec is None else spec.unusable(e)
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
-            "" if spec is None or spec.stores(e) else
-            " (stale: tuned with another version of this spec, or another spec of this name; load_kernel skips it)"
-            if e.spec_hash != spec.spec_hash else
-            " (not a configuration of the spec's space: load_kernel skips it, the next run replaces it)")
+            f" (load_kernel skips it: {why}; the next run of this size replaces it)" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
                      f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}"))

@@ -212,19 +212,22 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     """The choice among ``found`` (this spec version's entries); a pick is saved in ``user``."""
     facts = info.facts()
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
+    lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
     if here:  # a tuning run's entry before a pick made at an earlier first use
         entry, path = here[0]
         params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and _valid(spec, params, problem, facts):
             return Choice(params, "measured" if entry.picked else "exact", entry, path)
+        why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
+        lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
     candidates = _candidates(spec, found, problem, facts)
     if len(candidates) > 1 and timer is not None and settings.measure_untuned():
-        picked = _measure(spec, info, problem, candidates, timer, user)
+        picked = _measure(spec, info, problem, candidates, timer, user, lead)
         if picked is not None:
             return picked
     if candidates:
-        return _nearest(spec, info, problem, *candidates[0])
-    return _fallback(spec, info, problem, facts)
+        return _nearest(spec, info, problem, *candidates[0], lead)
+    return _fallback(spec, info, problem, facts, lead)
 
 
 def _valid(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
@@ -254,17 +257,18 @@ def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], prob
 
 
 def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-             params: dict[str, Value], entry: profiles.Entry, path: Path) -> Choice:
-    """The nearest problem's configuration, with the warning that names the command that tunes this one."""
+             params: dict[str, Value], entry: profiles.Entry, path: Path, lead: str) -> Choice:
+    """The nearest problem's configuration, with the warning (after ``lead``, why there is no
+    entry to use) that names the command that tunes this one."""
     _warn_once(spec, info, problem, (
-        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}; using the configuration tuned "
+        f"{lead}; using the configuration tuned "
         f"for {problem_label(entry.problem)} (`{tune_command(spec, problem, info)}` tunes this size)"))
     return Choice(params, "nearest", entry, path)
 
 
 def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
              candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
-             folder: Path) -> Choice | None:
+             folder: Path, lead: str) -> Choice | None:
     """Time the candidates, save the fastest as a picked entry; None when none ran."""
     t0 = time.perf_counter()
     tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
@@ -287,7 +291,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except ProfileError as exc:
         saved = f"not saved: {exc}"
     _warn_once(spec, info, problem, (
-        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}: timed {len(tuned)} tuned "
+        f"{lead}: timed {len(tuned)} tuned "
         f"configurations there{' and the spec’s ' + ' and '.join(fallbacks) if fallbacks else ''} "
         f"in {time.perf_counter() - t0:.1f} s and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
@@ -295,7 +299,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
 
 
 def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-              facts: Mapping[str, Any]) -> Choice:
+              facts: Mapping[str, Any], lead: str) -> Choice:
     """Nothing tuned is valid: the spec's default, else the valid configuration most like it."""
     params = (spec.default_config if _valid(spec, spec.default_config, problem, facts)
               else _closest_default(spec, problem, facts))
@@ -304,7 +308,7 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
                            "the spec's constraints exclude every one")
     what = "default configuration" if params == spec.default_config else "valid configuration nearest the default"
     _warn_once(spec, info, problem, (
-        f"no tuned {spec.name} for {info.name} at {problem_label(problem)}; using the {what} "
+        f"{lead}; using the {what} "
         f"(`{tune_command(spec, problem, info)}` tunes it)"))
     return Choice(params, "default")
 

@@ -214,7 +214,7 @@ def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
          usable: Callable[[Entry], bool] | None = None) -> str:
     """Lock, re-read, merge, back up and atomically replace the profile at ``path``."""
     try:
-        return _update(path, lambda doc: merge(doc, kernel, entry, device, usable))
+        return update(path, lambda doc: merge(doc, kernel, entry, device, usable))
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror})") from None
 
@@ -235,12 +235,12 @@ def check_writable(path: Path) -> None:
 def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str, Any], path: Path) -> None:
     """Keep measured ceilings in the device block of the profile at ``path`` (locked, as :func:`save`)."""
     try:
-        _update(path, lambda doc: (with_ceilings(doc, device, ceilings), "updated"))
+        update(path, lambda doc: (with_ceilings(doc, device, ceilings), "updated"))
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror}); set AUTOTUNE_HOME to a writable folder") from None
 
 
-def _update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]]) -> str:
+def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]]) -> str:
     """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=60):

@@ -260,8 +260,26 @@ class KernelSpec:
     def stores(self, entry: Any) -> bool:
         """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of
         this spec: its version, and parameters and values of its space."""
-        return (entry.spec_hash == self.spec_hash
-                and self.from_stored(entry.params, entry.build_flags, whole=True) is not None)
+        return self.unusable(entry) is None
+
+    def unusable(self, entry: Any) -> str | None:
+        """Why ``load_kernel`` cannot use a profile entry as it is, or None when it can.
+
+        Example:
+            >>> from types import SimpleNamespace as Entry
+            >>> sp = load("reverse")
+            >>> params = {k: v for k, v in sp.default_config.items() if k != "USE_RESTRICT"}
+            >>> sp.unusable(Entry(spec_hash=sp.spec_hash, params=params, build_flags=()))
+            'it does not name USE_RESTRICT, which its configuration uses'
+        """
+        if entry.spec_hash != self.spec_hash:
+            return "it was tuned with another version of this spec, or another spec of this name"
+        if self.from_stored(entry.params, entry.build_flags) is None:
+            return "its configuration is not in the spec's space"
+        full = self.complete(entry.params)
+        missing = [p.name for p in self.parameters
+                   if p.flag is None and p.name not in entry.params and not _unused(p, full)]
+        return f"it does not name {', '.join(missing)}, which its configuration uses" if missing else None
 
     def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:
         """Compiler options for a configuration: ``-D`` macros, then the enabled build flags."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from autotune import profiles, spec
 
@@ -39,8 +40,19 @@ def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
             print(f"{dict(e.problem)}: the compiled source differs; nothing re-keyed")
             return 1
         print(f"{dict(e.problem)}: identical after preprocessing")
-    text = path.read_text().replace(f"spec_hash: {old_hash}", f"spec_hash: {sp.spec_hash}")
-    path.write_text(text)
+
+    def rekey(doc: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Every re-keyed entry names all its parameters: the first values the old template
+        compiled to are what was measured, and load_kernel uses only entries that name them."""
+        for raw in (doc.get("kernels") or {}).get(kernel, []):
+            if raw.get("spec_hash") == old_hash:
+                full = sp.from_stored(raw["params"], raw.get("build_flags") or ())
+                assert full is not None  # checked above
+                raw["params"] = {p.name: full[p.name] for p in sp.parameters if p.flag is None}
+                raw["spec_hash"] = sp.spec_hash
+        return doc, "re-keyed"
+
+    profiles.update(path, rekey)
     print(f"re-keyed {len(entries)} entries {old_hash} -> {sp.spec_hash}")
     return 0
 

@@ -177,3 +177,18 @@ def test_a_profile_written_for_another_device_is_used_with_a_warning_naming_both
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loader.choose(MM, FAKE, problem, folders, FakeTimer({}))  # its own device: nothing to say
+
+
+def test_an_exact_entry_that_leaves_out_a_parameter_is_not_used_and_the_warning_says_why(folders):
+    """An entry re-keyed after a parameter was added, without it, is not used as it is (a
+    filled-in configuration would be one nobody measured): the warning names the parameter
+    rather than saying the size was never tuned."""
+    path = profiles.path_for(FAKE.slug, folders[1])
+    path.write_text(path.read_text().replace(", KSPLIT: 1}", "}", 1))
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024}), folders, timer)
+    assert c.origin == "measured" and timer.calls  # timed at first use like an untuned size
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"the matmul entry for M=1024,N=1024,K=1024,layout=row in {path} cannot be used "
+                              "(it does not name KSPLIT, which its configuration uses)"), message

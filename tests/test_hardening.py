@@ -134,7 +134,7 @@ def test_a_profile_that_cannot_be_saved_at_the_end_says_how_to_keep_the_trials(s
     def refuse(*args):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(profiles, "_update", refuse)  # writable at the start, not at the end
+    monkeypatch.setattr(profiles, "update", refuse)  # writable at the start, not at the end
     with pytest.raises(ProfileError, match=r"Permission denied\); the trials are kept in the study: make .*"
                                            r"profiles writable and run the same command again"):
         run(scale)
@@ -365,7 +365,7 @@ def test_a_hand_edited_entry_load_kernel_cannot_use_is_marked_and_replaced(scale
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
     _show_entries("scale", [entry], scale)
     shown = capsys.readouterr().out
-    assert ("not a configuration of the spec's space" in shown) == ("48" in edit[1]), shown
+    assert ("load_kernel skips it: its configuration is not in the spec's space" in shown) == ("48" in edit[1]), shown
     again = run(scale, storage=":memory:")  # as good as the first: only the edit lets it in
     assert again.profile_verdict == verdict
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")

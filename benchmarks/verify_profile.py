@@ -1,0 +1,69 @@
+"""Verify every entry of this device's shipped profile again, as the tuner verifies a candidate.
+
+Run after a change to verification (a new check, such as the guard zones after each array,
+can refuse a configuration that was saved before it existed) or to a template: each entry is
+chosen the way ``load_kernel`` chooses it and measured with :class:`autotune.measure.Bench`.
+Prints one line per entry and exits 1 if any entry fails or is stale.
+
+    python3 benchmarks/verify_profile.py [--device SELECTOR] [--kernel NAME ...] [--profiles FOLDER]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pyopencl as cl
+
+from autotune import device as devices
+from autotune import profiles
+from autotune import spec as specs
+from autotune.loader import choose
+from autotune.measure import Bench, TimingOptions, make_workload
+
+SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
+QUICK = TimingOptions(warmup=1, min_repeats=3, max_repeats=3, min_time_s=0.0)
+
+
+def verify(kernel: str, info: devices.DeviceInfo, dev: cl.Device, entry: profiles.Entry,
+           folder: Path) -> tuple[bool, str]:
+    """Whether ``entry`` is current and passes verification now, and a line saying so."""
+    spec = specs.load(kernel)
+    label = f"{kernel} {dict(entry.problem)}"
+    if entry.spec_hash != spec.spec_hash:
+        return False, f"STALE {label}: spec_hash {entry.spec_hash}, the spec's is {spec.spec_hash}"
+    problem = spec.resolve_problem(entry.problem)
+    choice = choose(spec, info, problem, folders=[folder])
+    ctx = cl.Context([dev])
+    bench = Bench(spec, problem, ctx, make_workload(spec, problem), info.facts(), QUICK)
+    m = bench.measure(choice.params)
+    if not m.ok:
+        return False, f"FAIL  {label} ({choice.origin}): {m.status.value}: {m.message}"
+    return True, (f"ok    {label} ({choice.origin}): {m.median_ms:.4g} ms "
+                  f"(profile {entry.time_ms:.4g} ms), error {m.error:.3g}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--kernel", action="append", default=None)
+    ap.add_argument("--profiles", type=Path, default=SHIPPED, help="the profiles' folder (default: the shipped ones)")
+    args = ap.parse_args()
+    info, dev = devices.select(args.device)
+    doc = profiles.read(profiles.path_for(info.slug, args.profiles))
+    if not doc:
+        print(f"no profile for {info.slug} in {args.profiles}")
+        return 1
+    failed = 0
+    for kernel in args.kernel or list(doc.get("kernels") or {}):
+        for entry in profiles.entries(doc, kernel):
+            passed, line = verify(kernel, info, dev, entry, args.profiles)
+            failed += not passed
+            print(line, flush=True)
+    print(f"{failed} of the entries failed or are stale" if failed else "every entry passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -399,7 +399,8 @@ def _rate(report: Any) -> str:
 
 
 def _fmt_params(params: Any) -> str:
-    return " ".join(f"{k}={v}" for k, v in params.items())
+    from .spec import config_label  # here: importing spec at the top would slow every --help
+    return config_label(params)
 
 
 def _progress(spec: Any, label: str = "") -> Any:

@@ -2,15 +2,17 @@
 
 Triton's way (``@autotune(configs, key=...)`` benchmarks its candidates the first time it sees
 a key), with the candidates a tuning run already chose for other problems on this device:
-each is built (several at once), launched once to warm up and timed on scratch buffers of the
-problem's size, zero-filled, so the caller's buffers are never written. The spec's baseline and
-default are timed after them, so that a pick is never one that those beat there (a tuned
-configuration for large problems can lose to the naive kernel on a tiny one). The fastest is
+each is built (several at once), verified against the spec's reference at this problem, as a
+tuning run verifies a candidate (a configuration right where it was tuned can be wrong at
+another size when the spec's constraints miss a case), and timed on the reference's inputs in
+buffers of its own, so the caller's buffers are never written. The spec's baseline and default
+are timed after them, so that a pick is never one that those beat there (a tuned configuration
+for large problems can lose to the naive kernel on a tiny one). The fastest that verified is
 the pick.
 
-Costs of the first call: one build per candidate (the drivers' own caches make repeats cheap)
-and a few launches each; the scratch buffers (the size of the problem's arguments) are freed
-on return.
+Costs of the first call: the reference's inputs and result at this size (computed once), one
+build per candidate (the drivers' own caches make repeats cheap) and a few launches each; the
+buffers are freed on return.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from typing import Any
 
 import pyopencl as cl
 
-from .arguments import shaped_inputs
 from .launch import ProgramCache
-from .measure import Bench, TimingOptions, Workload
+from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
 from .spec import KernelSpec, Value
 
@@ -36,7 +37,7 @@ TIMING = TimingOptions(warmup=1, min_repeats=3, max_repeats=10, min_time_s=0.02,
 
 @dataclass(frozen=True)
 class Timed:
-    """The candidates' measurements (timing only, unverified), in the order given."""
+    """The candidates' measurements (verified and timed), in the order given."""
 
     measurements: tuple[Measurement, ...]
     cache: ProgramCache  # the programs built for them, for the caller to reuse
@@ -50,22 +51,22 @@ class Timed:
 def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Context, device: cl.Device,
                     facts: Mapping[str, Any], candidates: Sequence[Mapping[str, Value]],
                     fallbacks: Sequence[Mapping[str, Value]] = ()) -> Timed:
-    """Build and time each of ``candidates`` on scratch buffers of ``problem``'s size, then
-    each of ``fallbacks``, cut short once two launches are slower than the fastest candidate
-    (a naive baseline on a large problem costs a few launches, not a full timing).
+    """Build, verify and time each of ``candidates`` at ``problem``, then each of
+    ``fallbacks``, cut short once two launches are slower than the fastest candidate (a naive
+    baseline on a large problem costs a few launches, not a full timing).
 
-    A configuration that fails to build or launch comes back as a failed Measurement.
+    A configuration that fails to build, launch or verify comes back as a failed Measurement.
     """
-    workload = Workload(shaped_inputs(spec, problem), {})
+    workload = make_workload(spec, problem)
     with warnings.catch_warnings():  # the build threads see this filter too
         warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log is normal for tuned variants
         bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
         for params in [*candidates, *fallbacks]:  # built in the background, on TIMING.compile_threads
             bench.prefetch(params)
-        timed = [bench.measure(params, verify=False) for params in candidates]
+        timed = [bench.measure(params) for params in candidates]
         fastest = Timed(tuple(timed), bench.cache).fastest
         cutoff = fastest.median_ms if fastest is not None else None
-        timed += [bench.measure(params, cutoff_ms=cutoff, verify=False) for params in fallbacks]
+        timed += [bench.measure(params, cutoff_ms=cutoff) for params in fallbacks]
         return Timed(tuple(timed), bench.cache)
 
 

@@ -6,13 +6,14 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
   shipped ones (of the current template and space).
 - ``measured``: no entry for the problem, so the device's tuned configurations that are valid
   for it (those of the nearest problems first, at most a dozen), then the spec's baseline and
-  default, are timed there once, on scratch buffers, and the fastest is kept; the pick is
-  saved to the user's profile, so later processes find it at once (see
-  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off).
-- ``nearest``: one tuned configuration is valid (or measuring is off): the nearest problem's.
+  default, are verified and timed there once, on buffers of their own, and the fastest that
+  verified is kept (ProblemError when every one gives wrong results); the pick is saved to the
+  user's profile, so later processes find it at once (see :mod:`autotune.firstuse`;
+  ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off).
+- ``nearest``: measuring is off or could not run: the nearest problem's, not verified there.
 - ``default``: nothing tuned is valid: the spec's default configuration, or where that is
-  invalid too, the valid configuration most like it. One warning names the command that
-  tunes the problem.
+  invalid too, the valid configuration most like it, not verified there. One warning names
+  the command that tunes the problem.
 
 It never fails for lack of a profile.
 
@@ -46,8 +47,9 @@ from . import spec as specs
 from .arguments import Arguments
 from .errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError
 from .launch import CandidateError, Launch, ProgramCache
+from .result import Measurement, Status
 from .space import check, closest_valid
-from .spec import KernelSpec, Value, problem_label
+from .spec import KernelSpec, Value, config_label, problem_label
 
 _warned: set[tuple[str, str, str]] = set()
 
@@ -221,7 +223,7 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
         why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
         lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
     candidates = _candidates(spec, found, problem, facts)
-    if len(candidates) > 1 and timer is not None and settings.measure_untuned():
+    if candidates and timer is not None and settings.measure_untuned():
         picked = _measure(spec, info, problem, candidates, timer, user, lead)
         if picked is not None:
             return picked
@@ -262,14 +264,16 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     entry to use) that names the command that tunes this one."""
     _warn_once(spec, info, problem, (
         f"{lead}; using the configuration tuned "
-        f"for {problem_label(entry.problem)} (`{tune_command(spec, problem, info)}` tunes this size)"))
+        f"for {problem_label(entry.problem)}, not verified at this size "
+        f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
     return Choice(params, "nearest", entry, path)
 
 
 def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
              candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
              folder: Path, lead: str) -> Choice | None:
-    """Time the candidates, save the fastest as a picked entry; None when none ran."""
+    """Verify and time the candidates, save the fastest that verified as a picked entry; None
+    when none ran (ProblemError when every one that ran fails verification)."""
     t0 = time.perf_counter()
     tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
     fallbacks: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
@@ -278,9 +282,15 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
             fallbacks[what] = params
     try:
         timed = timer(tuned, list(fallbacks.values()))
-    except (cl.Error, MemoryError):  # no room for scratch buffers of this size: take the nearest
+    except (cl.Error, MemoryError):  # no room for the buffers of this size: take the nearest
         return None
     best = timed.fastest
+    wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
+    if (best is None or best.params is None) and wrong:
+        raise ProblemError(
+            f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
+            f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); the spec's constraints admit "
+            "configurations that are wrong at this size: add the constraint that rules them out")
     if best is None or best.params is None:
         return None
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
@@ -293,9 +303,17 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     _warn_once(spec, info, problem, (
         f"{lead}: timed {len(tuned)} tuned "
         f"configurations there{' and the spec’s ' + ' and '.join(fallbacks) if fallbacks else ''} "
-        f"in {time.perf_counter() - t0:.1f} s and took the fastest "
+        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)} and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
+
+
+def _skipped(wrong: list[Measurement]) -> str:
+    """What the first-use warning says of the candidates that failed verification."""
+    if not wrong:
+        return ""
+    return (f" ({len(wrong)} gave wrong results there and {'was' if len(wrong) == 1 else 'were'} left out, "
+            f"e.g. {config_label(wrong[0].params)})")
 
 
 def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
@@ -308,8 +326,8 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
                            "the spec's constraints exclude every one")
     what = "default configuration" if params == spec.default_config else "valid configuration nearest the default"
     _warn_once(spec, info, problem, (
-        f"{lead}; using the {what} "
-        f"(`{tune_command(spec, problem, info)}` tunes it)"))
+        f"{lead}; using the {what}, not verified there "
+        f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
     return Choice(params, "default")
 
 

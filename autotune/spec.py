@@ -273,7 +273,7 @@ class KernelSpec:
             'it does not name USE_RESTRICT, which its configuration uses'
         """
         if entry.spec_hash != self.spec_hash:
-            return "it was tuned with another version of this spec, or another spec of this name"
+            return "stale: tuned with another version of this spec, or another spec of this name"
         if self.from_stored(entry.params, entry.build_flags) is None:
             return "its configuration is not in the spec's space"
         full = self.complete(entry.params)
@@ -350,6 +350,11 @@ def _macros(name: str, value: Any) -> dict[str, Value]:
 def problem_label(problem: Mapping[str, Any]) -> str:
     """A problem as ``--size`` takes it: ``M=64,N=64,K=64,layout=row``."""
     return ",".join(f"{k}={v}" for k, v in problem.items())
+
+
+def config_label(params: Mapping[str, Any]) -> str:
+    """A configuration as summaries and warnings show it: ``WPT=4 WG=64``."""
+    return " ".join(f"{k}={v}" for k, v in params.items())
 
 
 def parse_problem_label(label: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ T32 = dict(T128, MWG=32, NWG=32, MDIMC=8, NDIMC=8)
 
 class FakeTimer:
     """Times a tuned configuration as ``ms[MWG]``, the spec's baseline and default as
-    ``fallback_ms`` (None: it fails to build)."""
+    ``fallback_ms`` (None: it fails to build; "wrong": it fails verification)."""
 
     def __init__(self, ms: Mapping[int, float | None], fallback_ms: Mapping[str, float] | None = None) -> None:
         self.ms, self.calls, self.fallbacks = ms, [], []
@@ -44,6 +44,8 @@ class FakeTimer:
         ms = self.fallback_ms[key] if key in self.fallback_ms else self.ms.get(c["MWG"])
         if ms is None:
             return Measurement(Status.COMPILE_ERROR, "no", params=c)
+        if ms == "wrong":
+            return Measurement(Status.WRONG_RESULT, "C: 3 of 9 elements differ", params=c)
         return Measurement(Status.OK, "", (ms, ms, ms), params=c)
 
 
@@ -114,8 +116,9 @@ def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_comm
                                                                                                monkeypatch):
     monkeypatch.setattr(loader, "_warned", set())
     monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "off")
-    with pytest.warns(loader.AutotuneWarning, match=r"tuned for M=4096,N=4096,K=4096,layout=row "
-                      r"\(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row -d fake` tunes this size\)"):
+    with pytest.warns(loader.AutotuneWarning, match=r"tuned for M=4096,N=4096,K=4096,layout=row, not verified at "
+                      r"this size \(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row -d fake` tunes and "
+                      r"verifies it\)"):
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, FakeTimer({}))
 
 
@@ -134,7 +137,8 @@ def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tm
     mine = specs.load(str(copy))
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(mine, FAKE, mine.resolve_problem({"M": 1000}), [tmp_path / "none"])
-    assert f"`autotune run {copy} -s M=1000,N=512,K=512,layout=row -d fake` tunes it" in str(caught[0].message)
+    command = f"`autotune run {copy} -s M=1000,N=512,K=512,layout=row -d fake`"
+    assert f"{command} tunes and verifies it" in str(caught[0].message)
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])
     assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row -d fake`" in str(caught[0].message)
@@ -192,3 +196,28 @@ def test_an_exact_entry_that_leaves_out_a_parameter_is_not_used_and_the_warning_
     (message,) = [str(w.message) for w in caught]
     assert message.startswith(f"the matmul entry for M=1024,N=1024,K=1024,layout=row in {path} cannot be used "
                               "(it does not name KSPLIT, which its configuration uses)"), message
+
+
+def test_a_candidate_that_gives_wrong_results_at_the_new_size_is_not_picked(folders, monkeypatch):
+    monkeypatch.setattr(loader, "_warned", set())
+    timer = FakeTimer({128: 1.0, 64: "wrong", 32: 2.0}, {"baseline": 5.0, "default": 5.0})
+    with pytest.warns(loader.AutotuneWarning, match=r"\(1 gave wrong results there and was left out, e\.g\. "
+                      r"ALGO=tiled MDIMC=16 NDIMC=16 MWG=64 "):
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
+    assert c.origin == "measured" and c.params == T128  # the fastest that verified
+    saved = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, folders[0])), "matmul")
+    assert [e.params["MWG"] for e in saved] == [128]
+
+
+def test_when_every_candidate_gives_wrong_results_load_kernel_refuses_rather_than_use_one(folders):
+    timer = FakeTimer({128: "wrong", 64: "wrong", 32: "wrong"}, {"baseline": "wrong", "default": "wrong"})
+    with pytest.raises(loader.ProblemError, match=r"each configuration it could use gives wrong results there "
+                       r"\(5 failed verification; .*C: 3 of 9 elements differ\); the spec's constraints admit"):
+        choose(folders, timer, M=3000, N=3000, K=3000)
+    assert not profiles.path_for(FAKE.slug, folders[0]).exists()  # nothing saved
+
+
+def test_a_single_valid_tuned_configuration_is_verified_there_too(folders):
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 5.0, "default": 5.0})
+    c = choose(folders, timer, M=40, N=40, K=40)  # only the 32 x 32 tiles fit
+    assert timer.calls == [[32]] and c.origin == "measured" and c.params == T32

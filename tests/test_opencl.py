@@ -65,10 +65,10 @@ def test_tune_then_load_uses_the_tuned_kernel(queue):
     assert profiles.entries(doc, "matmul")[0].problem == {"M": 64, "N": 64, "K": 32, "layout": "row"}
     mm = matmul_check(queue, "row", 64, 64, 32)
     assert mm.origin == "exact" and mm.params == dict(report.best.params)
-    # a size never tuned gets the nearest tuned configuration that is valid for it, with a
-    # warning that points at the line calling load_kernel
+    # a size never tuned gets a tuned configuration verified there (or the default where none
+    # is valid), with a warning that points at the line calling load_kernel
     with pytest.warns(autotune.AutotuneWarning, match="tunes") as caught:
-        assert matmul_check(queue, "row", 128, 64, 64).origin in ("nearest", "default")
+        assert matmul_check(queue, "row", 128, 64, 64).origin in ("measured", "default")
     assert (caught[0].filename, caught[0].lineno) == (__file__, LOAD_LINE)
 
 
@@ -229,3 +229,35 @@ def test_a_call_times_all_of_its_steps(ocl_device, tmp_path):
     assert total >= sum(steps) > 0 and run.event is run.events[-1]
     with pytest.raises(autotune.AutotuneError, match="PROFILING_ENABLE"):
         _ = untimed.seconds
+
+
+def test_first_use_at_an_untuned_size_verifies_the_configurations_there(ocl_device, tmp_path):
+    """The scale spec's constraint, (N // WPT) % WG == 0, misses N % WPT == 0: configurations
+    tuned at N = 256 and 1024 are right there and leave the last element unwritten at N = 257.
+    First use at 257 verifies them there and refuses rather than hand one back; at 640 the pick
+    verifies and computes y = 2x."""
+    from autotune import spec as specs
+    from conftest import SCALE_YAML, save_winner, write_spec
+
+    path = str(write_spec(tmp_path / "spec", SCALE_YAML))
+    spec = specs.load(path)
+    info, dev = device.select(ocl_device)
+    for n, wpt in ((256, 2), (1024, 4)):
+        save_winner(info, {"N": n}, {"WPT": wpt, "WG": 16, "MODE": 0}, spec_hash=spec.spec_hash)
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx)
+    with pytest.raises(autotune.ProblemError, match=r"each configuration it could use gives wrong results "
+                       r"there \(2 failed verification; WPT=\d+ WG=16 MODE=0 mad=False: y:"):
+        autotune.load_kernel(path, queue, N=257)
+    x = np.random.default_rng(0).uniform(-1, 1, 640).astype(np.float32)
+    x_buf = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+    y_buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, x.nbytes)
+    with pytest.warns(autotune.AutotuneWarning, match="timed 2 tuned configurations there and the spec’s baseline"):
+        k = autotune.load_kernel(path, queue, N=640)
+    k(x_buf, y_buf).wait()
+    y = np.empty_like(x)
+    cl.enqueue_copy(queue, y, y_buf)
+    assert k.origin == "measured" and np.array_equal(y, 2 * x)
+    (picked,) = [e for e in profiles.entries(profiles.read(profiles.path_for(info.slug, settings.profiles_dir())),
+                                             "scale") if e.problem == {"N": 640}]
+    assert picked.error == 0.0  # verified there

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -178,6 +179,10 @@ class Launch:
             name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes, 4))
             for name, nbytes in self.geometry.scratch
         }
+        # A call binds arguments to shared kernel objects and then enqueues them: from several
+        # threads, one call's arguments could be bound under another's enqueue.
+        self._lock = threading.Lock()
+        self._last: cl.Event | None = None  # the last step of the previous call (scratch in use until then)
 
     def _kernel(self, program: cl.Program, step: Any, device: cl.Device) -> cl.Kernel:
         try:
@@ -215,20 +220,25 @@ class Launch:
         """Enqueue every step; ``named`` maps the :attr:`arg_names` to buffers or scalars.
 
         Each step waits for the one before it on an out-of-order queue (an in-order queue
-        orders them already); the first waits for ``wait_for``.
+        orders them already); the first waits for ``wait_for`` and, where the steps share
+        scratch buffers, for the previous call's last step, since both calls use the same
+        scratch. Calls from several threads are enqueued one at a time.
         """
         events: list[cl.Event] = []
         in_order = not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
-        for kernel, step in zip(self.kernels, self.geometry.steps, strict=True):
-            kernel.set_args(*(self._arg(name, named) for name in step.args))
-            after = wait_for if not events else None if in_order else events[-1:]
-            try:
-                events.append(cl.enqueue_nd_range_kernel(
-                    queue, kernel, step.global_size, step.local_size, wait_for=after))
-            except cl.Error as exc:
-                if error_code(exc) in LAUNCH_ERRORS:
-                    raise CandidateError("launch_error", f"{step.entry}: {exc}", context_lost=True) from None
-                raise
+        with self._lock:
+            first = [*(wait_for or []), *([self._last] if self.scratch and self._last is not None else [])]
+            for kernel, step in zip(self.kernels, self.geometry.steps, strict=True):
+                kernel.set_args(*(self._arg(name, named) for name in step.args))
+                after = (first or None) if not events else None if in_order else events[-1:]
+                try:
+                    events.append(cl.enqueue_nd_range_kernel(
+                        queue, kernel, step.global_size, step.local_size, wait_for=after))
+                except cl.Error as exc:
+                    if error_code(exc) in LAUNCH_ERRORS:
+                        raise CandidateError("launch_error", f"{step.entry}: {exc}", context_lost=True) from None
+                    raise
+            self._last = events[-1] if events else None
         return events
 
     def _arg(self, name: str, named: Mapping[str, Any]) -> Any:

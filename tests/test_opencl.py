@@ -6,6 +6,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
@@ -261,3 +262,76 @@ def test_first_use_at_an_untuned_size_verifies_the_configurations_there(ocl_devi
     (picked,) = [e for e in profiles.entries(profiles.read(profiles.path_for(info.slug, settings.profiles_dir())),
                                              "scale") if e.problem == {"N": 640}]
     assert picked.error == 0.0  # verified there
+
+
+SPLIT_K = {"ALGO": "tiled", "MDIMC": 16, "NDIMC": 16, "MWG": 64, "NWG": 64, "KWG": 16, "VW": 4, "SN": 2, "DB": 1,
+           "UNROLL": 8, "KSPLIT": 8}  # two steps: partial products in a scratch buffer, then their sum
+
+
+def _split_k(ocl_device: str, properties: int = 0) -> tuple[Any, cl.CommandQueue, cl.Context]:
+    """A split-K matmul at 64 x 64 x 4096, loaded exact from a saved entry, its queue and
+    context (kept: Intel's runtime ends a context its creator released)."""
+    from autotune import spec as specs
+    from conftest import save_winner
+
+    mm = specs.load("matmul")
+    info, dev = device.select(ocl_device)
+    params = {k: v for k, v in mm.complete(SPLIT_K).items() if k != "fast_math"}
+    save_winner(info, mm.resolve_problem({"M": 64, "N": 64, "K": 4096}), params, kernel="matmul",
+                spec_hash=mm.spec_hash)
+    ctx = cl.Context([dev])
+    queue = cl.CommandQueue(ctx, properties=properties)
+    k = autotune.load_kernel("matmul", queue, M=64, N=64, K=4096)
+    assert k.origin == "exact" and k.params["KSPLIT"] == 8 and len(k._launch.geometry.steps) == 2
+    return k, queue, ctx
+
+
+def _products(queue: cl.CommandQueue, count: int) -> tuple[list[Any], Any, list[Any], list[np.ndarray]]:
+    import pyopencl.array as cla
+
+    rng = np.random.default_rng(1)
+    a = [rng.uniform(-1, 1, (64, 4096)).astype(np.float32) for _ in range(count)]
+    b = rng.uniform(-1, 1, (4096, 64)).astype(np.float32)
+    want = [x.astype(np.float64) @ b for x in a]
+    return [cla.to_device(queue, x) for x in a], cla.to_device(queue, b), \
+        [cla.zeros(queue, (64, 64), np.float32) for _ in range(count)], want
+
+
+def test_calls_of_a_kernel_with_scratch_on_an_out_of_order_queue_do_not_share_it_at_once(ocl_device):
+    """Split-K's steps share one scratch buffer between calls: independent calls on an
+    out-of-order queue each get their own product (a fresh-user trial saw 7 of 8 wrong)."""
+    k, queue, _ctx = _split_k(ocl_device, cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+    a, b, c, want = _products(queue, 8)
+    queue.finish()
+    for run in [k(a[i], b, c[i]) for i in range(8)]:
+        run.wait()
+    assert [float(np.abs(c[i].get() - want[i]).max()) < 1e-3 for i in range(8)] == [True] * 8
+
+
+def test_one_kernel_called_from_several_threads_binds_each_call_s_own_arguments(ocl_device):
+    """Arguments are bound to shared kernel objects, then enqueued: a thread switch between the
+    two ran one call with another's buffers (switches forced often here to make it likely)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    previous = sys.getswitchinterval()
+    k, queue, _ctx = _split_k(ocl_device)
+    a, b, c, want = _products(queue, 4)
+    queue.finish()
+
+    zeros = np.zeros((64, 64), np.float32)
+
+    def calls(i: int) -> list[bool]:
+        out = []
+        for _ in range(100):
+            cl.enqueue_copy(queue, c[i].data, zeros)  # not Array.fill: pyopencl's own kernel objects are shared too
+            k(a[i], b, c[i]).wait()
+            out.append(float(np.abs(c[i].get() - want[i]).max()) < 1e-3)
+        return out
+
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(calls, range(4)))
+    finally:
+        sys.setswitchinterval(previous)
+    assert [all(r) for r in results] == [True] * 4

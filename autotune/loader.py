@@ -5,15 +5,15 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
 - ``exact``: a tuning run's entry for this very problem, from the user's profile or the
   shipped ones (of the current template and space).
 - ``measured``: no entry for the problem, so the device's tuned configurations that are valid
-  for it (those of the nearest problems first, at most a dozen), then the spec's baseline and
-  default, are verified and timed there once, on buffers of their own, and the fastest that
-  verified is kept (ProblemError when every one gives wrong results); the pick is saved to the
-  user's profile, so later processes find it at once (see :mod:`autotune.firstuse`;
-  ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off).
+  for it (those of the nearest problems first, at most a dozen; none where nothing was tuned),
+  then the spec's baseline and default, are verified and timed there once, on buffers of their
+  own, and the fastest that verified is kept (ProblemError when every one gives wrong
+  results); the pick is saved to the user's profile, so later processes find it at once (see
+  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off).
 - ``nearest``: measuring is off or could not run: the nearest problem's, not verified there.
-- ``default``: nothing tuned is valid: the spec's default configuration, or where that is
-  invalid too, the valid configuration most like it, not verified there. One warning names
-  the command that tunes the problem.
+- ``default``: measuring is off or ran nothing, and nothing tuned is valid: the spec's default
+  configuration, or where that is invalid too, the valid configuration most like it, not
+  verified there. One warning names the command that tunes the problem.
 
 It never fails for lack of a profile.
 
@@ -223,7 +223,7 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
         why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
         lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
     candidates = _candidates(spec, found, problem, facts)
-    if candidates and timer is not None and settings.measure_untuned():
+    if timer is not None and settings.measure_untuned():
         picked = _measure(spec, info, problem, candidates, timer, user, lead)
         if picked is not None:
             return picked
@@ -272,16 +272,21 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
 def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
              candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
              folder: Path, lead: str) -> Choice | None:
-    """Verify and time the candidates, save the fastest that verified as a picked entry; None
-    when none ran (ProblemError when every one that ran fails verification)."""
+    """Verify and time the candidates and the spec's default and baseline, save the fastest that
+    verified as a picked entry; None when none ran (ProblemError when every one that ran gives
+    wrong results)."""
     t0 = time.perf_counter()
     tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
-    fallbacks: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
+    own: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
     for what, params in (("baseline", spec.baseline_config), ("default", spec.default_config)):
-        if params not in tuned and params not in fallbacks.values() and _valid(spec, params, problem, info.facts()):
-            fallbacks[what] = params
+        if params not in tuned and params not in own.values() and _valid(spec, params, problem, info.facts()):
+            own[what] = params
+    # with nothing tuned valid, the default (else the baseline) sets the others' cut-off
+    first = tuned or [own[w] for w in ("default", "baseline") if w in own][:1]
+    if not first:
+        return None
     try:
-        timed = timer(tuned, list(fallbacks.values()))
+        timed = timer(first, [p for p in own.values() if p not in first])
     except (cl.Error, MemoryError):  # no room for the buffers of this size: take the nearest
         return None
     best = timed.fastest
@@ -289,8 +294,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     if (best is None or best.params is None) and wrong:
         raise ProblemError(
             f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
-            f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); the spec's constraints admit "
-            "configurations that are wrong at this size: add the constraint that rules them out")
+            f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); "
+            f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, and "
+            "the spec's constraints should rule out the wrong ones")
     if best is None or best.params is None:
         return None
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
@@ -301,11 +307,18 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except ProfileError as exc:
         saved = f"not saved: {exc}"
     _warn_once(spec, info, problem, (
-        f"{lead}: timed {len(tuned)} tuned "
-        f"configurations there{' and the spec’s ' + ' and '.join(fallbacks) if fallbacks else ''} "
+        f"{lead}: verified and timed {_timed(len(tuned), list(own))} there "
         f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)} and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
+
+
+def _timed(tuned: int, own: list[str]) -> str:
+    """What first use timed: ``3 tuned configurations and the spec’s default and baseline``."""
+    mine = f"the spec’s {' and '.join(own)}" if own else ""
+    if not tuned:
+        return mine
+    return f"{tuned} tuned configuration{'s' if tuned > 1 else ''}" + (f" and {mine}" if mine else "")
 
 
 def _skipped(wrong: list[Measurement]) -> str:

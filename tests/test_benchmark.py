@@ -16,11 +16,12 @@ def test_bench_times_the_choice_the_baseline_and_the_copy_ceiling() -> None:
     from autotune import spec as specs
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # without a profile: the default, with a warning
+        warnings.simplefilter("ignore")  # without a profile: the default and baseline measured, with a warning
         r = benchmark.run("reverse", {"N": 1 << 20}, copy_bytes=1 << 22)
         spec = specs.load("reverse")
-        chosen = loader.choose(spec, device.select(None)[0], spec.resolve_problem({"N": 1 << 20}))
-    assert r.choice == chosen and r.measurement.ok, "bench measures what load_kernel would use"
+        chosen = loader.choose(spec, device.select(None)[0], spec.resolve_problem({"N": 1 << 20}))  # bench's pick
+    assert (r.choice.params, r.choice.origin) == (chosen.params, chosen.origin) == (chosen.params, "measured")
+    assert r.measurement.ok, "bench measures what load_kernel would use"
     assert r.baseline is not None and r.baseline.ok
     assert r.speedup == pytest.approx(r.baseline.median_ms / r.measurement.median_ms)
     (copy,) = r.ceilings

@@ -50,7 +50,9 @@ def mm(queue: cl.CommandQueue) -> loader.TunedKernel:
 
 @pytest.fixture
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Launches that reached ``Launch.enqueue`` (recorded, never run)."""
+    """Launches that reached ``Launch.enqueue`` (recorded, never run); load_kernel does not
+    measure at first use (it would launch through this too)."""
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
     calls: list[Any] = []
     monkeypatch.setattr(Launch, "enqueue", lambda self, queue, named, wait_for=None: calls.append(named) or [None])
     return calls

@@ -73,15 +73,19 @@ def test_tune_then_load_uses_the_tuned_kernel(queue):
     assert (caught[0].filename, caught[0].lineno) == (__file__, LOAD_LINE)
 
 
-def test_load_without_profile_falls_back_to_default_with_one_warning(queue, monkeypatch):
+def test_load_without_profile_verifies_the_spec_s_default_and_baseline_with_one_warning(queue, monkeypatch):
     monkeypatch.setattr(autotune.loader, "_warned", set())  # once per process: other tests warned
     monkeypatch.setattr(profiles, "search_folders", lambda user: [user])  # no shipped profile
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mm = matmul_check(queue, "col", 64, 128, 32)
         matmul_check(queue, "col", 64, 128, 32)
-    assert mm.origin == "default"
-    assert sum(issubclass(w.category, autotune.AutotuneWarning) for w in caught) == 1
+    spec = autotune.spec.load("matmul")
+    assert mm.origin == "measured" and mm.params == spec.baseline_config  # the default's 128-row tile does not fit
+    (message,) = [str(w.message) for w in caught if issubclass(w.category, autotune.AutotuneWarning)]
+    assert "verified and timed the spec’s baseline there" in message, message
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    assert matmul_check(queue, "col", 64, 128, 48).origin == "default"  # not measured: not verified
 
 
 def test_cli_run_prints_summary_and_writes_profile():
@@ -253,7 +257,8 @@ def test_first_use_at_an_untuned_size_verifies_the_configurations_there(ocl_devi
     x = np.random.default_rng(0).uniform(-1, 1, 640).astype(np.float32)
     x_buf = cl.Buffer(ctx, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
     y_buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, x.nbytes)
-    with pytest.warns(autotune.AutotuneWarning, match="timed 2 tuned configurations there and the spec’s baseline"):
+    with pytest.warns(autotune.AutotuneWarning,
+                      match="verified and timed 2 tuned configurations and the spec’s baseline there"):
         k = autotune.load_kernel(path, queue, N=640)
     k(x_buf, y_buf).wait()
     y = np.empty_like(x)

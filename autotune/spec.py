@@ -269,11 +269,19 @@ class KernelSpec:
             >>> from types import SimpleNamespace as Entry
             >>> sp = load("reverse")
             >>> params = {k: v for k, v in sp.default_config.items() if k != "USE_RESTRICT"}
-            >>> sp.unusable(Entry(spec_hash=sp.spec_hash, params=params, build_flags=()))
+            >>> entry = Entry(spec_hash=sp.spec_hash, problem=sp.default_problem(), params=params, build_flags=())
+            >>> sp.unusable(entry)
             'it does not name USE_RESTRICT, which its configuration uses'
         """
         if entry.spec_hash != self.spec_hash:
             return "stale: tuned with another version of this spec, or another spec of this name"
+        try:  # load_kernel looks entries up by the problem as the spec resolves it
+            resolved = self.resolve_problem(entry.problem)
+        except ProblemError as exc:
+            return f"its problem is not one of this spec's ({exc})"
+        if resolved != dict(entry.problem):
+            return (f"its problem is written {dict(entry.problem)}, which no lookup matches: "
+                    f"load_kernel looks up {resolved}")
         if self.from_stored(entry.params, entry.build_flags) is None:
             return "its configuration is not in the spec's space"
         full = self.complete(entry.params)

@@ -108,8 +108,12 @@ def safe_load(text: str, where: str, error: type[AutotuneError]) -> Any:
 
 def read_yaml(path: Path, error: type[AutotuneError]) -> Any:
     """The YAML document in the file ``path``, as :func:`safe_load` reads it; a file that is not
-    UTF-8 text raises ``error`` naming it."""
-    data = path.read_bytes()
+    UTF-8 text, or cannot be read (a folder, no permission), raises ``error`` naming it."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        what = "it is a folder" if path.is_dir() else exc.strerror or type(exc).__name__
+        raise error(f"cannot read {path} ({what}); move it away or make it a readable file") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -465,3 +465,19 @@ def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verificatio
     text = format_report(report)
     assert "nothing was measured before the run stopped" in text and "verification" not in text
     assert "--timeout reached" in text  # and why
+
+
+@pytest.mark.parametrize("edit, why", [
+    ((r"N: 256", "N: '256'"),
+     "its problem is written {'N': '256'}, which no lookup matches: load_kernel looks up {'N': 256}"),
+    ((r"N: 256", "N: 256, R: 3"), "its problem is not one of this spec's (scale has no problem key 'R'"),
+])
+def test_an_entry_whose_problem_no_lookup_matches_is_marked_by_show(scale, capsys, edit, why):
+    """A hand-edited problem (a quoted size, a key the spec lacks) is never matched by
+    load_kernel: show says so rather than list it as usable."""
+    first = run(scale, storage=":memory:")
+    first.profile_path.write_text(re.sub(*edit, first.profile_path.read_text(), count=1))
+    from autotune.cli import _show_entries
+    (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
+    _show_entries("scale", [entry], scale)
+    assert f"(load_kernel skips it: {why}" in capsys.readouterr().out

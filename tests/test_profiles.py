@@ -163,3 +163,26 @@ def test_a_study_is_the_same_however_its_sqlite_path_is_spelled(tmp_path, monkey
     key = record.study_key(f"sqlite:///{tmp_path}/x.db", "s")
     assert record.study_key("sqlite:///x.db", "s") == record.study_key("sqlite:///./sub/../x.db", "s") == key
     assert record.study_key("sqlite:///y.db", "s") != key != record.study_key("sqlite:///x.db", "t")
+
+
+def test_a_profile_that_cannot_be_read_is_a_profile_error_not_a_traceback(tmp_path, monkeypatch):
+    """A folder where the profile should be (or a file without read permission) is named, with
+    the fix; load_kernel then ignores the profile with a warning (tests/test_choose.py)."""
+    import warnings
+
+    from autotune import loader
+    from autotune import spec as specs
+    from conftest import FAKE
+
+    path = profiles.path_for(FAKE.slug, tmp_path)
+    path.mkdir()
+    with pytest.raises(ProfileError, match=r"cannot read .*fakecorp-fake-gpu-9000\.yaml \(it is a folder\); "
+                                           r"move it away or make it a readable file"):
+        profiles.read(path)
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    mm = specs.load("matmul")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        chosen = loader.choose(mm, FAKE, mm.resolve_problem({"M": 512}), [tmp_path])
+    assert chosen.origin == "default"
+    assert any("ignoring profile: cannot read" in str(w.message) for w in caught)

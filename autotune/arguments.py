@@ -57,7 +57,23 @@ class Arguments:
         missing = [n for n in self.arg_names if n not in bound]
         if missing:
             raise TypeError(f"{name}: missing argument(s) {', '.join(missing)}")
-        return {n: self._checked(n, bound[n]) for n in self.arg_names}
+        checked = {n: self._checked(n, bound[n]) for n in self.arg_names}
+        self._check_aliases({n: bound[n] for n, v in checked.items() if isinstance(v, cl.MemoryObjectHolder)})
+        return checked
+
+    def _check_aliases(self, buffers: Mapping[str, Any]) -> None:
+        """ValueError where an output shares memory with another argument: the kernel would
+        read what it has already overwritten (``reverse(a, a)`` gave wrong results). Inputs may
+        share memory (``matmul(a, a, c)`` is A·A)."""
+        extents = {n: _extent(v) for n, v in buffers.items()}
+        for out in self.spec.outputs:
+            if out not in extents:
+                continue
+            root, start, end = extents[out]
+            for other, (root2, start2, end2) in extents.items():
+                if other != out and root == root2 and start < end2 and start2 < end:
+                    raise ValueError(f"{self.spec.name}: arguments {other} and {out} share memory, and {out} is "
+                                     f"written: pass {out} a buffer of its own")
 
     def _checked(self, arg: str, value: Any) -> Any:
         need = self._needs[arg]
@@ -201,6 +217,17 @@ class _ShapeRng:
             return np.zeros((*shape, *one.shape[1:]), one.dtype)
 
         return draw
+
+
+def _extent(value: Any) -> tuple[int, int, int]:
+    """(the buffer it lies in, first byte, end) of a checked buffer or array argument; a
+    sub-buffer lies in its parent, an array where its offset and size say."""
+    if isinstance(value, cl_array.Array):
+        root, start, _ = _extent(value.base_data)
+        return root, start + value.offset, start + value.offset + value.nbytes
+    parent = value.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    start = value.get_info(cl.mem_info.OFFSET) if parent is not None else 0
+    return (parent or value).int_ptr, start, start + value.size
 
 
 def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:

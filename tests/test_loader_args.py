@@ -350,3 +350,27 @@ def test_the_steps_of_a_kernel_run_in_order_on_an_out_of_order_queue(queue, tmp_
 @needs_opencl
 def test_the_queues_device_is_known_by_its_selector_for_the_command_that_tunes_it(queue, ocl_device):
     assert device.of(queue.device).selector == ocl_device
+
+
+@needs_opencl
+def test_an_output_that_shares_memory_with_another_argument_is_refused(queue, enqueued):
+    """The kernel would read what it already overwrote (a trial's reverse(a, a) gave wrong
+    results): the same buffer, overlapping views or sub-buffers are refused; inputs may share
+    (A·A), and disjoint views of one buffer are fine."""
+    rev = load("reverse", queue, N=1024)
+    data = cl_array.to_device(queue, np.zeros(4096, np.uint8))
+    parent = buffer(queue, 4096)
+    for src, dst in [(data, data), (data[:1024], data[512:1536]),
+                     (parent.get_sub_region(0, 1024), parent.get_sub_region(896, 1024))]:
+        with pytest.raises(ValueError, match="reverse: arguments src and dst share memory, and dst is written: "
+                                             "pass dst a buffer of its own"):
+            rev(src, dst)
+    assert enqueued == []
+    rev(data[:1024], data[1024:2048])
+    rev(parent.get_sub_region(0, 1024), parent.get_sub_region(1024, 1024))
+    mm = load("matmul", queue, M=64, N=64, K=64)
+    a, c = cl_array.zeros(queue, 64 * 64, np.float32), cl_array.zeros(queue, 64 * 64, np.float32)
+    mm(a, a, c)
+    with pytest.raises(ValueError, match="arguments B and C share memory"):
+        mm(a, c, c)
+    assert len(enqueued) == 3

@@ -179,7 +179,8 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     folders = folders or profiles.search_folders(settings.profiles_dir())
     docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders),
                                   lambda exc: _warn(f"ignoring profile: {exc}")))
-    found = [(e, p) for e, p in profiles.entries_in(docs.items(), spec.name) if e.spec_hash == spec.spec_hash]
+    entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))
+    found = [(e, p) for e, p in entries if e.spec_hash == spec.spec_hash]
     chosen = _choose(spec, info, problem, found, folders[0], timer)
     if chosen.profile in docs:  # as it was read (a pick saved since has this device's block)
         _written_for(chosen.profile, docs[chosen.profile].get("device"), spec, info, problem)

@@ -106,8 +106,12 @@ def path_for(slug: str, folder: Path) -> Path:
     return folder / f"{slug}.yaml"
 
 
-def read(path: Path) -> dict[str, Any]:
-    """The profile document at ``path`` ({} if absent); ProfileError naming file:line if broken."""
+def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
+    """The profile document at ``path`` ({} if absent); ProfileError naming file:line if broken.
+
+    ``check_entries=False`` checks the document's shape but not each entry's fields: readers
+    that skip a malformed entry (:func:`entries_in` with ``on_error``) still use the others.
+    """
     if not path.exists():
         return {}
     try:
@@ -138,7 +142,8 @@ def read(path: Path) -> dict[str, Any]:
         for i, raw in enumerate(entries):
             if not isinstance(raw, dict):
                 raise ProfileError(f"{path}: kernels.{kernel}[{i}]: expected a mapping")
-            Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
+            if check_entries:
+                Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
     return doc
 
 
@@ -283,19 +288,29 @@ def collect(kernel: str, slug: str, folders: Iterable[Path],
     An unreadable profile is passed to ``on_error`` and skipped, so one corrupt file does not
     hide the others.
     """
-    return entries_in(readable((path_for(slug, f) for f in folders), on_error), kernel)
+    return entries_in(readable((path_for(slug, f) for f in folders), on_error), kernel, on_error)
 
 
-def entries_in(docs: Iterable[tuple[Path, Mapping[str, Any]]], kernel: str) -> list[tuple[Entry, Path]]:
-    """Every entry for ``kernel`` in ``docs`` ((path, document), as :func:`readable` gives them)."""
-    return [(e, path) for path, doc in docs for e in entries(doc, kernel, str(path))]
+def entries_in(docs: Iterable[tuple[Path, Mapping[str, Any]]], kernel: str,
+               on_error: Callable[[ProfileError], None]) -> list[tuple[Entry, Path]]:
+    """Every well-formed entry for ``kernel`` in ``docs`` ((path, document), as :func:`readable`
+    gives them); a malformed one goes to ``on_error``, so one bad field hides only its entry."""
+    out = []
+    for path, doc in docs:
+        for i, raw in enumerate((doc.get("kernels") or {}).get(kernel) or []):
+            try:
+                out.append((Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]"), path))
+            except ProfileError as exc:
+                on_error(exc)
+    return out
 
 
 def readable(paths: Iterable[Path], on_error: Callable[[ProfileError], None]) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(path, document) of each profile in ``paths`` that reads; the others go to ``on_error``."""
+    """(path, document) of each profile in ``paths`` that reads, its entries unchecked (see
+    :func:`entries_in`); the others go to ``on_error``."""
     for path in paths:
         try:
-            yield path, read(path)
+            yield path, read(path, check_entries=False)
         except ProfileError as exc:
             on_error(exc)
 

@@ -222,3 +222,19 @@ def test_a_single_valid_tuned_configuration_is_verified_there_too(folders):
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 5.0, "default": 5.0})
     c = choose(folders, timer, M=40, N=40, K=40)  # only the 32 x 32 tiles fit
     assert timer.calls == [[32]] and c.origin == "measured" and c.params == T32
+
+
+def test_a_malformed_entry_hides_only_itself(folders, monkeypatch):
+    """One bad field (time_ms: fast) made load_kernel ignore the whole profile, so every tuned
+    size got the default; now that entry alone is skipped, with a warning naming it."""
+    monkeypatch.setattr(loader, "_warned", set())
+    path = profiles.path_for(FAKE.slug, folders[1])
+    text = path.read_text()
+    path.write_text(text.replace("time_ms: 3.0", "time_ms: fast", 1))
+    assert path.read_text() != text
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024}), folders, FakeTimer({}))
+    assert c.origin == "exact" and c.params == T64
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"ignoring an entry: {path}: kernels.matmul[") and "malformed entry" in message

@@ -666,12 +666,19 @@ def _profile_case(env: _Profiles, data: bytes, entry: profiles.Entry, show: Call
     if doc is not _REFUSED:
         for kernel in [*(doc.get("kernels") or {}), "reverse", "absent"]:
             _refused(profiles.entries, doc, kernel, str(env.path))
+    shape = _refused(profiles.read, env.path, check_entries=False)  # as load_kernel reads it
     for spec, problem in env.lookups:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             loader.choose(spec, FAKE, problem, folders=[env.folder])  # must not raise: warn and fall back
-        if doc is _REFUSED:
-            _check(any("ignoring profile" in str(w.message) for w in caught), "corrupt profile: choose gave no warning")
+        # a broken document is ignored whole; a malformed entry of this kernel alone (others' are not read)
+        if shape is _REFUSED:
+            expected = "ignoring profile"
+        elif _refused(profiles.entries, shape, spec.name, str(env.path)) is _REFUSED:
+            expected = "ignoring an entry"
+        else:
+            continue
+        _check(any(expected in str(w.message) for w in caught), f"corrupt profile: choose did not warn {expected!r}")
     show()
     verdict = _refused(profiles.save, entry, "reverse", FAKE.profile_header(), env.path)
     if verdict is _REFUSED or verdict == "kept":

@@ -292,13 +292,13 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         return None
     best = timed.fastest
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
-    if (best is None or best.params is None) and wrong:
-        raise ProblemError(
-            f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
-            f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); "
-            f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, and "
-            "the spec's constraints should rule out the wrong ones")
     if best is None or best.params is None:
+        if wrong:
+            raise ProblemError(
+                f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
+                f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); "
+                f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, "
+                "and the spec's constraints should rule out the wrong ones")
         return None
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)

@@ -147,9 +147,19 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
     return doc
 
 
-def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile") -> list[Entry]:
-    raw = (doc.get("kernels") or {}).get(kernel) or []
-    return [Entry.from_yaml(r, f"{where}: kernels.{kernel}[{i}]") for i, r in enumerate(raw)]
+def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
+            on_error: Callable[[ProfileError], None] | None = None) -> list[Entry]:
+    """``kernel``'s entries in ``doc``; a malformed one raises ProfileError, or with ``on_error``
+    goes there and is left out, so one bad field hides only its entry."""
+    out = []
+    for i, raw in enumerate((doc.get("kernels") or {}).get(kernel) or []):
+        try:
+            out.append(Entry.from_yaml(raw, f"{where}: kernels.{kernel}[{i}]"))
+        except ProfileError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+    return out
 
 
 def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
@@ -294,15 +304,8 @@ def collect(kernel: str, slug: str, folders: Iterable[Path],
 def entries_in(docs: Iterable[tuple[Path, Mapping[str, Any]]], kernel: str,
                on_error: Callable[[ProfileError], None]) -> list[tuple[Entry, Path]]:
     """Every well-formed entry for ``kernel`` in ``docs`` ((path, document), as :func:`readable`
-    gives them); a malformed one goes to ``on_error``, so one bad field hides only its entry."""
-    out = []
-    for path, doc in docs:
-        for i, raw in enumerate((doc.get("kernels") or {}).get(kernel) or []):
-            try:
-                out.append((Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]"), path))
-            except ProfileError as exc:
-                on_error(exc)
-    return out
+    gives them); a malformed one goes to ``on_error`` (see :func:`entries`)."""
+    return [(e, path) for path, doc in docs for e in entries(doc, kernel, str(path), on_error)]
 
 
 def readable(paths: Iterable[Path], on_error: Callable[[ProfileError], None]) -> Iterator[tuple[Path, dict[str, Any]]]:

@@ -253,9 +253,13 @@ class KernelSpec:
                 full[p.name] = p.flag in enabled
             elif full[p.name] not in p.values:
                 return None
-        if whole and any(p.flag is None and p.name not in params and not _unused(p, full) for p in self.parameters):
+        if whole and self._unnamed(params, full):
             return None
         return full
+
+    def _unnamed(self, params: Mapping[str, Value], full: Mapping[str, Value]) -> list[str]:
+        """The parameters ``full`` uses that the stored ``params`` leave out."""
+        return [p.name for p in self.parameters if p.flag is None and p.name not in params and not _unused(p, full)]
 
     def stores(self, entry: Any) -> bool:
         """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of
@@ -282,11 +286,10 @@ class KernelSpec:
         if resolved != dict(entry.problem):
             return (f"its problem is written {dict(entry.problem)}, which no lookup matches: "
                     f"load_kernel looks up {resolved}")
-        if self.from_stored(entry.params, entry.build_flags) is None:
+        full = self.from_stored(entry.params, entry.build_flags)
+        if full is None:
             return "its configuration is not in the spec's space"
-        full = self.complete(entry.params)
-        missing = [p.name for p in self.parameters
-                   if p.flag is None and p.name not in entry.params and not _unused(p, full)]
+        missing = self._unnamed(entry.params, full)
         return f"it does not name {', '.join(missing)}, which its configuration uses" if missing else None
 
     def build_options(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> list[str]:

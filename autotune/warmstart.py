@@ -74,7 +74,7 @@ def _other_profiles(kernel: str, slug: str) -> Iterable[tuple[Mapping[str, Any],
     paths = (path for folder in _folders() if folder.is_dir() for path in sorted(folder.glob("*.yaml"))
              if path != profiles.path_for(slug, folder))
     for path, doc in profiles.readable(paths, lambda exc: None):
-        found = [e for e, _ in profiles.entries_in([(path, doc)], kernel, lambda exc: None)]
+        found = profiles.entries(doc, kernel, str(path), lambda exc: None)
         header = doc.get("device")
         if found:  # a device block edited into something else names no device
             yield header if isinstance(header, Mapping) else {}, found

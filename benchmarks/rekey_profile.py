@@ -48,7 +48,7 @@ def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
             if raw.get("spec_hash") == old_hash:
                 full = sp.from_stored(raw["params"], raw.get("build_flags") or ())
                 assert full is not None  # checked above
-                raw["params"] = {p.name: full[p.name] for p in sp.parameters if p.flag is None}
+                raw["params"] = sp.without_flags(full)
                 raw["spec_hash"] = sp.spec_hash
         return doc, "re-keyed"
 

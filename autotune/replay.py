@@ -22,13 +22,14 @@ import json
 import math
 import re
 import statistics
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .device import DeviceInfo
-from .errors import ProblemError
+from .errors import AutotuneWarning, ProblemError
 from .expr import Expr
 from .proposer import Sampler
 from .result import Measurement, Status
@@ -166,6 +167,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     """Each recorded configuration's time (ms) or error string."""
     keys = [k for k, _ in params]
     outcomes: dict[tuple[Value, ...], float | str] = {}
+    first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
     for key, entry in raw["cache"].items():
         try:
             config = tuple(_value(entry[k], k) for k in keys)
@@ -175,7 +177,14 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
             if v not in values:
                 raise ProblemError(f"cache entry {key!r} has {k} = {v!r}, not one of the values "
                                    f"'tune_params' lists for it")
-        outcomes[config] = _outcome(key, entry.get("time"))
+        outcome = _outcome(key, entry.get("time"))
+        if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
+            if outcome != outcomes[config]:
+                warnings.warn(AutotuneWarning(
+                    f"cache entries {first[config]!r} and {key!r} record the same configuration, "
+                    f"as {outcomes[config]!r} and {outcome!r}; replaying the first"), stacklevel=4)
+            continue
+        outcomes[config], first[config] = outcome, key
     if not any(isinstance(t, float) for t in outcomes.values()):
         raise ProblemError("it records no successful time: nothing to tune against")
     return outcomes
@@ -183,7 +192,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
 
 def _outcome(key: str, t: Any) -> float | str:
     """A cache entry's time in ms, or its error: the name of Kernel Tuner's error class
-    (``CompilationFailedConfig``, ...). A time too large for a float is no time (a failure)."""
+    (``CompilationFailedConfig``, ...). A time of 1e20 ms or more is a failure: Kernel Tuner
+    before its error classes recorded a configuration that failed to launch as 1e20."""
     if _is_number(t) and not t > 0:
         raise ProblemError(f"cache entry {key!r} has time {t!r}: a time is a positive number of ms")
     if _is_time(t):

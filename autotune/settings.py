@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import platformdirs
+
+from .errors import AutotuneWarning
+
+_ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def home() -> Path:
@@ -26,7 +31,7 @@ def default_storage() -> str:
 
 def default_device_selector() -> str | None:
     """``$AUTOTUNE_DEVICE``: the device selector used when ``--device`` is not given."""
-    return os.environ.get("AUTOTUNE_DEVICE") or None
+    return os.environ.get("AUTOTUNE_DEVICE", "").strip() or None
 
 
 def cache_dir() -> Path:
@@ -38,10 +43,23 @@ def cache_dir() -> Path:
 
 def system_opencl_only() -> bool:
     """``$AUTOTUNE_SYSTEM_OPENCL``: use only the system's OpenCL, register no bundled runtime."""
-    return os.environ.get("AUTOTUNE_SYSTEM_OPENCL", "").strip().lower() in ("1", "true", "yes")
+    return _switch("AUTOTUNE_SYSTEM_OPENCL", default=False)
 
 
 def measure_untuned() -> bool:
     """``$AUTOTUNE_MEASURE_UNTUNED`` (default on): ``load_kernel`` times the device's tuned
     configurations on a problem without an entry; ``0`` takes the nearest tuned problem's."""
-    return os.environ.get("AUTOTUNE_MEASURE_UNTUNED", "1").strip().lower() not in ("0", "false", "no", "off")
+    return _switch("AUTOTUNE_MEASURE_UNTUNED", default=True)
+
+
+def _switch(name: str, default: bool) -> bool:
+    """An on/off variable; unset or empty is ``default``, and so is a value that is neither,
+    with a warning (a typo must not silently mean the opposite of what was meant)."""
+    text = os.environ.get(name, "").strip().lower()
+    if text in _ON or text in _OFF:
+        return text in _ON
+    if text:
+        warnings.warn(AutotuneWarning(
+            f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off ({', '.join(_OFF)}); "
+            f"taking the default, {'on' if default else 'off'}"), stacklevel=3)
+    return default

@@ -118,3 +118,11 @@ sys.exit(cli.main(["run", "reverse"]))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (130, "autotune: interrupted\n")
+
+
+@pytest.mark.parametrize("option", ["--timeout", "--study-timeout", "--max-time-per-config"])
+def test_an_infinite_time_limit_is_refused_as_not_finite(capsys, option):
+    from autotune import cli
+
+    assert cli.main(["run", "reverse", option, "inf"]) == 2
+    assert f"{option} must be a positive, finite number of seconds (got inf)" in capsys.readouterr().err

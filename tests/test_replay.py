@@ -178,3 +178,22 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     assert "not here_again: a recording of the same device, whose winner would be the answer" in out
     assert "not other_kernel: it tunes other parameters" in out
     assert "within 5% after 2 measured" in out
+
+
+def test_one_configuration_under_two_keys_is_read_once_with_a_warning_where_they_differ(tmp_path):
+    from autotune.errors import AutotuneWarning
+
+    path = tmp_path / "twice.json"
+    path.write_text('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 3.0}, '
+                    '"1.0": {"X": 1, "time": 2.0}, "2": {"X": 2, "time": 4.0}, "2.0": {"X": 2, "time": 4.0}}}')
+    with pytest.warns(AutotuneWarning, match=r"entries '1' and '1.0' record the same configuration, "
+                                             r"as 3.0 and 2.0; replaying the first") as caught:
+        rec = replay.load(path)
+    assert len(caught) == 1, "the same outcome twice is no conflict"
+    assert rec.outcomes == {(1,): 3.0, (2,): 4.0} and rec.valid == 2
+
+
+def test_a_time_of_1e20_is_an_old_kernel_tuners_failed_launch():
+    text = '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 2.0}, "2": {"X": 2, "time": 1e20}}}'
+    outcomes = replay._outcomes(json.loads(text), (("X", (1, 2)),))
+    assert outcomes[(1,)] == 2.0 and isinstance(outcomes[(2,)], str), outcomes

@@ -127,3 +127,32 @@ def test_importing_autotune_finds_intels_runtime_and_a_system_driver(tmp_path: P
         "the system's ICD was lost when autotune registered its runtime"
     system_only = _platforms(dict(base, OCL_ICD_VENDORS=str(empty), AUTOTUNE_SYSTEM_OPENCL="1"))
     assert "Intel(R) OpenCL" not in system_only
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), (" On ", True), ("yes", True), ("0", False),
+                                           ("off", False), ("FALSE", False), ("", False)])
+def test_system_opencl_reads_the_usual_on_and_off_words(monkeypatch, value, on):
+    from autotune import settings
+
+    monkeypatch.setenv("AUTOTUNE_SYSTEM_OPENCL", value)
+    assert settings.system_opencl_only() is on
+
+
+def test_an_on_off_variable_with_another_value_warns_and_keeps_its_default(monkeypatch):
+    from autotune import settings
+    from autotune.errors import AutotuneWarning
+
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "of")  # a typo of "off"
+    with pytest.warns(AutotuneWarning, match=r"AUTOTUNE_MEASURE_UNTUNED='of' is neither on .* default, on"):
+        assert settings.measure_untuned() is True
+    monkeypatch.setenv("AUTOTUNE_SYSTEM_OPENCL", "y")
+    with pytest.warns(AutotuneWarning, match="default, off"):
+        assert settings.system_opencl_only() is False
+
+
+@pytest.mark.parametrize(("value", "selector"), [(" 0:0\n", "0:0"), ("  ", None), ("nvidia", "nvidia")])
+def test_the_device_variable_is_read_without_surrounding_blanks(monkeypatch, value, selector):
+    from autotune import settings
+
+    monkeypatch.setenv("AUTOTUNE_DEVICE", value)
+    assert settings.default_device_selector() == selector

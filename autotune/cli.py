@@ -457,7 +457,8 @@ def format_report(report: Any, storage: str | None = None) -> str:
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         if report.confirmed and report.runner_up is not None:
             ru = report.runner_up
-            lines.append(f"  confirmed   the {report.confirmed} fastest timed again, interleaved; runner-up "
+            beside = " with the baseline" if report.baseline_confirmed else ""
+            lines.append(f"  confirmed   the {report.confirmed} fastest timed again{beside}, interleaved; runner-up "
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
                          + ("; their spreads overlap, so another run may rank them the other way"
                             if report.close_call else ""))

@@ -174,6 +174,7 @@ class TuneReport:
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
+    baseline_confirmed: bool = False  # the baseline was timed in the same rounds
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
 
     @property
@@ -212,6 +213,7 @@ class RunState:
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
     confirmed: int = 0  # leaders timed again after the search
+    baseline_confirmed: bool = False  # and the baseline in the same rounds
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
 
@@ -703,10 +705,11 @@ class _Run:
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
             self.state.best, self.state.runner_up = timed[0], timed[1]
-            self.state.confirmed = len(timed)
             # timed in these rounds as one of the leaders, or beside them
             if base is not None and (again := times.get(config_key(base.params))):
                 self.state.baseline = replace(base, times_ms=tuple(again))
+            self.state.baseline_confirmed = base is not None and bool(extra) and config_key(base.params) in times
+            self.state.confirmed = len(timed) - self.state.baseline_confirmed
 
     def _interleaved(self, evaluator: Evaluator, those: list[Measurement]) -> dict[str, list[float]]:
         """Each configuration's launch times over CONFIRM_ROUNDS rounds, another order each
@@ -734,7 +737,8 @@ class _Run:
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
-            runner_up=s.runner_up, confirmed=s.confirmed, elsewhere=s.elsewhere,
+            runner_up=s.runner_up, confirmed=s.confirmed,
+            baseline_confirmed=s.baseline_confirmed, elsewhere=s.elsewhere,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
 

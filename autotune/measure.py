@@ -69,6 +69,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     check_arguments(spec, problem, inputs)
     check_launch(spec)
     check_inputs(spec, inputs, number_arguments(problem))
+    _check_memory_order(spec, inputs)
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
@@ -87,6 +88,19 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
         expected[name] = want.reshape(got.shape)  # compared element by element: a scalar for a 1-element buffer is fine
         _check_finite(spec, host, name, expected[name])
     return Workload(inputs, expected, _bounds(spec, problem, inputs, expected))
+
+
+def _check_memory_order(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
+    """SpecError for an array of inputs() whose memory is not in its index order (a transpose,
+    order='F', a strided view): the kernel gets the memory as it lies, so every configuration
+    would fail verification against a reference computed from the indexes."""
+    for name, value in inputs.items():
+        if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+            what = "column-major (a transpose, or order='F')" if value.flags.f_contiguous else "a strided view"
+            raise SpecError(
+                f"{spec.reference}: inputs() gives {name} as {what}, and the kernel reads its buffer in "
+                f"memory order, not in the order of its indexes; return np.ascontiguousarray({name}), or, where "
+                f"the kernel expects column-major data, {name}.ravel(order='F')")
 
 
 def _check_finite(spec: KernelSpec, host: Any, name: str, want: np.ndarray) -> None:

@@ -211,6 +211,18 @@ def test_a_scalar_reference_for_a_one_element_output_is_verified_as_that_element
     assert work.expected["y"].shape == (1,) and work.expected["y"][0] == 3
 
 
+@pytest.mark.parametrize("x, what", [("np.ones((16, 16), np.float32).T", "column-major"),
+                                     ("np.ones((16, 32), np.float32)[:, ::2]", "a strided view"),
+                                     ("np.ones(512, np.float32)[::2]", "a strided view")])
+def test_an_input_whose_memory_is_not_in_index_order_is_a_spec_error(tmp_path, x, what):
+    # the kernel would read the transpose's memory as it lies: every configuration wrong, no hint why
+    ref = (f"import numpy as np\ndef inputs(problem, rng):\n    return {{'x': {x}, 'y': np.zeros(256, np.float32)}}\n"
+           "def reference(problem, arrays):\n    return {'y': 2 * arrays['x'].ravel()}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=rf"inputs\(\) gives x as {what}.*np.ascontiguousarray\(x\)"):
+        make_workload(spec, spec.resolve_problem({}))
+
+
 @pytest.mark.parametrize("bad", ["np.nan", "np.inf"])
 def test_a_reference_with_nan_or_inf_is_a_spec_error_not_a_check_that_passes_anything(tmp_path, bad):
     ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"

@@ -236,7 +236,8 @@ class Bench:
             cl.enqueue_copy(self.queue, got, self.args[name])
             why, err, used = self.expected(name).check(got)
             if why:
-                return Measurement(Status.WRONG_RESULT, why, error=err, tolerance_used=used)
+                return Measurement(Status.WRONG_RESULT, why + self._inplace_hint(name, got), error=err,
+                                   tolerance_used=used)
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
 
@@ -250,6 +251,17 @@ class Bench:
                         "work-items outside the problem must not write (check the kernel's bounds or the "
                         "launch's global size)")
         return None
+
+    def _inplace_hint(self, name: str, got: np.ndarray) -> str:
+        """Advice where ``name`` came back with NaNs and inputs() gives it values: a kernel that
+        reads the output it writes (``y += a * x``) starts from the poison unless the spec
+        declares it ``inplace``."""
+        given = self.workload.inputs[name]
+        if (name in self.spec.inplace or not np.issubdtype(got.dtype, np.floating)
+                or np.isfinite(got).all() or not np.any(given)):
+            return ""
+        return (f"; if the kernel reads {name} as well as writing it, declare `inplace: [{name}]` in the "
+                "spec: an output starts poisoned (NaN), an inplace one from the values inputs() gives")
 
     def expected(self, name: str) -> Expected:
         """Output ``name``'s expected values, prepared once for every candidate."""

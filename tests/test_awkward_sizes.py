@@ -208,3 +208,35 @@ def test_load_kernel_refuses(device: tuple[Any, Any], no_build: None, kernel: st
     with pytest.raises(ProblemError) as refused:
         autotune.load_kernel(kernel, cl.CommandQueue(ctx), **sizes)
     assert str(refused.value) == message
+
+
+AXPY_CL = """
+__kernel void scale(__global const float* x, __global float* y) {
+    const int i = get_global_id(0) * WPT;
+    for (int k = 0; k < WPT; ++k) y[i + k] += 2.0f * x[i + k];
+}
+"""
+AXPY_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": rng.uniform(-1, 1, n).astype(np.float32)}
+
+def reference(problem, arrays):
+    return {"y": arrays["y"] + 2 * arrays["x"]}
+"""
+
+
+@needs_opencl
+def test_a_kernel_that_reads_its_output_is_told_to_declare_it_inplace(device, tmp_path):
+    from conftest import SCALE_YAML, write_spec
+
+    plain = specs.load(write_spec(tmp_path / "plain", SCALE_YAML, template=AXPY_CL, ref=AXPY_REF))
+    m = bench(device, plain, {"N": 256}).measure({"WPT": 1, "WG": 16, "MODE": 0, "mad": False})
+    assert m.status is Status.WRONG_RESULT and "not finite" in m.message
+    assert "declare `inplace: [y]` in the spec" in m.message, m.message
+    declared = specs.load(write_spec(tmp_path / "inplace", SCALE_YAML + "inplace: [y]\n", template=AXPY_CL,
+                                     ref=AXPY_REF))
+    assert verified(bench(device, declared, {"N": 256}).measure({"WPT": 1, "WG": 16, "MODE": 0, "mad": False}),
+                    "y += 2x, inplace")

@@ -38,6 +38,7 @@ class BenchResult:
     metrics: Mapping[str, float]
     ceilings: tuple[Ceiling, ...]
     baseline: Measurement | None = None  # the spec's baseline variant, timed in the same run
+    baseline_invalid: str | None = None  # why the baseline variant cannot run this problem
 
     @property
     def speedup(self) -> float | None:
@@ -63,12 +64,13 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(), BENCH_TIMING)
     m = bench.measure(choice.params)
     baseline = spec.baseline_config
+    invalid = None
     if baseline == dict(choice.params):
         base: Measurement | None = m  # the tuned configuration is the baseline: time it once
-    elif check(spec, baseline, prob, info.facts()) is None:
+    elif (invalid := check(spec, baseline, prob, info.facts())) is None:
         base = bench.measure(baseline)
     else:
-        base = None  # the baseline variant cannot run this problem
+        base = None
     metrics = spec.throughput(prob, m.median_ms) if m.ok else {}
     found: list[Ceiling] = []
     if spec.ceiling == "copy":
@@ -80,7 +82,7 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
             sgemm = ceilings.cublas_sgemm(*shape) if info.is_gpu else ceilings.numpy_sgemm(*shape)
             if sgemm is not None:
                 found.append(sgemm)
-    return BenchResult(spec, info, prob, choice, m, metrics, tuple(found), base)
+    return BenchResult(spec, info, prob, choice, m, metrics, tuple(found), base, invalid)
 
 
 #: The ceilings that hold for the device, whatever the problem: kept for `autotune report`.

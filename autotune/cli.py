@@ -637,6 +637,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"  baseline    {r.baseline.median_ms:.4f} ms  -> speed-up {r.speedup:.2f}x")
     elif r.baseline is not None:
         print(f"  baseline    {r.baseline.status.value}: {r.baseline.message}")
+    elif r.baseline_invalid is not None:
+        print(f"  baseline    not timed: the baseline variant cannot run this problem ({r.baseline_invalid})")
     for c in r.ceilings:
         share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")

@@ -44,3 +44,18 @@ def test_bench_of_matmul_on_a_cpu_compares_with_numpy() -> None:
     numpy_ceiling = next(c for c in r.ceilings if c.name == "numpy matmul")
     assert numpy_ceiling.unit == "GFLOP/s" and numpy_ceiling.value > 0 and "64x64x64" in numpy_ceiling.how
     assert r.ratios(numpy_ceiling)["GFLOP/s"] == pytest.approx(r.metrics["GFLOP/s"] / numpy_ceiling.value)
+
+
+@needs_opencl
+def test_bench_says_why_a_baseline_that_cannot_run_the_problem_is_not_timed(tmp_path, capsys) -> None:
+    from autotune import cli
+    from conftest import SCALE_YAML, write_spec
+
+    # a baseline of 32 work-items, one element each, cannot cover N = 48; WG 16 can
+    path = write_spec(tmp_path, SCALE_YAML.replace("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 1, WG: 32}"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["bench", str(path), "-s", "48"]) == 0
+    out = capsys.readouterr().out
+    assert "baseline    not timed: the baseline variant cannot run this problem (" in out, out
+    assert "(N // WPT) % WG == 0" in out, "the constraint it breaks is named"

@@ -376,9 +376,10 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
     for members in studies.values():
         mine = [r for r in results if r.label in members]
         done = [r.report for r in mine if r.report is not None]
-        best = min(done, key=lambda r: r.best.median_ms if r.best else math.inf, default=None)
-        if best is not None:
-            print(format_report(best, options.storage))
+        best = min(mine, key=lambda r: r.report.best.median_ms if r.report and r.report.best else math.inf,
+                   default=None)
+        if best is not None and best.report is not None:
+            print(format_report(best.report, options.storage, best.label if len(done) > 1 else None))
         if len(done) > 1:
             wall = max(r.wall_s for r in done)
             total, held = sum(r.measured for r in done), max(r.study_trials for r in done)
@@ -441,8 +442,9 @@ def _describe_error(m: Any) -> str:
     return f"{m.error:.3g} relative to the reference (norm){used}"
 
 
-def format_report(report: Any, storage: str | None = None) -> str:
-    """The end-of-run summary (``storage``: the run's --storage, for the report command)."""
+def format_report(report: Any, storage: str | None = None, worker: str | None = None) -> str:
+    """The end-of-run summary (``storage``: the run's --storage, for the report command;
+    ``worker``: the label of the worker whose report it is, where several tuned together)."""
     lines = [f"\n{report.spec.name} on {report.device.name} ({report.device.platform}), "
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
@@ -476,7 +478,8 @@ def format_report(report: Any, storage: str | None = None) -> str:
     failed = sum(report.failures.values())
     # proposals, not trials: a proposal another worker held is skipped, and may be proposed again
     elsewhere = (f", {report.elsewhere} proposals skipped as another worker had them" if report.elsewhere else "")
-    lines.append(f"  trials      {report.measured} measured this run ({report.measured - failed} ok, {failed} failed), "
+    by = f"by worker {worker}" if worker else "this run"
+    lines.append(f"  trials      {report.measured} measured {by} ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused{elsewhere}; "
                  f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
     if report.pruned:

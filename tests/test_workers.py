@@ -241,6 +241,9 @@ def test_run_on_a_list_of_devices_merges_progress_and_measures_nothing_twice(hom
     assert f"device {sel} is named more than once" in err, "timings on a shared device are skewed: say so"
     assert f"2 workers ({sel}#1, {sel}#2)" in out
     assert f"{sel}#1 [" in out and f"{sel}#2 [" in out and "together" in out
+    assert re.search(rf"trials +\d+ measured by worker {re.escape(sel)}#[12] ", out), \
+        "the summary shown is one worker's: its count must not read as the run's"
+    assert "measured this run" not in out
     spec = specs.load("reverse")
     info = devices.select(sel)[0]
     keys = _stored_keys(study_name(spec, info, spec.resolve_problem({"N": 262144})), settings.default_storage())

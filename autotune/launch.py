@@ -114,8 +114,9 @@ def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: st
         code = error_code(exc)
         if code == cl.status_code.INVALID_BUILD_OPTIONS:  # the driver says only that, not which
             flags = " ".join(o for o in options if not o.startswith("-D")) or "none but -D macros"
-            raise CandidateError("compile_error", f"this device's compiler refuses the build options (flags: "
-                                 f"{flags}); check the spec's build_flags and the -D values") from None
+            raise CandidateError("compile_error", "this device's compiler refuses the build options "
+                                 f"(INVALID_BUILD_OPTIONS; flags: {flags}); check the spec's build_flags "
+                                 "and the -D values") from None
         if code in BUILD_ERRORS:
             # the diagnostics of compilers that print them rather than log them (see capture)
             raise CandidateError("compile_error", short(f"{exc}\n{capture.since(start)}")) from None

@@ -6,7 +6,11 @@ and keeps its traceback.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
+import warnings
+from types import FrameType
 
 
 class AutotuneError(Exception):
@@ -16,6 +20,19 @@ class AutotuneError(Exception):
 class AutotuneWarning(UserWarning):
     """autotune fell back to something less than a tuned configuration (the CLI prints it as
     one line)."""
+
+
+_PACKAGE = os.path.dirname(__file__) + os.sep
+
+
+def warn(message: str) -> None:
+    """An AutotuneWarning attributed to the first caller outside this package (the
+    application's call), however deep in autotune it was raised."""
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(AutotuneWarning(message), stacklevel=level)
 
 
 class SpecError(AutotuneError):

@@ -29,14 +29,10 @@ Example:
 from __future__ import annotations
 
 import math
-import os
-import sys
 import time
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import pyopencl as cl
@@ -45,7 +41,9 @@ from . import device as devices
 from . import firstuse, profiles, record, settings
 from . import spec as specs
 from .arguments import Arguments
-from .errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError
+from .errors import AutotuneError, ProblemError, ProfileError
+from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
+from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
 from .result import Measurement, Status
 from .space import check, closest_valid
@@ -361,19 +359,6 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
     if key not in _warned:
         _warned.add(key)
         _warn(message)
-
-
-_PACKAGE = os.path.dirname(__file__) + os.sep
-
-
-def _warn(message: str) -> None:
-    """An AutotuneWarning attributed to the first caller outside this package (the
-    application's load_kernel call), however deep in autotune it was raised."""
-    frame: FrameType | None = sys._getframe(1)
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(AutotuneWarning(message), stacklevel=level)
 
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:

@@ -22,14 +22,13 @@ import json
 import math
 import re
 import statistics
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .device import DeviceInfo
-from .errors import AutotuneWarning, ProblemError
+from .errors import ProblemError, warn
 from .expr import Expr
 from .proposer import Sampler
 from .result import Measurement, Status
@@ -180,9 +179,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         outcome = _outcome(key, entry.get("time"))
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
-                warnings.warn(AutotuneWarning(
-                    f"cache entries {first[config]!r} and {key!r} record the same configuration, "
-                    f"as {outcomes[config]!r} and {outcome!r}; replaying the first"), stacklevel=4)
+                warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
+                     f"as {outcomes[config]!r} and {outcome!r}; replaying the first")
             continue
         outcomes[config], first[config] = outcome, key
     if not any(isinstance(t, float) for t in outcomes.values()):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import platformdirs
 
-from .errors import AutotuneWarning
+from .errors import warn
 
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -59,7 +58,6 @@ def _switch(name: str, default: bool) -> bool:
     if text in _ON or text in _OFF:
         return text in _ON
     if text:
-        warnings.warn(AutotuneWarning(
-            f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off ({', '.join(_OFF)}); "
-            f"taking the default, {'on' if default else 'off'}"), stacklevel=3)
+        warn(f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off ({', '.join(_OFF)}); "
+             f"taking the default, {'on' if default else 'off'}")
     return default

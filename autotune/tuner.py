@@ -22,7 +22,6 @@ import os
 import signal
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,13 +38,13 @@ from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, explain
 from .errors import (
-    AutotuneWarning,
     BuildError,
     OptionError,
     ProblemError,
     ProfileError,
     StorageError,
     TuningInterrupted,
+    warn,
 )
 from .fits import check_fits
 from .limits import KernelLimits
@@ -323,8 +322,8 @@ class _Run:
         baseline = spec.baseline_config
         self.baseline = baseline if (why := check(spec, baseline, problem, self.facts)) is None else None
         if why is not None:
-            warnings.warn(AutotuneWarning(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
-                                          f"{info.name} ({why}): the run reports no speed-up"), stacklevel=2)
+            warn(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
+                 f"{info.name} ({why}): the run reports no speed-up")
         self.state = RunState(budget=options.trials, study_budget=options.study_trials)
         self.limits = KernelLimits()
         self._take_in(list(self.log.seen.values()))

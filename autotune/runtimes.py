@@ -161,6 +161,7 @@ def hidden() -> str | None:
     """Why the installed runtimes are not visible to OpenCL, with the fix; None when they are
     (or none is installed)."""
     if settings.system_opencl_only() and (runtimes := installed()):
-        return (f"AUTOTUNE_SYSTEM_OPENCL=1 hides the installed runtime {', '.join(r.name for r in runtimes)}; "
+        value = os.environ.get("AUTOTUNE_SYSTEM_OPENCL", "").strip()
+        return (f"AUTOTUNE_SYSTEM_OPENCL={value} hides the installed runtime {', '.join(r.name for r in runtimes)}; "
                 "unset it to use it")
     return _hidden

@@ -92,10 +92,12 @@ def test_no_writable_cache_keeps_the_system_setup_and_the_advice_says_why(
     assert "pip install" not in advice, "the runtime is installed: installing it again fixes nothing"
 
 
-def test_the_advice_names_autotune_system_opencl_where_it_hides_the_installed_runtime(monkeypatch):
-    monkeypatch.setenv("AUTOTUNE_SYSTEM_OPENCL", "1")
+@pytest.mark.parametrize("value", ["1", "on", "Yes"])
+def test_the_advice_names_autotune_system_opencl_where_it_hides_the_installed_runtime(monkeypatch, value):
+    monkeypatch.setenv("AUTOTUNE_SYSTEM_OPENCL", value)
     monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
-    assert runtimes.cpu_fix() == "AUTOTUNE_SYSTEM_OPENCL=1 hides the installed runtime intel-cpu; unset it to use it"
+    assert runtimes.cpu_fix() == (f"AUTOTUNE_SYSTEM_OPENCL={value} hides the installed runtime intel-cpu; "
+                                  "unset it to use it")
 
 
 _PLATFORMS = "import autotune, json, pyopencl as cl; print(json.dumps([p.name for p in cl.get_platforms()]))"

@@ -17,7 +17,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -172,7 +172,9 @@ class Launch:
 
     def __init__(self, ctx: cl.Context, spec: KernelSpec, params: Mapping[str, Value],
                  problem: Mapping[str, Any], facts: Mapping[str, Any],
-                 cache: ProgramCache | None = None) -> None:
+                 cache: ProgramCache | None = None, guard: Callable[[int], int] | None = None) -> None:
+        """``guard``: the bytes of a guard zone after each scratch buffer of ``nbytes`` (the
+        tuner checks it, see :mod:`autotune.measure`); none where not given."""
         self.spec = spec
         self.params = dict(params)
         self.problem = dict(problem)
@@ -181,8 +183,9 @@ class Launch:
         program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
         self.wg_limits: dict[str, int] = {}  # entry -> CL_KERNEL_WORK_GROUP_SIZE, for autotune.limits
         self.kernels = [self._kernel(program, step, ctx.devices[0]) for step in self.geometry.steps]
+        extra = guard or (lambda nbytes: 0)
         self.scratch = {
-            name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes, 4))
+            name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes + extra(nbytes), 4))
             for name, nbytes in self.geometry.scratch
         }
         # A call binds arguments to shared kernel objects and then enqueues them: from several

@@ -37,10 +37,12 @@ class TimingOptions:
     compile_threads: int = 0  # > 0: candidates announced with prefetch() build in the background
 
 
-#: Each array the kernels get is followed by a guard zone of this byte value, checked after
-#: every verification: a configuration that writes past an array's end (a last work-group that
-#: runs over) fails as a wrong result, where it would otherwise pass, be saved and write past
-#: the end of the application's arrays. Its size: an eighth of the array, 4 KiB to 4 MiB.
+#: Each array and scratch buffer the kernels get is followed by a guard zone of this byte
+#: value, checked after every verification: a configuration that writes past an array's end (a
+#: last work-group that runs over, a scratch size expression too small for it) fails as a wrong
+#: result, where it would otherwise pass, be saved and write past the end of the application's
+#: arrays or of the scratch buffers load_kernel makes. Its size: an eighth of the array, 4 KiB
+#: to 4 MiB.
 GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
 
 
@@ -199,7 +201,7 @@ class Bench:
         if reason:
             return Measurement(Status.INVALID, reason, params=params)
         try:
-            launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache)
+            launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache, guard=guard_size)
             build_s = time.perf_counter() - t0
             errors = self._verify(launch) if verify else (None, None)
             if isinstance(errors, Measurement):
@@ -225,10 +227,10 @@ class Bench:
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
                 cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, self._ends[name])
-        for name, end in self._ends.items():  # an earlier candidate may have written there
-            cl.enqueue_fill_buffer(self.queue, self.args[name], np.uint8(GUARD_BYTE), end, self.args[name].size - end)
+        for _, buf, end in self._guarded(launch):  # an earlier candidate may have written there
+            cl.enqueue_fill_buffer(self.queue, buf, np.uint8(GUARD_BYTE), end, buf.size - end)
         self._finish(launch.enqueue(self.queue, self.args))
-        if overrun := self._overrun():
+        if overrun := self._overrun(launch):
             return Measurement(Status.WRONG_RESULT, overrun)
         worst, worst_max = 0.0, 0.0
         for name in self.spec.outputs:
@@ -241,15 +243,22 @@ class Bench:
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
 
-    def _overrun(self) -> str | None:
-        """What the last launch wrote past an array's end (into its guard zone), if anything."""
-        for name, end in self._ends.items():
-            guard = np.empty(self.args[name].size - end, np.uint8)
-            cl.enqueue_copy(self.queue, guard, self.args[name], src_offset=end)
+    def _guarded(self, launch: Launch) -> list[tuple[str, cl.Buffer, int]]:
+        """(what, buffer, where its guard zone starts) for the arrays and the scratch buffers."""
+        scratch = [(f"scratch.{name}", launch.scratch[name], nbytes) for name, nbytes in launch.geometry.scratch]
+        return [(name, self.args[name], end) for name, end in self._ends.items()] + scratch
+
+    def _overrun(self, launch: Launch) -> str | None:
+        """What the last launch wrote past an array's or scratch buffer's end (into its guard
+        zone), if anything."""
+        for what, buf, end in self._guarded(launch):
+            guard = np.empty(buf.size - end, np.uint8)
+            cl.enqueue_copy(self.queue, guard, buf, src_offset=end)
             if (changed := np.flatnonzero(guard != GUARD_BYTE)).size:
-                return (f"{name}: written past its end, up to byte {changed[-1] + 1} after its last element; "
-                        "work-items outside the problem must not write (check the kernel's bounds or the "
-                        "launch's global size)")
+                fix = (f"the spec's {what} size, or the kernel's bounds" if what.startswith("scratch.")
+                       else "the kernel's bounds or the launch's global size")
+                return (f"{what}: written past its end, up to byte {changed[-1] + 1} after its last byte "
+                        f"({end} bytes); work-items must not write beyond it (check {fix})")
         return None
 
     def _inplace_hint(self, name: str, got: np.ndarray) -> str:

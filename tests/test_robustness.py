@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+from test_loader_args import TWO_STEPS_CL, TWO_STEPS_REF, TWO_STEPS_YAML
 
 from autotune import profiles, settings
 from autotune import spec as specs
@@ -56,6 +57,21 @@ def test_a_configuration_that_writes_past_an_arrays_end_is_a_wrong_result_never_
     assert report.best is not None and report.best.params["MODE"] == 0
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
     assert entry.params["MODE"] == 0
+
+
+def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_never_saved(tmp_path):
+    """A scratch size too small for a configuration (here 16 floats short): its outputs were
+    right, so it passed and was saved, and its kernels wrote past the buffer load_kernel makes."""
+    text = TWO_STEPS_YAML.replace("parameters: {WG: [64]}", "parameters: {WG: [64], SHORT: [0, 16]}").replace(
+        'scratch: {t: "4 * N"}', 'scratch: {t: "4 * (N - SHORT)"}')
+    sp = specs.load(write_spec(tmp_path, text, template=TWO_STEPS_CL, ref=TWO_STEPS_REF, name="twosteps.yaml"))
+    report = tune(sp, TuneOptions(sampler="grid", trials=10, timeout_s=None))
+    assert report.failures == {"wrong_result": 1}, report.failure_examples
+    why = report.failure_examples["wrong_result"]
+    assert "scratch.t: written past its end, up to byte 64 after its last byte" in why
+    assert "the spec's scratch.t size" in why
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "twosteps")
+    assert entry.params["SHORT"] == 0
 
 
 def _cli(spec_path, *extra):

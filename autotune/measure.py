@@ -88,6 +88,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
             raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements, inputs() a "
                             f"buffer of {got.size} elements; they must match")
         expected[name] = want.reshape(got.shape)  # compared element by element: a scalar for a 1-element buffer is fine
+        _check_type(spec, host, name, got, expected[name])
         _check_finite(spec, host, name, expected[name])
     return Workload(inputs, expected, _bounds(spec, problem, inputs, expected))
 
@@ -103,6 +104,22 @@ def _check_memory_order(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
                 f"{spec.reference}: inputs() gives {name} as {what}, and the kernel reads its buffer in "
                 f"memory order, not in the order of its indexes; return np.ascontiguousarray({name}), or, where "
                 f"the kernel expects column-major data, {name}.ravel(order='F')")
+
+
+def _check_type(spec: KernelSpec, host: Any, name: str, got: np.ndarray, want: np.ndarray) -> None:
+    """SpecError for expected values of another kind than the output (integers for a float
+    output, or the reverse) or of a coarser float: every configuration would fail verification
+    against them, exactly where it should be within the tolerance (want 90, got 0.0903), or
+    within a tolerance around rounded values; a module with its own check() compares its way."""
+    if getattr(host, "check", None) is not None:
+        return
+    out_float, ref_float = np.issubdtype(got.dtype, np.floating), np.issubdtype(want.dtype, np.floating)
+    coarser = out_float and ref_float and want.dtype.itemsize < got.dtype.itemsize
+    if out_float != ref_float or coarser:
+        fix = (f"compute it in {got.dtype} or float64" if out_float
+               else f"return it as {got.dtype}, the type inputs() gives the output")
+        raise SpecError(f"{spec.reference}: reference() gives {name} as {want.dtype}, but the kernel writes "
+                        f"{got.dtype} (as inputs() gives it); {fix}")
 
 
 def _check_finite(spec: KernelSpec, host: Any, name: str, want: np.ndarray) -> None:

@@ -237,6 +237,28 @@ def test_a_reference_with_nan_or_inf_is_a_spec_error_not_a_check_that_passes_any
     make_workload(own, own.resolve_problem({}))
 
 
+@pytest.mark.parametrize("given, message", [
+    ("(2000 * arrays['x']).astype(np.int32)", "gives y as int32, but the kernel writes float32.*compute it in float32"),
+    ("(2 * arrays['x']).astype(np.float16)", "gives y as float16, but the kernel writes float32"),
+    ("(2 * arrays['x']).astype(np.float64)", None),  # a finer reference is checked within the tolerance
+])
+def test_a_reference_of_another_type_than_the_output_is_a_spec_error(tmp_path, given, message):
+    # every configuration failed verification (got 0.0903, want 90) with no hint at the type
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': rng.uniform(0, 1, n).astype(np.float32), 'y': np.zeros(n, np.float32)}\n"
+           f"def reference(problem, arrays):\n    return {{'y': {given}}}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    if message is None:
+        make_workload(spec, spec.resolve_problem({}))
+        return
+    with pytest.raises(SpecError, match=message):
+        make_workload(spec, spec.resolve_problem({}))
+    (tmp_path / "own").mkdir()  # a check() of its own compares them its way
+    own = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=ref + "def check(name, got, want, problem):\n"
+                                                                      "    return None\n"))
+    make_workload(own, own.resolve_problem({}))
+
+
 def test_verification_fails_where_the_comparison_cannot_be_made():
     from autotune.verify import compare
     spec = specs.load("matmul")

@@ -47,6 +47,7 @@ GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
 
 
 def guard_size(nbytes: int) -> int:
+    """The guard zone's bytes after an array or scratch buffer of ``nbytes``."""
     return min(max(GUARD_MIN, nbytes // 8), GUARD_MAX)
 
 
@@ -244,7 +245,7 @@ class Bench:
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
                 cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, self._ends[name])
-        for _, buf, end in self._guarded(launch):  # an earlier candidate may have written there
+        for _, buf, end, _ in self._guarded(launch):  # an earlier candidate may have written there
             cl.enqueue_fill_buffer(self.queue, buf, np.uint8(GUARD_BYTE), end, buf.size - end)
         self._finish(launch.enqueue(self.queue, self.args))
         if overrun := self._overrun(launch):
@@ -260,20 +261,22 @@ class Bench:
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
 
-    def _guarded(self, launch: Launch) -> list[tuple[str, cl.Buffer, int]]:
-        """(what, buffer, where its guard zone starts) for the arrays and the scratch buffers."""
-        scratch = [(f"scratch.{name}", launch.scratch[name], nbytes) for name, nbytes in launch.geometry.scratch]
-        return [(name, self.args[name], end) for name, end in self._ends.items()] + scratch
+    def _guarded(self, launch: Launch) -> list[tuple[str, cl.Buffer, int, str]]:
+        """(what, buffer, where its guard zone starts, what to check when it is written) for the
+        arrays and the scratch buffers."""
+        arrays = [(name, self.args[name], end, "the kernel's bounds or the launch's global size")
+                  for name, end in self._ends.items()]
+        return arrays + [(f"scratch.{name}", launch.scratch[name], nbytes,
+                          f"the spec's scratch.{name} size, or the kernel's bounds")
+                         for name, nbytes in launch.geometry.scratch]
 
     def _overrun(self, launch: Launch) -> str | None:
         """What the last launch wrote past an array's or scratch buffer's end (into its guard
         zone), if anything."""
-        for what, buf, end in self._guarded(launch):
+        for what, buf, end, fix in self._guarded(launch):
             guard = np.empty(buf.size - end, np.uint8)
             cl.enqueue_copy(self.queue, guard, buf, src_offset=end)
             if (changed := np.flatnonzero(guard != GUARD_BYTE)).size:
-                fix = (f"the spec's {what} size, or the kernel's bounds" if what.startswith("scratch.")
-                       else "the kernel's bounds or the launch's global size")
                 return (f"{what}: written past its end, up to byte {changed[-1] + 1} after its last byte "
                         f"({end} bytes); work-items must not write beyond it (check {fix})")
         return None

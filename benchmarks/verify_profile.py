@@ -26,11 +26,10 @@ SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
 QUICK = TimingOptions(warmup=1, min_repeats=3, max_repeats=3, min_time_s=0.0)
 
 
-def verify(kernel: str, info: devices.DeviceInfo, ctx: cl.Context, entry: profiles.Entry,
+def verify(spec: specs.KernelSpec, info: devices.DeviceInfo, ctx: cl.Context, entry: profiles.Entry,
            folder: Path) -> tuple[bool, str]:
     """Whether load_kernel uses ``entry`` and it passes verification now, and a line saying so."""
-    spec = specs.load(kernel)
-    label = f"{kernel} {dict(entry.problem)}"
+    label = f"{spec.name} {dict(entry.problem)}"
     why = spec.unusable(entry)
     if why:
         return False, f"SKIP  {label}: load_kernel does not use it: {why}"
@@ -57,8 +56,9 @@ def main() -> int:
         return 1
     failed, ctx = 0, cl.Context([dev])
     for kernel in args.kernel or list(doc.get("kernels") or {}):
+        spec = specs.load(kernel)
         for entry in profiles.entries(doc, kernel):
-            passed, line = verify(kernel, info, ctx, entry, args.profiles)
+            passed, line = verify(spec, info, ctx, entry, args.profiles)
             failed += not passed
             print(line, flush=True)
     print(f"{failed} of the entries failed or are not used" if failed else "every entry passed")

@@ -231,7 +231,12 @@ def test_a_reference_with_nan_or_inf_is_a_spec_error_not_a_check_that_passes_any
     spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
     with pytest.raises(SpecError, match=r"reference\(\) gives y with 1 of 256 elements not finite \(first at 3"):
         make_workload(spec, spec.resolve_problem({}))
-    (tmp_path / "own").mkdir()  # a check() of its own compares them its way
+    _accepted_with_a_check_of_its_own(tmp_path, ref)
+
+
+def _accepted_with_a_check_of_its_own(tmp_path, ref):
+    """A reference module that defines check() compares its way: make_workload takes ``ref`` then."""
+    (tmp_path / "own").mkdir()
     own = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=ref + "def check(name, got, want, problem):\n"
                                                                       "    return None\n"))
     make_workload(own, own.resolve_problem({}))
@@ -253,10 +258,7 @@ def test_a_reference_of_another_type_than_the_output_is_a_spec_error(tmp_path, g
         return
     with pytest.raises(SpecError, match=message):
         make_workload(spec, spec.resolve_problem({}))
-    (tmp_path / "own").mkdir()  # a check() of its own compares them its way
-    own = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=ref + "def check(name, got, want, problem):\n"
-                                                                      "    return None\n"))
-    make_workload(own, own.resolve_problem({}))
+    _accepted_with_a_check_of_its_own(tmp_path, ref)
 
 
 def test_verification_fails_where_the_comparison_cannot_be_made():

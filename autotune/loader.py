@@ -9,7 +9,10 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
   then the spec's baseline and default, are verified and timed there once, on buffers of their
   own, and the fastest that verified is kept (ProblemError when every one gives wrong
   results); the pick is saved to the user's profile, so later processes find it at once (see
-  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off).
+  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off). A tuning run's
+  entry for the problem from another version of the spec (its template edited since, say) is
+  not used as it is: the warning names it, its configuration is timed first, and the pick
+  never replaces it (reverting the edit makes it usable again).
 - ``nearest``: measuring is off or could not run: the nearest problem's, not verified there.
 - ``default``: measuring is off or ran nothing, and nothing tuned is valid: the spec's default
   configuration, or where that is invalid too, the valid configuration most like it, not
@@ -179,7 +182,12 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
                                   lambda exc: _warn(f"ignoring profile: {exc}")))
     entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))
     found = [(e, p) for e, p in entries if e.spec_hash == spec.spec_hash]
-    chosen = _choose(spec, info, problem, found, folders[0], timer)
+    # a tuning run's entry for this problem from another version of the spec: not used as it is,
+    # but named, and its configuration is the first one timed (a small template edit rarely
+    # changes the fastest)
+    older = [(e, p) for e, p in entries if e.spec_hash != spec.spec_hash and not e.picked
+             and dict(e.problem) == dict(problem)]
+    chosen = _choose(spec, info, problem, found, folders[0], timer, older)
     if chosen.profile in docs:  # as it was read (a pick saved since has this device's block)
         _written_for(chosen.profile, docs[chosen.profile].get("device"), spec, info, problem)
     return chosen
@@ -209,8 +217,10 @@ def _described(header: Mapping[str, Any]) -> str:
 
 
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-            found: list[tuple[profiles.Entry, Path]], user: Path, timer: firstuse.Timer | None) -> Choice:
-    """The choice among ``found`` (this spec version's entries); a pick is saved in ``user``."""
+            found: list[tuple[profiles.Entry, Path]], user: Path, timer: firstuse.Timer | None,
+            older: Sequence[tuple[profiles.Entry, Path]] = ()) -> Choice:
+    """The choice among ``found`` (this spec version's entries) and ``older`` (this problem's
+    tuned entries of other versions of the spec); a pick is saved in ``user``."""
     facts = info.facts()
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
     lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
@@ -221,7 +231,12 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
             return Choice(params, "measured" if entry.picked else "exact", entry, path)
         why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
         lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
-    candidates = _candidates(spec, found, problem, facts)
+    elif older:
+        entry, path = older[0]
+        lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned "
+                f"{entry.tuned_at or 'earlier'} for another version of the spec (its template, reference "
+                f"or space has changed since, or another spec has the kernel name {spec.name})")
+    candidates = _candidates(spec, [*older, *found], problem, facts)
     if timer is not None and settings.measure_untuned():
         picked = _measure(spec, info, problem, candidates, timer, user, lead)
         if picked is not None:
@@ -261,9 +276,10 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
              params: dict[str, Value], entry: profiles.Entry, path: Path, lead: str) -> Choice:
     """The nearest problem's configuration, with the warning (after ``lead``, why there is no
     entry to use) that names the command that tunes this one."""
+    what = ("its configuration, not verified with this version" if dict(entry.problem) == dict(problem)
+            else f"the configuration tuned for {problem_label(entry.problem)}, not verified at this size")
     _warn_once(spec, info, problem, (
-        f"{lead}; using the configuration tuned "
-        f"for {problem_label(entry.problem)}, not verified at this size "
+        f"{lead}; using {what} "
         f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
     return Choice(params, "nearest", entry, path)
 

@@ -169,7 +169,8 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     Returns the new document and the verdict: ``added``, ``replaced`` (better), ``replaced an
     entry … with another version of the spec`` (its template, reference or space changed, or
     another spec has this kernel name), ``replaced an entry … not in the spec's space`` (not
-    ``usable``: edited by hand, say), or ``kept`` (the existing one is better).
+    ``usable``: edited by hand, say), or ``kept`` (the existing one is better, or ``entry`` is a
+    first-use pick and the existing one a usable tuning run's, or one of another version of the spec).
     """
     new = {"device": _header(doc, device), "kernels": {}}
     for name, items in (doc.get("kernels") or {}).items():
@@ -179,6 +180,8 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
         if dict(raw.get("problem", {})) == dict(entry.problem):
             old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
             if old.spec_hash != entry.spec_hash:  # said: it may be another spec of this name's work
+                if entry.picked and not old.picked:
+                    return new, "kept"  # reverting the template's edit makes the tuned one usable again
                 items[i] = entry.to_yaml()
                 return new, f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
             if usable is not None and not usable(old):  # load_kernel skips it: it must not block results

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from autotune.firstuse import Timed
 from autotune.launch import ProgramCache
 from autotune.result import Measurement, Status
 from autotune.space import config_key
+from autotune.spec import problem_label
 from conftest import FAKE
 
 MM = specs.load("matmul")
@@ -196,6 +198,35 @@ def test_an_exact_entry_that_leaves_out_a_parameter_is_not_used_and_the_warning_
     (message,) = [str(w.message) for w in caught]
     assert message.startswith(f"the matmul entry for M=1024,N=1024,K=1024,layout=row in {path} cannot be used "
                               "(it does not name KSPLIT, which its configuration uses)"), message
+
+
+def test_an_entry_of_another_spec_version_is_named_timed_first_and_never_replaced_by_the_pick(folders, monkeypatch):
+    """After a template edit the tuned entry for a size is stale: first use says so (not "no
+    tuned matmul"), times its configuration first, and keeps the tuning run's entry in the
+    profile, so that reverting the edit makes it usable again."""
+    monkeypatch.setattr(loader, "_warned", set())
+    problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
+    user = profiles.path_for(FAKE.slug, folders[0])
+    stale = replace(record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params=T32), trials=80),
+                    spec_hash="before-the-edit", tuned_at="2026-11-20T10:00:00Z")
+    profiles.save(stale, "matmul", FAKE.profile_header(), user)
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 0.6})
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        c = loader.choose(MM, FAKE, problem, folders, timer)
+    assert c.origin == "measured" and c.params == T32 and timer.calls == [[32, 128, 64]]
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"the matmul entry for {problem_label(problem)} in {user} was tuned "
+                              "2026-11-20T10:00:00Z for another version of the spec"), message
+    assert f"not saved: {user} keeps its tuned entry for this size" in message
+    (kept,) = [e for e in profiles.entries(profiles.read(user), "matmul") if e.problem == problem]
+    assert kept == stale  # the tuning run's entry, untouched
+    # with measuring off, its configuration is used as the nearest, and the warning says so
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    monkeypatch.setattr(loader, "_warned", set())
+    with pytest.warns(loader.AutotuneWarning, match="for another version of the spec.*; using its configuration, "
+                      "not verified with this version"):
+        c = loader.choose(MM, FAKE, problem, folders, timer)
+    assert c.origin == "nearest" and c.params == T32
 
 
 def test_a_candidate_that_gives_wrong_results_at_the_new_size_is_not_picked(folders, monkeypatch):

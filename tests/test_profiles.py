@@ -109,6 +109,8 @@ def test_a_pick_never_displaces_a_tuned_entry_and_a_tuned_one_always_displaces_a
     tuned, picked = entry({"N": 64}, 2.0), replace(entry({"N": 64}, 1.0), picked=True)
     doc, verdict = profiles.merge({}, "k", tuned)
     assert profiles.merge(doc, "k", picked)[1] == "kept"  # faster, but only picked
+    # nor when the pick is of another version of the spec: reverting the edit brings the tuned one back
+    assert profiles.merge(doc, "k", replace(picked, spec_hash="h2"))[1] == "kept"
     doc, _ = profiles.merge({}, "k", picked)
     doc, verdict = profiles.merge(doc, "k", replace(tuned, time_ms=3.0))
     assert verdict == "replaced" and not profiles.entries(doc, "k")[0].picked

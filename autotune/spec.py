@@ -514,7 +514,9 @@ class _Validator:
         written = {a for step in spec.launch for a in step.args}
         if unused := [o for o in outputs if o not in written]:
             raise self.fail("outputs", f"{', '.join(unused)} is not an argument of any launch step, so "
-                                       "no kernel can write it; list the kernel's output arguments")
+                                       "no kernel can write it; add it to the 'args' of the kernel that "
+                                       "writes it, in the kernel's order (or, if no kernel writes it, take "
+                                       "it out of 'outputs')")
         return self.checked(replace(spec, spec_hash=_spec_hash(source + "\0" + _reference_text(spec.reference), raw)))
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
@@ -692,6 +694,9 @@ class _Validator:
     def launch(self, raw: Any, name: str, default_args: tuple[str, ...], known: set[str],
                parameters: tuple[Parameter, ...]) -> tuple[LaunchStep, ...]:
         steps_raw = raw if isinstance(raw, list) else [raw]
+        if default_args and all(isinstance(s, Mapping) and "args" in s for s in steps_raw):
+            raise self.fail("args", "every launch step lists its own 'args', so no step uses this list; "
+                                    "remove it, or remove 'args' from the steps that take these arguments")
         steps = []
         for i, step in enumerate(steps_raw):
             where = f"launch[{i}]" if isinstance(raw, list) else "launch"

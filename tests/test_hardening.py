@@ -286,6 +286,9 @@ def test_an_element_off_says_what_was_allowed(rtol, message):
     (("args: [x, y]", "args: [x, y]\nscratch: {t: '-4'}"), "scratch.t: '-4' gave -4 bytes"),
     (("args: [x, y]", "args: [x, y]\nlocal_memory: '-4'"), "local_memory: '-4' gave -4, not a number of bytes"),
     (("outputs: [y]", "outputs: [q]"), "outputs: q is not an argument of any launch step"),
+    # the kernel's output left out of args: the fix is in args, not in outputs
+    (("args: [x, y]", "args: [x]"), "add it to the 'args' of the kernel that writes it"),
+    (("  entry: scale", "  entry: scale\n  args: [x, y]"), "args: every launch step lists its own 'args'"),
     (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"), "parameters.MODE.when: names MODE itself"),
     (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),
 ])

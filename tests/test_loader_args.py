@@ -295,7 +295,6 @@ reference: scale_ref.py
 problem: {N: 262144}
 parameters: {WG: [64]}
 scratch: {t: "4 * N"}
-args: [x, y]
 outputs: [y]
 launch:
   - {entry: twice, args: [x, t], global: [N], local: [WG]}

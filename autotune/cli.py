@@ -432,8 +432,15 @@ def _progress(spec: Any, label: str = "") -> Any:
             print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}{once}",
                   flush=True)
         else:
-            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params)}  ({rec.message[:120]})", flush=True)
+            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params)}  ({_clip(rec.message, 120)})", flush=True)
     return show
+
+
+def _clip(message: str, width: int) -> str:
+    """The message's first line, cut to ``width`` characters with a mark where it was cut (a
+    line cut silently mid-sentence lost the fix it ended with)."""
+    line = message.splitlines()[0] if message else ""
+    return line if len(line) <= width and "\n" not in message.strip() else line[:width - 1].rstrip() + "…"
 
 
 def _describe_error(m: Any) -> str:
@@ -485,7 +492,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     if report.pruned:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
-        lines.append(f"    {count:>4} {status:<13} e.g. {report.failure_examples.get(status, '')[:150]}")
+        lines.append(f"    {count:>4} {status:<13} e.g. {_clip(report.failure_examples.get(status, ''), 400)}")
     stop = {"trials": "trial budget reached", "timeout": "--timeout reached", "exhausted":
             "every valid configuration measured", "interrupted": "interrupted",
             "study trials": "the study's trial budget reached", "study timeout": "the study's --study-timeout "

@@ -44,6 +44,12 @@ class TimingOptions:
 #: arrays or of the scratch buffers load_kernel makes. Its size: an eighth of the array, 4 KiB
 #: to 4 MiB.
 GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
+#: The guard zone of an array the kernels only read holds this byte instead: NaN in every float
+#: type, -1 or the largest value in an integer one, so that a configuration reading past the
+#: array's end (a stencil's x[i + 1] at the last item) gives a wrong result. 0xA5's bytes are a
+#: float near 0 (-2.9e-16), which such a read adds unnoticed; in an application the bytes there
+#: are another array's.
+READ_GUARD_BYTE = 0xFF
 
 
 def guard_size(nbytes: int) -> int:
@@ -239,17 +245,41 @@ class Bench:
             raise CandidateError("launch_error", f"while running: {exc}", context_lost=True) from None
 
     def _verify(self, launch: Launch) -> tuple[float | None, float | None] | Measurement:
+        if overrun := self._run(launch):
+            return Measurement(Status.WRONG_RESULT, overrun)
+        checked = self._check_outputs()
+        if isinstance(checked, Measurement) and (read := self._read_past(launch)):
+            return replace(checked, message=f"{read}; with NaN there: {checked.message}")
+        return checked
+
+    def _run(self, launch: Launch, zeroed: str | None = None) -> str | None:
+        """Launch once on poisoned outputs and filled guard zones (``zeroed``'s with 0 instead);
+        what it wrote past an end, if anything."""
         for name in self.spec.outputs:
             buf = self.args[name]
             if name in self.spec.inplace:  # read and written: start from the inputs' values
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
                 cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, self._ends[name])
-        for _, buf, end, _ in self._guarded(launch):  # an earlier candidate may have written there
-            cl.enqueue_fill_buffer(self.queue, buf, np.uint8(GUARD_BYTE), end, buf.size - end)
+        for what, buf, end, _, byte in self._guarded(launch):  # an earlier run may have written there
+            cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0 if what == zeroed else byte), end, buf.size - end)
         self._finish(launch.enqueue(self.queue, self.args))
-        if overrun := self._overrun(launch):
-            return Measurement(Status.WRONG_RESULT, overrun)
+        return self._overrun(launch, zeroed)
+
+    def _read_past(self, launch: Launch) -> str | None:
+        """Which array the kernels only read the launch read past the end of: the one whose
+        guard zone, set to 0 instead of NaN, lets the results verify (one more launch per such
+        array, only for a configuration that failed)."""
+        for what, _, end, _, byte in self._guarded(launch):
+            if byte == READ_GUARD_BYTE and self._run(launch, zeroed=what) is None \
+                    and not isinstance(self._check_outputs(), Measurement):
+                return (f"{what}: read past its end ({end} bytes), so the result depends on the bytes after "
+                        "it (here NaN, in an application another array's); work-items must not read beyond "
+                        "it (check the kernel's bounds, such as x[i + 1] at the last item)")
+        return None
+
+    def _check_outputs(self) -> tuple[float, float] | Measurement:
+        """The worst error and tolerance used over the outputs, or the failed verification."""
         worst, worst_max = 0.0, 0.0
         for name in self.spec.outputs:
             got = np.empty_like(self.workload.inputs[name])
@@ -261,22 +291,23 @@ class Bench:
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
 
-    def _guarded(self, launch: Launch) -> list[tuple[str, cl.Buffer, int, str]]:
-        """(what, buffer, where its guard zone starts, what to check when it is written) for the
-        arrays and the scratch buffers."""
-        arrays = [(name, self.args[name], end, "the kernel's bounds or the launch's global size")
+    def _guarded(self, launch: Launch) -> list[tuple[str, cl.Buffer, int, str, int]]:
+        """(what, buffer, where its guard zone starts, what to check when it is written, the
+        zone's byte) for the arrays and the scratch buffers."""
+        arrays = [(name, self.args[name], end, "the kernel's bounds or the launch's global size",
+                   GUARD_BYTE if name in self.spec.outputs else READ_GUARD_BYTE)
                   for name, end in self._ends.items()]
         return arrays + [(f"scratch.{name}", launch.scratch[name], nbytes,
-                          f"the spec's scratch.{name} size, or the kernel's bounds")
+                          f"the spec's scratch.{name} size, or the kernel's bounds", GUARD_BYTE)
                          for name, nbytes in launch.geometry.scratch]
 
-    def _overrun(self, launch: Launch) -> str | None:
+    def _overrun(self, launch: Launch, zeroed: str | None = None) -> str | None:
         """What the last launch wrote past an array's or scratch buffer's end (into its guard
-        zone), if anything."""
-        for what, buf, end, fix in self._guarded(launch):
+        zone), if anything (``zeroed``'s zone held 0)."""
+        for what, buf, end, fix, byte in self._guarded(launch):
             guard = np.empty(buf.size - end, np.uint8)
             cl.enqueue_copy(self.queue, guard, buf, src_offset=end)
-            if (changed := np.flatnonzero(guard != GUARD_BYTE)).size:
+            if (changed := np.flatnonzero(guard != (0 if what == zeroed else byte))).size:
                 return (f"{what}: written past its end, up to byte {changed[-1] + 1} after its last byte "
                         f"({end} bytes); work-items must not write beyond it (check {fix})")
         return None

@@ -10,7 +10,7 @@ import time
 import pytest
 from test_loader_args import TWO_STEPS_CL, TWO_STEPS_REF, TWO_STEPS_YAML
 
-from autotune import profiles, settings
+from autotune import cli, profiles, settings
 from autotune import spec as specs
 from autotune.tuner import TuneOptions, tune
 from conftest import SCALE_YAML, needs_opencl, write_spec
@@ -57,6 +57,58 @@ def test_a_configuration_that_writes_past_an_arrays_end_is_a_wrong_result_never_
     assert report.best is not None and report.best.params["MODE"] == 0
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
     assert entry.params["MODE"] == 0
+
+
+STENCIL_CL = """
+__kernel void scale(__global const float* x, __global float* y) {
+    const int i = get_global_id(0);
+#if MODE == 1
+    const float right = i <= N - 1 ? x[i + 1] : 0.0f;  /* off by one: the last item reads x[N] */
+#else
+    const float right = i < N - 1 ? x[i + 1] : 0.0f;
+#endif
+    y[i] = x[i] + right;
+}
+"""
+STENCIL_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float32)}
+
+def reference(problem, arrays):
+    x = arrays["x"]
+    return {"y": x + np.append(x[1:], np.float32(0))}
+"""
+
+
+def test_a_configuration_that_reads_past_an_arrays_end_is_a_wrong_result_that_says_so(tmp_path):
+    """A stencil's off-by-one bound: the last item reads x[N]. The bytes there were a float near
+    0, so it passed, was saved, and in an application added whatever array followed x."""
+    text = SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+    sp = specs.load(write_spec(tmp_path, text, template=STENCIL_CL, ref=STENCIL_REF))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None))
+    assert report.stopped_by == "exhausted"
+    assert report.failures == {"wrong_result": report.valid_space // 2}, report.failure_examples
+    why = report.failure_examples["wrong_result"]
+    assert why.startswith("x: read past its end (1024 bytes)") and "x[i + 1] at the last item" in why, why
+    assert report.best is not None and report.best.params["MODE"] == 0
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert entry.params["MODE"] == 0
+
+
+def test_the_summary_gives_a_failures_reason_whole_and_a_progress_line_marks_where_it_cut(tmp_path, capsys):
+    """The reason ends with the fix: cut at 150 characters mid-sentence, the fix was lost."""
+    text = SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+    path = write_spec(tmp_path, text, template=STENCIL_CL, ref=STENCIL_REF)
+    assert cli.main(["run", str(path), "--sampler", "grid", "--storage", ":memory:", "--no-save"]) == 0
+    out = capsys.readouterr().out
+    (summary,) = [line for line in out.splitlines() if "wrong_result" in line and " e.g. " in line]
+    assert summary.endswith("(check the kernel's bounds, such as x[i + 1] at the last item); with NaN there: "
+                            "y: 1 of 256 elements are not finite (unwritten or overflow)"), summary
+    progress = [line for line in out.splitlines() if "wrong_result" in line and " e.g. " not in line]
+    assert progress and all(line.endswith("…)") for line in progress), progress
 
 
 def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_never_saved(tmp_path):

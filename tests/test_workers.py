@@ -35,10 +35,17 @@ SIZE = "N=262144"
 class Slow(QuietEvaluator):
     """Answers after a little while (so that workers interleave); records what it measured."""
 
-    def __init__(self, calls: list[dict[str, Any]], lock: threading.Lock) -> None:
-        self.calls, self.lock = calls, lock
+    def __init__(self, calls: list[dict[str, Any]], lock: threading.Lock,
+                 together: tuple[threading.Event, threading.Event] | None = None) -> None:
+        """``together`` (this worker's event, the other's): measure only once both workers
+        have started, so that on a loaded machine one does not use the budget before the
+        other has set up."""
+        self.calls, self.lock, self.together = calls, lock, together
 
     def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+        if self.together is not None:
+            self.together[0].set()
+            self.together[1].wait(60)
         time.sleep(0.005)
         if verify:
             with self.lock:
@@ -90,11 +97,12 @@ def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
     lock = threading.Lock()
     storage = f"sqlite:///{home}/shared.db"
     reports: list[Any] = []
+    started = (threading.Event(), threading.Event())
 
     def work(seed: int) -> None:
         reports.append(tune(scale, TuneOptions(trials=40, timeout_s=None, storage=storage, seed=seed,
                                                study_trials=20, save=False),
-                            evaluator=Slow(calls, lock), info=FAKE))
+                            evaluator=Slow(calls, lock, (started[seed - 1], started[2 - seed])), info=FAKE))
 
     threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2)]
     for t in threads:

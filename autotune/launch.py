@@ -278,5 +278,13 @@ def check_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mappin
 
 
 def unknown_argument(spec: KernelSpec, name: str) -> SpecError:
-    return SpecError(f"{spec.path}: args: {name!r} is neither an input of the reference module, "
-                     "a scratch buffer nor an integer problem key")
+    why = (f"{spec.path}: args: {name!r} is neither an input of the reference module, a scratch buffer "
+           "nor an integer problem key")
+    if name in {p.name for p in spec.parameters}:
+        return SpecError(f"{why}; a parameter reaches the template as a macro (-D{name}=...), so use {name} "
+                         "there and leave it out of args")
+    if name in {n for n, _ in spec.derived}:
+        return SpecError(f"{why}; a derived value serves constraints, launch sizes and scratch sizes only: compute "
+                         "it in the kernel from the problem keys and parameters, which the template has as "
+                         "macros, and leave it out of args")
+    return SpecError(f"{why}; return it from inputs() or declare it under scratch:")

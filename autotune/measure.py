@@ -23,7 +23,7 @@ from .result import Measurement, Status
 from .signatures import check_inputs, check_launch
 from .space import check as check_config
 from .spec import KernelSpec, Value
-from .verify import Expected
+from .verify import POISON_BYTE, Expected
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ class Bench:
             if name in self.spec.inplace:  # read and written: start from the inputs' values
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
-                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0xFF), 0, self._ends[name])
+                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(POISON_BYTE), 0, self._ends[name])
         for what, buf, end, _, byte in self._guarded(launch):  # an earlier run may have written there
             cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0 if what == zeroed else byte), end, buf.size - end)
         self._finish(launch.enqueue(self.queue, self.args))

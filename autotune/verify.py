@@ -27,6 +27,9 @@ from .errors import SpecError
 from .spec import KernelSpec
 
 Verdict = tuple[str | None, float, float]  # (why it is wrong or None, ‖got−want‖/‖want‖, share used)
+#: Every byte of an output (not ``inplace``) is this before a verifying launch (measure.Bench):
+#: NaN in every float type, so an element the kernels never write cannot pass.
+POISON_BYTE = 0xFF
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ class Expected:
             bad = int(np.count_nonzero(~np.isfinite(got)))
             if bad:
                 why = f"{self.name}: {bad} of {got.size} elements are not finite (unwritten or overflow)"
-                return why, math.inf, math.inf
+                return why + self._none_written(got), math.inf, math.inf
         if self.exact_at is not None and np.any(got.ravel()[self.exact_at] != self.want.ravel()[self.exact_at]):
             used = math.inf  # an element allowed no error at all is off
         if not used <= 1.0:  # NaN included: a comparison that cannot be made fails
@@ -107,8 +110,18 @@ class Expected:
         if bad.size:
             i = int(bad[0])
             return (f"{self.name}: {bad.size} of {self.want.size} elements differ "
-                    f"(first at {i}: got {got.flat[i]}, want {self.want.flat[i]})"), float(bad.size), math.inf
+                    f"(first at {i}: got {got.flat[i]}, want {self.want.flat[i]}){self._none_written(got)}"), \
+                float(bad.size), math.inf
         return None, 0.0, 0.0
+
+    def _none_written(self, got: np.ndarray) -> str:
+        """Advice when every element still holds the poison the output was filled with: the
+        kernels wrote elsewhere, usually an argument list in another order than the kernel's."""
+        if got.size == 0 or not np.all(got.view(np.uint8) == POISON_BYTE):
+            return ""
+        return (f"; no element was written (each still holds the poison {self.name} starts with): check that "
+                "'args' lists the kernel's arguments in the order of its signature, and that the launch "
+                f"covers {self.name}")
 
     def _off(self, got: np.ndarray, diff: np.ndarray, share: np.ndarray) -> str:
         """The message for an output off its tolerance (a failing candidate: cost is no matter)."""

@@ -77,6 +77,28 @@ def test_an_argument_nothing_supplies_is_refused_before_the_run_starts(tmp_path,
     assert out == "" and not (home / "studies.db").exists(), "no run started, no empty study left"
 
 
+@pytest.mark.parametrize("edit, fix", [
+    (("args: [x, y]", "args: [x, y, WG]"), "a parameter reaches the template as a macro (-DWG=...)"),
+    (("args: [x, y]", "derived: {G: N // WG}\nargs: [x, y, G]"), "a derived value serves constraints, launch sizes"),
+])
+def test_a_parameter_or_derived_value_as_an_argument_says_how_the_kernel_gets_it(tmp_path, capsys, edit, fix):
+    path = write_spec(tmp_path, SCALE_YAML.replace(*edit))
+    assert cli.main(["run", str(path), "-n", "3", "--storage", ":memory:"]) == 1
+    err = capsys.readouterr().err
+    assert fix in err and err.count("\n") == 1, err
+
+
+@needs_opencl
+def test_arguments_in_another_order_than_the_kernels_say_that_nothing_was_written(tmp_path):
+    """args: [y, x] binds y to the kernel's const input: every configuration left y as poisoned,
+    and the reason said only that its elements were not finite."""
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [y, x]")))
+    report = tune(spec, TuneOptions(trials=3, timeout_s=None, save=False, storage=":memory:"))
+    why = report.failure_examples["wrong_result"]
+    assert why.startswith("y: 256 of 256 elements are not finite") and "no element was written" in why
+    assert "'args' lists the kernel's arguments in the order of its signature" in why, why
+
+
 def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_path):
     db = tmp_path / "studies.db"
     db.write_bytes(b"this is not sqlite" * 100)

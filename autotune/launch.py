@@ -280,7 +280,7 @@ def check_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mappin
 def unknown_argument(spec: KernelSpec, name: str) -> SpecError:
     why = (f"{spec.path}: args: {name!r} is neither an input of the reference module, a scratch buffer "
            "nor an integer problem key")
-    if name in {p.name for p in spec.parameters}:
+    if name in spec.parameter_names:
         return SpecError(f"{why}; a parameter reaches the template as a macro (-D{name}=...), so use {name} "
                          "there and leave it out of args")
     if name in {n for n, _ in spec.derived}:

@@ -44,12 +44,12 @@ class TimingOptions:
 #: arrays or of the scratch buffers load_kernel makes. Its size: an eighth of the array, 4 KiB
 #: to 4 MiB.
 GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
-#: The guard zone of an array the kernels only read holds this byte instead: NaN in every float
-#: type, -1 or the largest value in an integer one, so that a configuration reading past the
-#: array's end (a stencil's x[i + 1] at the last item) gives a wrong result. 0xA5's bytes are a
-#: float near 0 (-2.9e-16), which such a read adds unnoticed; in an application the bytes there
-#: are another array's.
-READ_GUARD_BYTE = 0xFF
+#: The guard zone of an array the kernels only read holds the outputs' poison instead (NaN in
+#: every float type, -1 or the largest value in an integer one), so that a configuration reading
+#: past the array's end (a stencil's x[i + 1] at the last item) gives a wrong result. 0xA5's
+#: bytes are a float near 0 (-2.9e-16), which such a read adds unnoticed; in an application the
+#: bytes there are another array's.
+READ_GUARD_BYTE = POISON_BYTE
 
 
 def guard_size(nbytes: int) -> int:

@@ -179,16 +179,17 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     for i, raw in enumerate(items):
         if dict(raw.get("problem", {})) == dict(entry.problem):
             old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
-            if old.spec_hash != entry.spec_hash:  # said: it may be another spec of this name's work
-                if entry.picked and not old.picked:
-                    return new, "kept"  # reverting the template's edit makes the tuned one usable again
+            stale = old.spec_hash != entry.spec_hash
+            # a choice among tuned configurations never displaces a tuned entry: not even a stale
+            # one (reverting the template's edit makes it usable again), only one edited by hand
+            if entry.picked and not old.picked and (stale or usable is None or usable(old)):
+                return new, "kept"
+            if stale:  # said: it may be another spec of this name's work
                 items[i] = entry.to_yaml()
                 return new, f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
             if usable is not None and not usable(old):  # load_kernel skips it: it must not block results
                 items[i] = entry.to_yaml()
                 return new, "replaced an entry whose configuration is not in the spec's space"
-            if entry.picked and not old.picked:
-                return new, "kept"  # a choice among tuned configurations never displaces a tuned one
             # a time that is not a positive number (edited by hand, say) must not shut out every result
             better = entry.time_ms < old.time_ms or not (math.isfinite(old.time_ms) and old.time_ms > 0)
             # a finished run's winner replaces the stopped run of the same study: it resumed it,

@@ -443,6 +443,17 @@ def _clip(message: str, width: int) -> str:
     return line if len(line) <= width and "\n" not in message.strip() else line[:width - 1].rstrip() + "…"
 
 
+def _verdict(report: Any) -> str:
+    """What saving did; where the profile kept its entry, which one (the best above is not it)."""
+    kept = report.profile_kept
+    if kept is None:
+        return str(report.profile_verdict)
+    config = " ".join([_fmt_params(kept.params), *kept.build_flags])
+    than = "as fast as" if report.best is not None and kept.time_ms >= report.best.median_ms else "faster than"
+    return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
+            f"is {than} this run's best and stays ({config})")
+
+
 def _describe_error(m: Any) -> str:
     used = (f", worst element at {100 * m.tolerance_used:.0f}% of its tolerance"
             if m.tolerance_used is not None else "")
@@ -500,7 +511,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
                  f"({_rate(report)})")
     if report.profile_path is not None:
-        lines.append(f"  profile     {report.profile_path} ({report.profile_verdict})")
+        lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
     lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)
 

@@ -169,6 +169,7 @@ class TuneReport:
     study_name: str
     profile_path: Path | None = None
     profile_verdict: str | None = None
+    profile_kept: profiles.Entry | None = None  # the profile's entry that this run's best did not displace
     pruned: int = 0
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
@@ -855,4 +856,8 @@ def _save(report: TuneReport, partial: bool, study: str | None) -> TuneReport:
         then = (f"the trials are kept in the study: make {path.parent} writable and run the same command "
                 "again, which resumes the study and saves its best") if study is not None else "the study was in memory"
         raise ProfileError(f"{exc}; {then}") from None
-    return replace(report, profile_path=path, profile_verdict=verdict)
+    kept = None
+    if verdict.startswith("kept"):  # the summary says which entry stays, and why: its best is not it
+        kept = next((e for e in profiles.entries(profiles.read(path), report.spec.name, str(path), lambda _: None)
+                     if dict(e.problem) == dict(report.problem)), None)
+    return replace(report, profile_path=path, profile_verdict=verdict, profile_kept=kept)

@@ -16,6 +16,7 @@ from autotune.ceilings import Ceiling
 from autotune.cli import format_report, main
 from autotune.report import data, page, plots
 from autotune.result import Measurement, Status
+from autotune.space import config_key
 from autotune.tuner import TuneOptions, tune
 from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
 
@@ -36,10 +37,10 @@ class Evaluator(QuietEvaluator):
         return Measurement(Status.OK, "", (t, t * 1.1, t * 0.9), 0.0, 0.0, 0.01, pruned=params["WG"] == 32)
 
 
-def tune_fake(spec, n=4096, storage=None, trials=1000):
+def tune_fake(spec, n=4096, storage=None, trials=1000, progress=None):
     """Every valid configuration of ``spec`` for N=n on the fake device, stored in ``storage``."""
     return tune(spec, TuneOptions(sampler="grid", trials=trials, timeout_s=None, storage=storage),
-                problem={"N": n}, evaluator=Evaluator(), info=FAKE)
+                problem={"N": n}, evaluator=Evaluator(), info=FAKE, progress=progress)
 
 
 def non_white(path: Path) -> float:
@@ -68,12 +69,15 @@ def test_report_writes_one_page_with_figures_and_the_same_pngs(scale, tmp_path, 
 
 
 def test_section_records_what_the_study_holds(scale):
-    run = tune_fake(scale)
+    counted = {}  # configuration → its number in the run's progress lines ([  7/40])
+    run = tune_fake(scale, progress=lambda event, rec, state: event == "start" or counted.setdefault(
+        config_key(rec.params), state.measured))
     (s,) = data.find_sections(scale, None)
     assert (s.slug, s.label, s.stale, s.device_name) == (SLUG, "N=4096", False, FAKE.name)
     assert len(s.trials) == run.study_trials
     assert s.failures() == {"compile_error": 2, "timed once": 8, "wrong_result": 8}
-    assert s.baseline is not None and s.baseline.number == 0 and s.baseline.m.params["WG"] == 16
+    assert s.baseline is not None and s.baseline.number == 1 and s.baseline.m.params["WG"] == 16
+    assert {config_key(t.m.params): t.number for t in s.trials} == counted, "the run's numbers, not optuna's"
     times = [ms for _, ms in s.best_so_far()]
     assert times == sorted(times, reverse=True) and times[-1] == s.best.m.median_ms
     assert s.best.m.params == run.best.params and s.best.m.params["WPT"] * s.best.m.params["WG"] == 2048
@@ -311,7 +315,7 @@ def test_the_baseline_row_gives_the_speed_up_the_run_reported_not_the_first_timi
     slow_first = replace(s.baseline, m=replace(s.baseline.m, times_ms=(40.0, 40.0, 40.0)))
     text = page._baseline(s, s.best, slow_first)
     assert f"{report.speedup:.2f}x slower (the speed-up the run reported)" in text
-    assert "40 ms (trial 0)" in text
+    assert "40 ms (trial 1)" in text
     unsaved = page._baseline(replace(s, entry=None), s.best, slow_first)
     assert f"best is {40.0 / s.best.m.median_ms:.2f}x faster (their first timings)" in unsaved
 

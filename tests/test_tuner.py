@@ -14,6 +14,7 @@ from autotune.cli import format_report
 from autotune.errors import ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
+from autotune.spec import config_label
 from autotune.tuner import TuneOptions, tune
 from conftest import FAKE, SCALE_YAML, QuietEvaluator, save_winner, write_spec
 
@@ -87,6 +88,24 @@ def test_profile_written_with_best_and_flags(scale):
     assert e.baseline_ms == pytest.approx(100 / 16) and not e.partial
     assert report.profile_path.parent == settings.profiles_dir()
     assert doc["device"]["name"] == "Fake GPU 9000"
+
+
+def test_a_run_whose_best_is_slower_than_the_profiles_entry_says_which_entry_stays(scale):
+    # the summary's best was taken for what the profile now holds, although the entry kept
+    # had other build flags: the profile line names the kept entry, its time and its flags
+    run(scale, FakeEvaluator(), sampler="grid", trials=1000)
+    (fast,) = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, settings.profiles_dir())), "scale")
+
+    class Slower(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return replace(m, times_ms=tuple(3 * t for t in m.times_ms)) if m.ok else m
+
+    report = run(scale, Slower(), sampler="grid", trials=1000)
+    assert report.profile_verdict == "kept" and report.profile_kept == fast
+    line = next(x for x in format_report(report).splitlines() if x.strip().startswith("profile"))
+    assert f"its entry of {fast.time_ms:.4f} ms tuned {fast.tuned_at}" in line and "faster than this run's best" in line
+    assert config_label(fast.params) in line, line
 
 
 def test_no_valid_configuration_is_a_clear_error(scale):

@@ -34,7 +34,8 @@ COPY, FP32 = "copy bandwidth", "fp32 FMA peak"
 
 @dataclass(frozen=True)
 class Trial:
-    """One stored trial: its number in the study, its measurement and when it was stored."""
+    """One stored trial: its number in the study (from 1, as the run's progress lines count
+    measurements, where optuna counts from 0), its measurement and when it was stored."""
 
     number: int
     m: Measurement
@@ -243,7 +244,7 @@ def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
         status = t.user_attrs.get("status")
         if status is None or status == Status.INTERRUPTED.value:
             continue
-        trial = Trial(t.number, Measurement.from_attrs(t.user_attrs, t.params, t.number), t.datetime_complete)
+        trial = Trial(t.number + 1, Measurement.from_attrs(t.user_attrs, t.params, t.number), t.datetime_complete)
         key = config_key(trial.m.params)
         if key not in out or supersedes(trial.m, out[key].m):
             out.pop(key, None)  # re-inserted: the list stays in trial order

@@ -488,8 +488,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup
-            shown = _fmt_params(report.spec.baseline_overrides())
-            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms" + (f" ({shown})" if shown else "")
+            overrides = report.spec.baseline_overrides()
+            rest = "; the others at their first values" if len(overrides) < len(report.spec.parameters) else ""
+            shown = f" ({_fmt_params(overrides)}{rest})" if overrides else " (every parameter at its first value)"
+            lines.append(f"  baseline    {report.baseline.median_ms:.4f} ms{shown}"
                          + (f"  -> speed-up {sp:.2f}x" if sp else ""))
         else:
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")

@@ -108,6 +108,16 @@ def test_a_run_whose_best_is_slower_than_the_profiles_entry_says_which_entry_sta
     assert config_label(fast.params) in line, line
 
 
+def test_the_summarys_baseline_line_says_the_parameters_it_leaves_out_are_at_their_first_values(scale):
+    # a user read the baseline's one shown parameter as the others having been dropped
+    report = run(scale, FakeEvaluator(), sampler="grid", trials=3)
+    line = next(x for x in format_report(report).splitlines() if x.strip().startswith("baseline"))
+    assert "(every parameter at its first value)" in line, line
+    reverse = format_report(replace(report, spec=specs.load("reverse"))).splitlines()
+    line = next(x for x in reverse if x.strip().startswith("baseline"))
+    assert "(WG=64; the others at their first values)" in line, line
+
+
 def test_no_valid_configuration_is_a_clear_error(scale):
     with pytest.raises(ProblemError, match="no configuration of scale is valid"):
         tune(scale, TuneOptions(), problem={"N": 3}, evaluator=FakeEvaluator(), info=FAKE)

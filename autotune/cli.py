@@ -506,12 +506,19 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {_clip(report.failure_examples.get(status, ''), 400)}")
+    from .diagnose import WRONG_WINDOW
+
     stop = {"trials": "trial budget reached", "timeout": "--timeout reached", "exhausted":
             "every valid configuration measured", "interrupted": "interrupted",
             "study trials": "the study's trial budget reached", "study timeout": "the study's --study-timeout "
-            "passed (counted from the study's first worker)"}
+            "passed (counted from the study's first worker)",
+            "same wrong result": f"the first {WRONG_WINDOW} configurations, the baseline first, all gave the same "
+            "wrong result"}
     lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
                  f"({_rate(report)})")
+    if report.stopped_by == "same wrong result":
+        lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
+                     "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
     lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]

@@ -4,7 +4,9 @@ When the first trials of a run all fail to build with the same message, the erro
 depend on the parameters: the template has a syntax error, a problem key or parameter clashes
 with a name in the source (each is a ``-D`` macro), or the compiler cannot build for this
 device at all. Tuning on would only repeat it, so :class:`SameBuildError` spots it and
-:func:`explain` says where it is and what to do.
+:func:`explain` says where it is and what to do. When the first trials of a new study, the
+baseline first, all give the same wrong result, :class:`SameWrongResult` stops the run: the
+reference or the spec's arguments are the likelier fault.
 
 Example:
     >>> errors("k.cl:2:40: error: expected ')' | <command line>:1:12: note: expanded from macro 'N'")
@@ -20,10 +22,15 @@ from pathlib import Path
 
 from . import runtimes
 from .launch import NO_KERNEL
+from .result import Status
 from .spec import expand_includes
 
 #: After this many measured trials fail to build with one message, the run stops.
 WINDOW = 3
+#: After this many measured trials of a new study give the same wrong result, the run stops
+#: (more than WINDOW: a wrong result costs a build and a launch, and several configurations of
+#: a real kernel can share one bug where a build error of all of them is the template's).
+WRONG_WINDOW = 5
 
 # "file:12:5: error: text" (clang, NVIDIA, Intel) or "error: file:12:5: text" (PoCL 5, which
 # may add " <Spelling=...>" after the location)
@@ -31,6 +38,7 @@ _LOCATED = re.compile(r"(?:^|[\s|])([^\s|:]*):(\d+):\d+: (?:fatal )?error: ([^|\
                       r"|(?:^|[\s|])error: ([^\s|:]*):(\d+):\d+(?: <Spelling=[^|\n]*?>)?: ([^|\n]+)")
 _MACRO = re.compile(r"expanded from macro '(\w+)'")
 _NOISE = re.compile(r"0x[0-9a-f]+|/\S+")  # object addresses and temporary file names
+_NUMBERS = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|\b(?:nan|inf)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -58,28 +66,45 @@ def signature(message: str) -> str:
     return _NOISE.sub("", message).strip()
 
 
-class SameBuildError:
-    """Watches a run's first measured trials for one build error repeated :data:`WINDOW` times.
-    An ``#error`` directive of the template is not one: it rejects configurations on purpose."""
+class _SameFailure:
+    """Watches a run's first measured trials for one failure repeated ``window`` times: true
+    of every configuration tried, it is not the configurations' fault."""
 
-    def __init__(self, window: int = WINDOW, template: Path | None = None) -> None:
+    def __init__(self, window: int) -> None:
         self.window = window
         self._seen: list[str] = []
         self._open = True
-        self._template = template
 
-    def add(self, compile_error: bool, message: str) -> bool:
+    def add(self, status: Status, message: str) -> bool:
         """Record a measured trial; True once the first ``window`` all failed the same way."""
         if not self._open:
             return False
-        if not compile_error or self._deliberate(message):
-            self._open = False  # something built (or failed otherwise, or as told): the device works
+        key = self._signature(status, message)
+        if key is None:
+            self._open = False  # something verified, or failed another way (or as told)
             return False
-        self._seen.append(signature(message))
+        self._seen.append(key)
         if len(set(self._seen)) > 1:
             self._open = False
             return False
         return len(self._seen) >= self.window
+
+    def _signature(self, status: Status, message: str) -> str | None:
+        raise NotImplementedError
+
+
+class SameBuildError(_SameFailure):
+    """The first :data:`WINDOW` trials fail to build with one message. An ``#error`` directive
+    of the template is not one: it rejects configurations on purpose."""
+
+    def __init__(self, window: int = WINDOW, template: Path | None = None) -> None:
+        super().__init__(window)
+        self._template = template
+
+    def _signature(self, status: Status, message: str) -> str | None:
+        if status is not Status.COMPILE_ERROR or self._deliberate(message):
+            return None
+        return signature(message)
 
     def _deliberate(self, message: str) -> bool:
         """Whether the build stopped at an ``#error`` line of the template."""
@@ -91,6 +116,18 @@ class SameBuildError:
             return False
         return any(e.file == self._template.name and 0 < e.line <= len(lines)
                    and re.match(r"\s*#\s*error\b", lines[e.line - 1]) for e in errors(message))
+
+
+class SameWrongResult(_SameFailure):
+    """The first :data:`WRONG_WINDOW` trials of a new study, the baseline first, all give wrong
+    results that differ only in their numbers (which elements, what values): the reference or
+    the spec's arguments are more likely wrong than every configuration of the kernel."""
+
+    def __init__(self, window: int = WRONG_WINDOW) -> None:
+        super().__init__(window)
+
+    def _signature(self, status: Status, message: str) -> str | None:
+        return _NUMBERS.sub("#", message) if status is Status.WRONG_RESULT else None
 
 
 def explain(message: str, template: Path, macros: Mapping[str, object], device: str,

@@ -36,7 +36,7 @@ from . import profiles, record, settings
 from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
-from .diagnose import SameBuildError, explain
+from .diagnose import SameBuildError, SameWrongResult, explain
 from .errors import (
     BuildError,
     OptionError,
@@ -580,6 +580,10 @@ class _Run:
         best, that choice (made around the old best) is dropped and made again.
         """
         broken, upcoming = SameBuildError(template=self.spec.template), None
+        # from a new study's baseline only (another worker's first trials are not its first); run
+        # again, the search goes on past a wrong result that all share so far
+        fresh = self.log.measured_total == 0 and self.due[:1] == [self.baseline]
+        wrong = SameWrongResult() if fresh else None
         try:
             while True:
                 if stop_requested():  # a stop signal whose KeyboardInterrupt was lost
@@ -618,8 +622,10 @@ class _Run:
                     self.drop(upcoming)
                     upcoming = None
                 self.say("trial", m, self.state)
-                if broken.add(m.status is Status.COMPILE_ERROR, m.message) and self.state.best is None:
+                if broken.add(m.status, m.message) and self.state.best is None:
                     return "broken"
+                if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
+                    return "same wrong result"
         finally:
             self.drop(upcoming)
 

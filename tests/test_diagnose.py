@@ -39,12 +39,13 @@ def test_located_errors_read_alike_from_each_runtime() -> None:
 
 
 def test_the_watch_fires_on_the_third_identical_build_error_only() -> None:
+    failed, built = Status.COMPILE_ERROR, Status.OK
     watch = SameBuildError()
-    assert [watch.add(True, m) for m in (INTEL, NVIDIA, INTEL)] == [False, False, True]
+    assert [watch.add(failed, m) for m in (INTEL, NVIDIA, INTEL)] == [False, False, True]
     other = SameBuildError()
-    assert not any(other.add(True, m) for m in (INTEL, "<kernel>:9:1: error: unknown type", INTEL, INTEL))
-    built = SameBuildError()
-    assert not any(built.add(ok, INTEL) for ok in (False, True, True, True, True))
+    assert not any(other.add(failed, m) for m in (INTEL, "<kernel>:9:1: error: unknown type", INTEL, INTEL))
+    ok_first = SameBuildError()
+    assert not any(ok_first.add(s, INTEL) for s in (built, failed, failed, failed, failed))
 
 
 def test_explain_names_the_line_the_clash_or_the_device(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 from autotune import profiles, settings, study
 from autotune import spec as specs
 from autotune.cli import format_report
+from autotune.diagnose import WRONG_WINDOW
 from autotune.errors import ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
@@ -130,6 +131,50 @@ def test_all_failing_saves_nothing(scale):
     report = run(scale, Broken(), trials=5)
     assert report.best is None and report.profile_path is None
     assert not (settings.profiles_dir() / f"{FAKE.slug}.yaml").exists()
+
+
+class Wrong(FakeEvaluator):
+    """Every configuration gives the same wrong result, its numbers varying (a wrong reference);
+    those in ``right`` verify."""
+
+    def __init__(self, right=()):
+        super().__init__()
+        self.right = right
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        if config_key(params) in self.right:
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+        self.calls.append(dict(params))
+        n = params["WG"] * params["WPT"]
+        return Measurement(Status.WRONG_RESULT, f"y: {n} of 4096 elements off (first at {n - 1}: got {n}.5, "
+                                                f"want 9e-{n % 7}, allowed ±1e-05)")
+
+
+def test_a_new_study_whose_first_configurations_all_give_the_same_wrong_result_stops(scale, capsys):
+    # trial 9's user ran a whole budget of trials that all failed as their reference was wrong
+    ev = Wrong()
+    report = run(scale, ev, trials=30, storage=None)
+    assert report.stopped_by == "same wrong result" and report.measured == len(ev.calls) == WRONG_WINDOW
+    assert ev.calls[0] == report.baseline.params and report.best is None
+    summary = format_report(report)
+    assert f"the first {WRONG_WINDOW} configurations, the baseline first, all gave the same wrong result" in summary
+    assert "run the same command again to search on" in summary
+    again = run(scale, Wrong(), trials=8, storage=None)  # the user's call: the search goes on
+    assert again.stopped_by == "trials" and again.measured == 8
+
+
+@pytest.mark.parametrize("case", ["another failure among them", "the baseline verifies"])
+def test_wrong_results_that_are_not_all_alike_from_the_baseline_on_do_not_stop_the_run(scale, case):
+    if case == "the baseline verifies":
+        ev = Wrong(right={config_key(scale.baseline_config)})
+    else:
+        class Mixed(Wrong):
+            def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+                m = super().evaluate(params, limit_s, cutoff_ms, verify)
+                return replace(m, message="y: 3 of 4096 elements are not finite") if len(self.calls) == 3 else m
+        ev = Mixed()
+    report = run(scale, ev, trials=12)
+    assert report.stopped_by == "trials" and report.measured == 12
 
 
 def test_candidates_far_behind_the_best_are_timed_once_and_the_baseline_in_full(scale):

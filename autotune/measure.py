@@ -10,17 +10,18 @@ answer is a ``wrong_result``. Anything else propagates: it is a bug.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
+from . import guards
 from .errors import SpecError
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .result import Measurement, Status
-from .signatures import check_inputs, check_launch
+from .signatures import as_kernel_scalars, check_inputs, check_launch
 from .space import check as check_config
 from .spec import KernelSpec, Value
 from .verify import POISON_BYTE, Expected
@@ -35,26 +36,6 @@ class TimingOptions:
     max_repeats: int = 50
     min_time_s: float = 0.05
     compile_threads: int = 0  # > 0: candidates announced with prefetch() build in the background
-
-
-#: Each array and scratch buffer the kernels get is followed by a guard zone of this byte
-#: value, checked after every verification: a configuration that writes past an array's end (a
-#: last work-group that runs over, a scratch size expression too small for it) fails as a wrong
-#: result, where it would otherwise pass, be saved and write past the end of the application's
-#: arrays or of the scratch buffers load_kernel makes. Its size: an eighth of the array, 4 KiB
-#: to 4 MiB.
-GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
-#: The guard zone of an array the kernels only read holds the outputs' poison instead (NaN in
-#: every float type, -1 or the largest value in an integer one), so that a configuration reading
-#: past the array's end (a stencil's x[i + 1] at the last item) gives a wrong result. 0xA5's
-#: bytes are a float near 0 (-2.9e-16), which such a read adds unnoticed; in an application the
-#: bytes there are another array's.
-READ_GUARD_BYTE = POISON_BYTE
-
-
-def guard_size(nbytes: int) -> int:
-    """The guard zone's bytes after an array or scratch buffer of ``nbytes``."""
-    return min(max(GUARD_MIN, nbytes // 8), GUARD_MAX)
 
 
 @dataclass(frozen=True)
@@ -164,8 +145,8 @@ def _bounds(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, A
 
 def host_inputs(spec: KernelSpec, problem: Mapping[str, Any], rng: Any) -> dict[str, Any]:
     """The reference module's ``inputs(problem, rng)``, checked to be a dict (SpecError if not,
-    or if it raises)."""
-    return _mapping(spec, "inputs", _call(spec, spec.host_module().inputs, dict(problem), rng))
+    or if it raises), its numbers of the types the kernels take (``float c``: np.float32)."""
+    return as_kernel_scalars(spec, _mapping(spec, "inputs", _call(spec, spec.host_module().inputs, dict(problem), rng)))
 
 
 def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:
@@ -197,12 +178,13 @@ class Bench:
         self.queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = ProgramCache(timing.compile_threads, program_cache)
         self.args: dict[str, Any] = {}
-        self._ends: dict[str, int] = {}  # array name -> its bytes, where its guard zone starts
+        self._zones: dict[str, guards.Zone] = {}  # each array's allocation, with its guard zones
         for name, value in workload.inputs.items():
             if isinstance(value, np.ndarray):
-                self.args[name] = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, value.nbytes + guard_size(value.nbytes))
+                byte = guards.GUARD_BYTE if name in spec.outputs else guards.READ_GUARD_BYTE
+                self._zones[name], self.args[name] = guards.allocate(
+                    ctx, name, value.nbytes, byte, "the kernel's bounds or the launch's global size")
                 cl.enqueue_copy(self.queue, self.args[name], value)
-                self._ends[name] = value.nbytes
             else:
                 self.args[name] = value
 
@@ -225,7 +207,8 @@ class Bench:
         if reason:
             return Measurement(Status.INVALID, reason, params=params)
         try:
-            launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache, guard=guard_size)
+            launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache,
+                            guard=guards.guard_size)
             build_s = time.perf_counter() - t0
             errors = self._verify(launch) if verify else (None, None)
             if isinstance(errors, Measurement):
@@ -248,35 +231,51 @@ class Bench:
         if overrun := self._run(launch):
             return Measurement(Status.WRONG_RESULT, overrun)
         checked = self._check_outputs()
-        if isinstance(checked, Measurement) and (read := self._read_past(launch)):
-            return replace(checked, message=f"{read}; with NaN there: {checked.message}")
+        if isinstance(checked, Measurement) and (read := self._read_outside(launch, checked.message)):
+            return replace(checked, message=read)
         return checked
 
-    def _run(self, launch: Launch, zeroed: str | None = None) -> str | None:
-        """Launch once on poisoned outputs and filled guard zones (``zeroed``'s with 0 instead);
-        what it wrote past an end, if anything."""
+    def _run(self, launch: Launch, zeroed: Collection[guards.ZoneKey] = ()) -> str | None:
+        """Launch once on poisoned outputs and filled guard zones (``zeroed`` with 0 instead);
+        what it wrote outside a buffer, if anything."""
         for name in self.spec.outputs:
             buf = self.args[name]
             if name in self.spec.inplace:  # read and written: start from the inputs' values
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
-                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(POISON_BYTE), 0, self._ends[name])
-        for what, buf, end, _, byte in self._guarded(launch):  # an earlier run may have written there
-            cl.enqueue_fill_buffer(self.queue, buf, np.uint8(0 if what == zeroed else byte), end, buf.size - end)
+                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(POISON_BYTE), 0, self._zones[name].size)
+        zones = self._guarded(launch)
+        guards.fill(self.queue, zones, zeroed)
         self._finish(launch.enqueue(self.queue, self.args))
-        return self._overrun(launch, zeroed)
+        return guards.written(self.queue, zones, zeroed)
 
-    def _read_past(self, launch: Launch) -> str | None:
-        """Which array the kernels only read the launch read past the end of: the one whose
-        guard zone, set to 0 instead of NaN, lets the results verify (one more launch per such
-        array, only for a configuration that failed)."""
-        for what, _, end, _, byte in self._guarded(launch):
-            if byte == READ_GUARD_BYTE and self._run(launch, zeroed=what) is None \
-                    and not isinstance(self._check_outputs(), Measurement):
-                return (f"{what}: read past its end ({end} bytes), so the result depends on the bytes after "
-                        "it (here NaN, in an application another array's); work-items must not read beyond "
-                        "it (check the kernel's bounds, such as x[i + 1] at the last item)")
-        return None
+    def _read_outside(self, launch: Launch, failure: str) -> str | None:
+        """The reason for ``failure`` where the kernels read outside an array they only read: the
+        zones whose NaN, set to 0, changes which output elements are not finite (one launch more
+        per zone, and one with them all at 0 to say what else is wrong; only for a
+        configuration that failed). A read whose value does not reach the outputs is not seen."""
+        keys = [(z.what, side) for z in self._zones.values() if z.read_only for side, _, _ in z.sides()]
+        if not keys:
+            return None
+        with_nan = self._outputs_marks()
+        found = [k for k in keys if self._run(launch, [k]) is None and self._outputs_marks() != with_nan]
+        if not found:
+            return None
+        reason = guards.read_outside(found, {z.what: z.size for z in self._zones.values()})
+        self._run(launch, found)
+        rest = self._check_outputs()
+        also = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else ""
+        return f"{reason}; with NaN there: {failure}{also}"
+
+    def _outputs_marks(self) -> list[bytes]:
+        """Each output's non-finite elements (floats) or its values (integers), to compare runs:
+        which elements are NaN does not depend on the order of a float reduction."""
+        marks = []
+        for name in self.spec.outputs:
+            got = np.empty_like(self.workload.inputs[name])
+            cl.enqueue_copy(self.queue, got, self.args[name])
+            marks.append((~np.isfinite(got) if np.issubdtype(got.dtype, np.inexact) else got).tobytes())
+        return marks
 
     def _check_outputs(self) -> tuple[float, float] | Measurement:
         """The worst error and tolerance used over the outputs, or the failed verification."""
@@ -291,26 +290,12 @@ class Bench:
             worst, worst_max = max(worst, err), max(worst_max, used)
         return worst, worst_max
 
-    def _guarded(self, launch: Launch) -> list[tuple[str, cl.Buffer, int, str, int]]:
-        """(what, buffer, where its guard zone starts, what to check when it is written, the
-        zone's byte) for the arrays and the scratch buffers."""
-        arrays = [(name, self.args[name], end, "the kernel's bounds or the launch's global size",
-                   GUARD_BYTE if name in self.spec.outputs else READ_GUARD_BYTE)
-                  for name, end in self._ends.items()]
-        return arrays + [(f"scratch.{name}", launch.scratch[name], nbytes,
-                          f"the spec's scratch.{name} size, or the kernel's bounds", GUARD_BYTE)
-                         for name, nbytes in launch.geometry.scratch]
-
-    def _overrun(self, launch: Launch, zeroed: str | None = None) -> str | None:
-        """What the last launch wrote past an array's or scratch buffer's end (into its guard
-        zone), if anything (``zeroed``'s zone held 0)."""
-        for what, buf, end, fix, byte in self._guarded(launch):
-            guard = np.empty(buf.size - end, np.uint8)
-            cl.enqueue_copy(self.queue, guard, buf, src_offset=end)
-            if (changed := np.flatnonzero(guard != (0 if what == zeroed else byte))).size:
-                return (f"{what}: written past its end, up to byte {changed[-1] + 1} after its last byte "
-                        f"({end} bytes); work-items must not write beyond it (check {fix})")
-        return None
+    def _guarded(self, launch: Launch) -> list[guards.Zone]:
+        """The arrays and this launch's scratch buffers, with their guard zones."""
+        return [*self._zones.values(), *(
+            guards.Zone(f"scratch.{name}", launch.scratch[name], 0, nbytes,
+                        f"the spec's scratch.{name} size, or the kernel's bounds", guards.GUARD_BYTE)
+            for name, nbytes in launch.geometry.scratch)]
 
     def _inplace_hint(self, name: str, got: np.ndarray) -> str:
         """Advice where ``name`` came back with NaNs and inputs() gives it values: a kernel that

@@ -127,6 +127,48 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
                     "kernel's type")
 
 
+def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` with each number a kernel takes as a scalar of a known type as that type:
+    ``4.0`` or ``np.float64(4.0)`` for ``float c`` is ``np.float32(4.0)`` (pyopencl passes a
+    Python float as 8 bytes, and the kernel takes 4: INVALID_ARG_SIZE on every configuration).
+    SpecError for a Python number where the type is not one this module reads (a macro, a
+    vector), or a number that the type cannot hold.
+
+    Example:
+        >>> from autotune import spec as specs
+        >>> sp = specs.load("mul1")
+        >>> type(as_kernel_scalars(sp, {"c": 4.0})["c"]).__name__  # mul1 takes no c: unchanged
+        'float'
+    """
+    out = dict(inputs)
+    definitions = _definitions(spec.source)
+    for entry, names in ((step.entry, step.args) for step in spec.launch):
+        for position, name in enumerate(names):
+            value = out.get(name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+                continue
+            kinds = {kind for kernel, args in definitions if kernel == entry and len(args) == len(names)
+                     for _, kind, pointer in [args[position]] if not pointer}
+            if len(kinds) == 1 and (kind := next(iter(kinds))) in _TYPES:
+                out[name] = _scalar(spec, entry, name, kind, value)
+            elif isinstance(value, (int, float)):
+                raise SpecError(
+                    f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as a type autotune does not "
+                    f"read ({' or '.join(sorted(kinds)) or 'a macro or typedef'}), and inputs() gives a Python "
+                    f"{type(value).__name__}; return a numpy value of the kernel's type, e.g. np.float32({name})")
+    return out
+
+
+def _scalar(spec: KernelSpec, entry: str, name: str, kind: str, value: Any) -> Any:
+    want: np.dtype[Any] = np.dtype(_TYPES[kind])
+    limits = None if want.kind == "f" else np.iinfo(want.type)
+    exact = limits is None or (float(value).is_integer() and limits.min <= int(value) <= limits.max)
+    if not exact:
+        raise SpecError(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as {kind}, which cannot "
+                        f"hold {value!r} from inputs(); return a value of that type, or change the kernel's")
+    return want.type(value)
+
+
 def _check_kind(spec: KernelSpec, entry: str, position: int, name: str, buffer: bool,
                 matching: list[Argument]) -> None:
     """SpecError where every definition of ``entry`` takes argument ``position`` as a pointer

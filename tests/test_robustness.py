@@ -62,12 +62,22 @@ def test_a_configuration_that_writes_past_an_arrays_end_is_a_wrong_result_never_
 STENCIL_CL = """
 __kernel void scale(__global const float* x, __global float* y) {
     const int i = get_global_id(0);
-#if MODE == 1
+#if MODE == 1 || MODE == 3
     const float right = i <= N - 1 ? x[i + 1] : 0.0f;  /* off by one: the last item reads x[N] */
 #else
     const float right = i < N - 1 ? x[i + 1] : 0.0f;
 #endif
-    y[i] = x[i] + right;
+#if MODE == 2
+    const float left = i == 0 ? x[i - 1] : 0.0f;  /* a bound check the wrong way: the first item reads x[-1] */
+#elif MODE == 3
+    const float left = i == 5 ? 1.0f : 0.0f;  /* and a wrong element of its own */
+#else
+    const float left = 0.0f;
+#endif
+    y[i] = x[i] + right + left;
+#if MODE == 4
+    if (i == 0) y[i - 1] = 0.0f;  /* writes before y's start */
+#endif
 }
 """
 STENCIL_REF = """
@@ -96,6 +106,29 @@ def test_a_configuration_that_reads_past_an_arrays_end_is_a_wrong_result_that_sa
     assert report.best is not None and report.best.params["MODE"] == 0
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
     assert entry.params["MODE"] == 0
+
+
+@pytest.mark.parametrize("mode, reason", [
+    (2, "x: read before its start, so the result depends on the bytes there (here NaN, in an application another "
+        "array's); work-items must not read outside an array (check the kernel's bounds, such as x[i - 1] at the "
+        "first item); with NaN there: y: 1 of 256 elements are not finite"),
+    (3, "x: read past its end (1024 bytes), so the result depends on the bytes there (here NaN, in an application "
+        "another array's); work-items must not read outside an array (check the kernel's bounds, such as x[i + 1] "
+        "at the last item); with NaN there: y: 1 of 256 elements are not finite (unwritten or overflow); with 0 "
+        "there, still: y: 1 of 256 elements off (first at 5:"),
+    (4, "y: written before its start, from byte 4 before its first byte (1024 bytes); work-items must not write "
+        "outside it"),
+])
+def test_a_read_or_write_before_an_arrays_start_or_past_its_end_is_named_beside_other_faults(tmp_path, mode, reason):
+    """x[-1] was whatever lay before the buffer, not a guard zone, and y[-1] was written unseen;
+    a read past the end was named only when it was the only fault (trial 10: a row's end read
+    the next row's first value as well)."""
+    text = SCALE_YAML.replace("MODE: [0]", f"MODE: [0, {mode}]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+    sp = specs.load(write_spec(tmp_path, text, template=STENCIL_CL, ref=STENCIL_REF))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, save=False))
+    assert report.failures == {"wrong_result": report.valid_space // 2}, report.failure_examples
+    assert report.failure_examples["wrong_result"].startswith(reason), report.failure_examples
+    assert report.best is not None and report.best.params["MODE"] == 0
 
 
 def test_the_summary_gives_a_failures_reason_whole_and_a_progress_line_marks_where_it_cut(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +102,45 @@ def test_a_float64_input_stops_the_run_before_anything_is_built(tmp_path):
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "takes x as float*, but inputs() gives float64" in out.stderr
     assert "tuning" not in out.stdout  # refused before the run started
+
+
+SCALED_CL = """
+__kernel void scale(__global const float* x, __global float* y, const float c, int n) {
+    const int i = get_global_id(0);
+    if (i < n) y[i] = c * x[i];
+}
+"""
+
+
+@pytest.mark.parametrize("c, n", [("2.0", "problem['N']"), ("2", "np.int64(problem['N'])"), ("np.float64(2)", "256.0")])
+def test_a_python_or_numpy_number_for_a_scalar_argument_is_passed_as_the_kernels_type(tmp_path, c, n):
+    # trial 10: "c": -4.0 from inputs() failed every configuration with clSetKernelArg's
+    # INVALID_ARG_SIZE and a traceback, since pyopencl passes a Python float as 8 bytes
+    from conftest import REF_PY, SCALE_YAML, write_spec
+
+    from autotune import spec as specs
+    from autotune.tuner import TuneOptions, tune
+
+    ref = REF_PY.replace('"y": np.zeros(n, np.float32)}', f'"y": np.zeros(n, np.float32), "c": {c}, "n": {n}}}')
+    path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c, n]"), template=SCALED_CL, ref=ref)
+    report = tune(specs.load(path), TuneOptions(sampler="grid", trials=3, timeout_s=None, save=False))
+    assert report.failures == {} and report.best is not None, report.failure_examples
+
+
+@pytest.mark.parametrize("source, n, message", [
+    (SCALED_CL, "2.5", "takes n as int, which cannot hold 2.5 from inputs()"),
+    (SCALED_CL, "2**40", "takes n as int, which cannot hold 1099511627776 from inputs()"),
+    (SCALED_CL.replace("const float c", "const real c"), "256",
+     "takes c as a type autotune does not read (real), and inputs() gives a Python float; return a numpy value"),
+])
+def test_a_number_the_kernels_scalar_type_cannot_take_is_a_spec_error(tmp_path, source, n, message):
+    from conftest import REF_PY, SCALE_YAML, write_spec
+
+    from autotune import spec as specs
+    from autotune.measure import make_workload
+
+    ref = REF_PY.replace('"y": np.zeros(n, np.float32)}', f'"y": np.zeros(n, np.float32), "c": 2.0, "n": {n}}}')
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c, n]"), template=source,
+                               ref=ref))
+    with pytest.raises(SpecError, match=re.escape(message)):
+        make_workload(sp, sp.default_problem())

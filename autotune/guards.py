@@ -1,0 +1,117 @@
+"""Guard zones around the buffers the kernels get while tuning, so that a configuration that
+reads or writes outside an array fails verification instead of being saved.
+
+Each array lies in an allocation with a zone before it and one after it; the kernels get the
+array (and the zone after it) as a sub-buffer, so ``x[-1]`` is the last byte of the zone
+before and ``x[n]`` the first of the zone after. Scratch buffers have a zone after them only
+(:class:`autotune.launch.Launch` makes them). The zones of an output or scratch buffer hold
+:data:`GUARD_BYTE` and are checked after each verification: a configuration that writes into
+one (a last work-group that runs over, a scratch size expression too small for it) would write
+outside the application's arrays, or the scratch buffers load_kernel makes. The zones of an
+array the kernels only read hold :data:`READ_GUARD_BYTE` (NaN in every float type, -1 or the
+largest value in an integer one), so that a read outside it (a stencil's ``x[i + 1]`` at the
+last item, ``x[i - 1]`` at the first) gives a wrong result; 0xA5's bytes are a float near 0
+(-2.9e-16), which such a read adds unnoticed, and in an application the bytes there are
+another array's.
+
+Example:
+    >>> guard_size(1 << 20), guard_size(100)
+    (131072, 4096)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyopencl as cl
+
+from .verify import POISON_BYTE
+
+#: The zones of outputs and scratch buffers; their size: an eighth of the array, 4 KiB to 4 MiB.
+GUARD_BYTE, GUARD_MIN, GUARD_MAX = 0xA5, 4096, 1 << 22
+READ_GUARD_BYTE = POISON_BYTE
+
+Side = Literal["before", "after"]
+#: A zone of one buffer: (what, side), as :meth:`Zone.sides` names them.
+ZoneKey = tuple[str, Side]
+
+
+def guard_size(nbytes: int) -> int:
+    """The guard zone's bytes beside an array or scratch buffer of ``nbytes``."""
+    return min(max(GUARD_MIN, nbytes // 8), GUARD_MAX)
+
+
+@dataclass(frozen=True)
+class Zone:
+    """A buffer and its guard zones: ``whole`` holds ``front`` bytes of zone, the ``size``
+    bytes the kernels use, then the zone after them to its end."""
+
+    what: str  # the array's name, or scratch.NAME
+    whole: cl.Buffer
+    front: int
+    size: int
+    fix: str  # what to check when a zone is written
+    byte: int  # what the zones hold
+
+    @property
+    def read_only(self) -> bool:
+        return self.byte == READ_GUARD_BYTE
+
+    def sides(self) -> list[tuple[Side, int, int]]:
+        """(side, first byte, bytes) of each zone."""
+        after = self.front + self.size
+        zones: list[tuple[Side, int, int]] = [("before", 0, self.front)] if self.front else []
+        return [*zones, ("after", after, self.whole.size - after)]
+
+
+def allocate(ctx: cl.Context, what: str, nbytes: int, byte: int, fix: str) -> tuple[Zone, cl.Buffer]:
+    """An array of ``nbytes`` with a zone on each side, and the sub-buffer the kernels get (the
+    array and the zone after it: a sub-buffer starts at a multiple of the device's base address
+    alignment, so the zone before is at least that long)."""
+    align = max(dev.mem_base_addr_align // 8 for dev in ctx.devices)
+    front = -(-guard_size(nbytes) // align) * align
+    whole = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, front + nbytes + guard_size(nbytes))
+    return Zone(what, whole, front, nbytes, fix, byte), whole.get_sub_region(front, whole.size - front)
+
+
+def fill(queue: cl.CommandQueue, zones: Collection[Zone], zeroed: Collection[ZoneKey] = ()) -> None:
+    """Set every zone to its byte (those in ``zeroed`` to 0): an earlier launch may have written there."""
+    for z in zones:
+        for side, start, count in z.sides():
+            value = 0 if (z.what, side) in zeroed else z.byte
+            cl.enqueue_fill_buffer(queue, z.whole, np.uint8(value), start, count)
+
+
+def written(queue: cl.CommandQueue, zones: Collection[Zone], zeroed: Collection[ZoneKey] = ()) -> str | None:
+    """What the last launch wrote outside a buffer (into a zone :func:`fill` set), if anything."""
+    for z in zones:
+        for side, start, count in z.sides():
+            got = np.empty(count, np.uint8)
+            cl.enqueue_copy(queue, got, z.whole, src_offset=start)
+            changed = np.flatnonzero(got != (0 if (z.what, side) in zeroed else z.byte))
+            if not changed.size:
+                continue
+            where = (f"past its end, up to byte {changed[-1] + 1} after its last byte" if side == "after" else
+                     f"before its start, from byte {count - changed[0]} before its first byte")
+            return (f"{z.what}: written {where} ({z.size} bytes); work-items must not write outside it "
+                    f"(check {z.fix})")
+    return None
+
+
+def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int]) -> str:
+    """The reason for reads found in ``zones`` of arrays of ``sizes`` bytes (see Bench._read_outside)."""
+    parts = []
+    for what in dict.fromkeys(w for w, _ in zones):
+        sides = {s for w, s in zones if w == what}
+        where = " and ".join((["before its start"] if "before" in sides else [])
+                             + ([f"past its end ({sizes[what]} bytes)"] if "after" in sides else []))
+        parts.append(f"{what}: read {where}")
+    found = {s for _, s in zones}
+    examples = (["x[i - 1] at the first item"] if "before" in found else []) + (
+        ["x[i + 1] at the last item"] if "after" in found else [])
+    return (f"{'; '.join(parts)}, so the result depends on the bytes there (here NaN, in an application another "
+            f"array's); work-items must not read outside an array (check the kernel's bounds, such as "
+            f"{' or '.join(examples)})")

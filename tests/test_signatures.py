@@ -12,8 +12,12 @@ import numpy as np
 import pytest
 from test_readme import readme_example
 
+from autotune import spec as specs
 from autotune.errors import SpecError
+from autotune.measure import make_workload
 from autotune.signatures import check_inputs, check_launch, declared
+from autotune.tuner import TuneOptions, tune
+from conftest import REF_PY, SCALE_YAML, write_spec
 
 SOURCE = """
 // a comment with __kernel void fake(double* no)
@@ -116,11 +120,6 @@ __kernel void scale(__global const float* x, __global float* y, const float c, i
 def test_a_python_or_numpy_number_for_a_scalar_argument_is_passed_as_the_kernels_type(tmp_path, c, n):
     # trial 10: "c": -4.0 from inputs() failed every configuration with clSetKernelArg's
     # INVALID_ARG_SIZE and a traceback, since pyopencl passes a Python float as 8 bytes
-    from conftest import REF_PY, SCALE_YAML, write_spec
-
-    from autotune import spec as specs
-    from autotune.tuner import TuneOptions, tune
-
     ref = REF_PY.replace('"y": np.zeros(n, np.float32)}', f'"y": np.zeros(n, np.float32), "c": {c}, "n": {n}}}')
     path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c, n]"), template=SCALED_CL, ref=ref)
     report = tune(specs.load(path), TuneOptions(sampler="grid", trials=3, timeout_s=None, save=False))
@@ -134,11 +133,6 @@ def test_a_python_or_numpy_number_for_a_scalar_argument_is_passed_as_the_kernels
      "takes c as a type autotune does not read (real), and inputs() gives a Python float; return a numpy value"),
 ])
 def test_a_number_the_kernels_scalar_type_cannot_take_is_a_spec_error(tmp_path, source, n, message):
-    from conftest import REF_PY, SCALE_YAML, write_spec
-
-    from autotune import spec as specs
-    from autotune.measure import make_workload
-
     ref = REF_PY.replace('"y": np.zeros(n, np.float32)}', f'"y": np.zeros(n, np.float32), "c": 2.0, "n": {n}}}')
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c, n]"), template=source,
                                ref=ref))

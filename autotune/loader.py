@@ -9,10 +9,11 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
   then the spec's baseline and default, are verified and timed there once, on buffers of their
   own, and the fastest that verified is kept (ProblemError when every one gives wrong
   results); the pick is saved to the user's profile, so later processes find it at once (see
-  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off). A tuning run's
-  entry for the problem from another version of the spec (its template edited since, say) is
-  not used as it is: the warning names it, its configuration is timed first, and the pick
-  never replaces it (reverting the edit makes it usable again).
+  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off). Tuning runs'
+  entries from another version of the spec (its template edited since, say) are not used as
+  they are, but their configurations are among those timed (after this version's at the same
+  distance); the problem's own is named in the warning and timed first, and the pick never
+  replaces it (reverting the edit makes it usable again).
 - ``nearest``: measuring is off or could not run: the nearest problem's, not verified there.
 - ``default``: measuring is off or ran nothing, and nothing tuned is valid: the spec's default
   configuration, or where that is invalid too, the valid configuration most like it, not
@@ -182,11 +183,10 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
                                   lambda exc: _warn(f"ignoring profile: {exc}")))
     entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))
     found = [(e, p) for e, p in entries if e.spec_hash == spec.spec_hash]
-    # a tuning run's entry for this problem from another version of the spec: not used as it is,
-    # but named, and its configuration is the first one timed (a small template edit rarely
-    # changes the fastest)
-    older = [(e, p) for e, p in entries if e.spec_hash != spec.spec_hash and not e.picked
-             and dict(e.problem) == dict(problem)]
+    # tuning runs' entries from another version of the spec: not used as they are, but their
+    # configurations are timed with the others (a small template edit rarely changes the
+    # fastest), and this problem's is named and timed first
+    older = [(e, p) for e, p in entries if e.spec_hash != spec.spec_hash and not e.picked]
     chosen = _choose(spec, info, problem, found, folders[0], timer, older)
     if chosen.profile in docs:  # as it was read (a pick saved since has this device's block)
         _written_for(chosen.profile, docs[chosen.profile].get("device"), spec, info, problem)
@@ -219,10 +219,11 @@ def _described(header: Mapping[str, Any]) -> str:
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
             found: list[tuple[profiles.Entry, Path]], user: Path, timer: firstuse.Timer | None,
             older: Sequence[tuple[profiles.Entry, Path]] = ()) -> Choice:
-    """The choice among ``found`` (this spec version's entries) and ``older`` (this problem's
-    tuned entries of other versions of the spec); a pick is saved in ``user``."""
+    """The choice among ``found`` (this spec version's entries) and ``older`` (tuned entries of
+    other versions of the spec); a pick is saved in ``user``."""
     facts = info.facts()
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
+    older_here = [ep for ep in older if dict(ep[0].problem) == dict(problem)]
     lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
     if here:  # a tuning run's entry before a pick made at an earlier first use
         entry, path = here[0]
@@ -231,8 +232,8 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
             return Choice(params, "measured" if entry.picked else "exact", entry, path)
         why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
         lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
-    elif older:
-        entry, path = older[0]
+    elif older_here:
+        entry, path = older_here[0]
         lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned "
                 f"{entry.tuned_at or 'earlier'} for another version of the spec (its template, reference "
                 f"or space has changed since, or another spec has the kernel name {spec.name})")
@@ -257,12 +258,12 @@ def _valid(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, 
 def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], problem: Mapping[str, Any],
                 facts: Mapping[str, Any]) -> list[tuple[dict[str, Value], profiles.Entry, Path]]:
     """The distinct tuned configurations valid for ``problem``: those of the nearest problems
-    (other layouts after the same one), then the faster, first."""
-    def order(ep: tuple[profiles.Entry, Path]) -> tuple[float, float, float]:
+    (other layouts after the same one), then this version of the spec's, then the faster, first."""
+    def order(ep: tuple[profiles.Entry, Path]) -> tuple[float, float, bool, float]:
         d = profiles.distance(dict(problem), dict(ep[0].problem))
         sizes_only = profiles.distance({k: v for k, v in problem.items() if isinstance(v, int)},
                                        {k: v for k, v in ep[0].problem.items() if isinstance(v, int)})
-        return (not math.isfinite(d), sizes_only, ep[0].time_ms)
+        return (not math.isfinite(d), sizes_only, ep[0].spec_hash != spec.spec_hash, ep[0].time_ms)
 
     out: list[tuple[dict[str, Value], profiles.Entry, Path]] = []
     for entry, path in sorted((ep for ep in found if not ep[0].picked), key=order):
@@ -276,8 +277,9 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
              params: dict[str, Value], entry: profiles.Entry, path: Path, lead: str) -> Choice:
     """The nearest problem's configuration, with the warning (after ``lead``, why there is no
     entry to use) that names the command that tunes this one."""
+    version = "" if entry.spec_hash == spec.spec_hash else " with another version of the spec"
     what = ("its configuration, not verified with this version" if dict(entry.problem) == dict(problem)
-            else f"the configuration tuned for {problem_label(entry.problem)}, not verified at this size")
+            else f"the configuration tuned for {problem_label(entry.problem)}{version}, not verified at this size")
     _warn_once(spec, info, problem, (
         f"{lead}; using {what} "
         f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))

@@ -229,6 +229,22 @@ def test_an_entry_of_another_spec_version_is_named_timed_first_and_never_replace
     assert c.origin == "nearest" and c.params == T32
 
 
+def test_after_a_template_edit_an_untuned_size_times_the_configurations_tuned_with_the_old_one(folders):
+    """Trial 10: after a comment-only edit every entry was stale, and a size nobody tuned was
+    timed with only the baseline and default, whose pick (5x slower than before) was saved."""
+    shipped = profiles.path_for(FAKE.slug, folders[1])
+    shipped.write_text(shipped.read_text().replace(MM.spec_hash, "before-the-edit"))
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 5.0, "default": 5.0})
+    c = choose(folders, timer, M=3000, N=3000, K=3000)
+    assert c.origin == "measured" and c.params == T64
+    assert timer.calls == [[128, 64, 32]]  # the nearest sizes' first (2048 and 4096: one configuration)
+    loader._warned.clear()
+    with pytest.warns(loader.AutotuneWarning, match=r"using the configuration tuned for M=2048,N=2048,K=2048,"
+                      r"layout=row with another version of the spec, not verified at this size"):
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 2500, "N": 2500, "K": 2500}), folders, None)
+    assert c.origin == "nearest" and c.params == T128
+
+
 def test_a_candidate_that_gives_wrong_results_at_the_new_size_is_not_picked(folders, monkeypatch):
     monkeypatch.setattr(loader, "_warned", set())
     timer = FakeTimer({128: 1.0, 64: "wrong", 32: 2.0}, {"baseline": 5.0, "default": 5.0})

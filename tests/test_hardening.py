@@ -310,6 +310,9 @@ def test_an_element_off_says_what_was_allowed(rtol, message):
     (("outputs: [y]", "outputs: [q]"), "outputs: q is not an argument of any launch step"),
     # the kernel's output left out of args: the fix is in args, not in outputs
     (("args: [x, y]", "args: [x]"), "add it to the 'args' of the kernel that writes it"),
+    # misspelt in args (trial 10): the message named the output, never the typo
+    (("args: [x, y]", "args: [x, yy]"), "outputs: y is not an argument of any launch step, but args has 'yy': "
+                                        "if that is y, spell it so in args"),
     (("  entry: scale", "  entry: scale\n  args: [x, y]"), "args: every launch step lists its own 'args'"),
     (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"), "parameters.MODE.when: names MODE itself"),
     (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),

@@ -608,7 +608,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
             if not shown:
                 print(f"{info.name} ({info.platform})")
             entries = profiles.entries(doc, kernel, str(path))
-            _show_entries(f"{kernel}  [{path}]", entries, current(kernel))
+            known = current(kernel)
+            unchecked = "" if known is not None else \
+                "  (not a built-in kernel: give its spec's path to mark stale entries)"
+            _show_entries(f"{kernel}  [{path}]{unchecked}", entries, known)
             shown += len(entries)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run

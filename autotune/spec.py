@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ExpressionError, ProblemError, SpecError
+from .errors import ExpressionError, ProblemError, SpecError, warn
 from .expr import Expr
 from .resources import data_dir
 from .yamlload import read_yaml
@@ -418,7 +418,17 @@ def load(name_or_path: str | Path) -> KernelSpec:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SpecError(f"{where}: invalid YAML ({problem}); fix the syntax there") from None
-    return parse(raw, path)
+    spec = parse(raw, path)
+    builtin = data_dir("search_spaces") / f"{spec.name}.yaml"
+    if path not in _named_like_builtin and _is_file(builtin) and builtin.resolve() != path.resolve():
+        _named_like_builtin.add(path)  # once per file and process: a run loads its spec more than once
+        warn(f"{path}: kernel {spec.name!r} is the name of a built-in kernel, so the two share profile entries "
+             f"(a run of one replaces the other's entry for its problem) and load_kernel({spec.name!r}) loads "
+             "the built-in; give yours a name of its own under `kernel:`")
+    return spec
+
+
+_named_like_builtin: set[Path] = set()
 
 
 def parse(raw: Any, path: Path) -> KernelSpec:

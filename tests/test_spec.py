@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 
 from autotune import spec as specs
-from autotune.errors import ProblemError, SpecError
+from autotune.errors import AutotuneWarning, ProblemError, SpecError
 from conftest import SCALE_YAML, write_spec
 
 
@@ -250,3 +251,17 @@ def test_an_entry_used_as_it_is_may_leave_out_only_parameters_its_configuration_
     unroll_left_out = {k: v for k, v in swept.items() if k != "UNROLL"}
     assert corr.from_stored(unroll_left_out, [], whole=True) is None
     assert corr.from_stored(unroll_left_out, [])["UNROLL"] == 1  # a start for a search: filled in
+
+
+def test_a_spec_named_like_a_built_in_kernel_is_warned_of_once(tmp_path):
+    # trial 10: a copy named matmul mixed its entries with the built-in's without a word
+    path = write_spec(tmp_path, SCALE_YAML.replace("kernel: scale", "kernel: reverse"))
+    with pytest.warns(AutotuneWarning, match=r"kernel 'reverse' is the name of a built-in kernel, so the two share "
+                      r"profile entries .* give yours a name of its own") as caught:
+        specs.load(path)
+        specs.load(path)
+    assert len(caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        specs.load("reverse")  # the built-in itself
+        specs.load(write_spec(tmp_path / "own", SCALE_YAML))

@@ -12,10 +12,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import tempfile
+import threading
 import time
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -125,7 +127,8 @@ class InProcessEvaluator:
 def _worker_main(conn: Connection, setup: Setup) -> None:
     import pyopencl as cl
 
-    # Ctrl-C goes to the whole process group; the parent decides what to do about it.
+    # Ctrl-C goes to the whole process group; the parent decides what to do about it (a worker
+    # started from the main thread ignores SIGINT from its start: see _start)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # a build log is normal for tuned variants; catch_warnings in build threads is not
     # thread-safe, so the worker (autotune's own process) ignores them for good
@@ -156,6 +159,22 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
             pass
 
 
+@contextmanager
+def _ignoring_sigint() -> Iterator[None]:
+    """SIGINT ignored in this process while it starts a worker, which inherits that through
+    exec (a Python handler it would not, nor a blocked mask), so a Ctrl-C while the worker
+    imports (a second or so) is not a KeyboardInterrupt traceback from its bootstrap. Only the
+    main thread can set handlers; a Ctrl-C in the few milliseconds of the start is lost."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class IsolatedEvaluator:
     """Measures in a persistent worker process that is replaced after a hang or crash."""
 
@@ -170,7 +189,8 @@ class IsolatedEvaluator:
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self.setup), daemon=True)
-        proc.start()
+        with _ignoring_sigint():
+            proc.start()
         child.close()
         self._proc, self._conn = proc, parent
         if not parent.poll(self.startup_timeout_s):

@@ -374,6 +374,32 @@ def _kill_worker_between(scale, folder, first, second, dying=lambda: None):
 
 
 @needs_opencl
+def test_a_ctrl_c_while_the_worker_starts_up_neither_ends_it_nor_prints_a_traceback(scale, tmp_path, capfd,
+                                                                                     monkeypatch):
+    """Trial 10: Ctrl-C a second after `autotune run` started printed a KeyboardInterrupt
+    traceback from the worker's bootstrap (importing numpy), which ignored SIGINT only later."""
+    from autotune.measure import TimingOptions
+    from autotune.worker import Setup, open_evaluator
+
+    problem = scale.resolve_problem({})
+    setup = Setup(scale, os.environ["AUTOTUNE_DEVICE"], problem, "", TimingOptions())
+    ev = open_evaluator(setup, make_workload(scale, problem), True, tmp_path)
+    started = ev._ctx.Process.start
+
+    def start_and_interrupt(proc):  # a SIGINT for each worker the moment it exists
+        started(proc)
+        os.kill(proc.pid, signal.SIGINT)
+
+    monkeypatch.setattr(ev._ctx.Process, "start", start_and_interrupt)
+    try:
+        m = ev.evaluate(scale.complete({"WPT": 1, "WG": 16}), 60)
+    finally:
+        ev.close()
+    assert m.ok and ev.restarts == 0, m.message
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@needs_opencl
 def test_a_worker_killed_between_trials_is_restarted_and_the_run_goes_on(scale, tmp_path):
     first, second, ev, _ = _kill_worker_between(scale, tmp_path, {"WPT": 1, "WG": 16}, {"WPT": 2, "WG": 16})
     assert first.ok and second.ok and ev.restarts == 1

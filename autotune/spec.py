@@ -343,7 +343,27 @@ def lint(spec: KernelSpec) -> list[str]:
         hint = f"; it mentions {', '.join(near)}" if near else ""
         out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} never "
                    f"mentions {' or '.join(names)}{hint}")
+    return out + _misnamed_defaults(spec, words)
+
+
+def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
+    """Warnings for a template default (``#ifndef WPT``) of a macro autotune never defines that
+    is a near miss of a parameter the template never mentions (``WPTS``): the default then
+    applies to every configuration, and the parameter only shapes the launch."""
+    defined = {n for p in spec.parameters for v in p.values for n in _macros(p.name, v)}
+    defined |= {n for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
+    silent = [p.name for p in spec.parameters if p.flag is None and p.name not in words]
+    out = []
+    for name in dict.fromkeys(m[0] or m[1] for m in _DEFAULTED.findall(spec.source)):
+        near = difflib.get_close_matches(name, silent, n=1, cutoff=0.75) if name not in defined else []
+        if near:
+            out.append(f"{spec.path}: {spec.template.name} gives {name} a default (#ifndef {name}), but no "
+                       f"parameter or problem key is named {name}, and parameters.{near[0]} is never mentioned "
+                       f"there: if they are one, use one name (every configuration gets the default now)")
     return out
+
+
+_DEFAULTED = re.compile(r"#\s*ifndef\s+(\w+)|#\s*if\s+!\s*defined\s*\(?\s*(\w+)")
 
 
 def _macros(name: str, value: Any) -> dict[str, Value]:

@@ -41,6 +41,18 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
 
 
+def test_lint_names_a_template_default_for_a_near_miss_of_a_parameter(tmp_path):
+    # trial 10: WPTS in the YAML (launch: N // WPTS) and WPT in the template, whose #define WPT 1
+    # default then ran every configuration with one item per work-item
+    yaml_text = SCALE_YAML.replace("WPT: [1, 2, 4, 8, 16]", "WPTS: [1, 2, 4, 8, 16]").replace(
+        "N // WPT", "N // WPTS").replace("{WPT: 1, WG: 16}", "{WPTS: 1, WG: 16}")
+    sp = specs.load(write_spec(tmp_path, yaml_text))
+    (warning,) = specs.lint(sp)
+    assert warning.endswith("scale.cl gives WPT a default (#ifndef WPT), but no parameter or problem key is named "
+                            "WPT, and parameters.WPTS is never mentioned there: if they are one, use one name "
+                            "(every configuration gets the default now)"), warning
+
+
 def test_unknown_kernel_suggests_a_name():
     with pytest.raises(SpecError, match="did you mean 'matmul'"):
         specs.load("matmull")

@@ -823,7 +823,8 @@ _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 
 
 def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
-    """``path``'s text with each ``#include "file"`` (beside it) inlined, recursively.
+    """``path``'s text with each ``#include "file"`` (beside it, else a header of autotune's own
+    such as ``autotune.h``) inlined, recursively.
 
     The device compiles one string, so the includes are resolved here; ``#line`` directives
     keep the compiler's messages pointing at the file and line they come from.
@@ -844,8 +845,12 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
             out.append(line)
             continue
         included = (path.parent / m.group(1)).resolve()
+        shared = data_dir("kernel_templates") / m.group(1)
+        if not included.is_file() and m.group(1).endswith(".h") and shared.is_file():
+            included = shared.resolve()  # autotune's own headers (autotune.h), for any template
         if not included.is_file():
-            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" not found beside it")
+            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" not found beside it (nor among autotune's "
+                            f"headers: {', '.join(h.name for h in sorted(data_dir('kernel_templates').glob('*.h')))})")
         if included in within or included == path.resolve():
             raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" includes itself")
         out.append(expand_includes(included, (*within, path.resolve())).rstrip("\n"))

@@ -9,7 +9,7 @@ import pytest
 
 from autotune import spec as specs
 from autotune.errors import AutotuneWarning, ProblemError, SpecError
-from conftest import SCALE_YAML, write_spec
+from conftest import SCALE_YAML, TEMPLATE_CL, write_spec
 
 
 def test_user_spec_loads_and_builds_options(tmp_path):
@@ -214,8 +214,12 @@ def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
     with pytest.raises(SpecError, match="includes itself"):
         specs.load(path)
     (tmp_path / "helpers.h").unlink()
-    with pytest.raises(SpecError, match=r'template: .*scale.cl:1: #include "helpers.h" not found beside it'):
+    with pytest.raises(SpecError, match=r'template: .*scale.cl:1: #include "helpers.h" not found beside it \(nor '
+                       r"among autotune's headers: autotune.h\)"):
         specs.load(path)
+    # autotune's own header, for a template anywhere (trial 8: only the built-in ones could use it)
+    path.parent.joinpath("scale.cl").write_text('#include "autotune.h"\n' + TEMPLATE_CL)
+    assert '#line 1 "autotune.h"' in specs.load(path).source and "MULTIPLY_ADD" in specs.load(path).source
 
 
 def test_the_baseline_as_shown_names_its_variant_even_when_that_is_the_first():

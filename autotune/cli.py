@@ -611,7 +611,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
             known = current(kernel)
             unchecked = "" if known is not None else \
                 "  (not a built-in kernel: give its spec's path to mark stale entries)"
-            _show_entries(f"{kernel}  [{path}]{unchecked}", entries, known)
+            other = profiles.written_for_another(doc.get("device"), info.profile_header())
+            elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
+            _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known)
             shown += len(entries)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run

@@ -193,11 +193,6 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     return chosen
 
 
-#: What a profile's device block must share with the device its entries are used on: a profile
-#: is named by vendor and model only, and a copied or shared file may come from another device.
-SAME_DEVICE = ("name", "device_type", "compute_units")
-
-
 def _written_for(path: Path, header: Any, spec: KernelSpec, info: devices.DeviceInfo,
                  problem: Mapping[str, Any]) -> None:
     """Warn (once per profile and device) when ``header``, ``path``'s device block, describes
@@ -207,13 +202,10 @@ def _written_for(path: Path, header: Any, spec: KernelSpec, info: devices.Device
         return
     _warned.add(key)
     mine = info.profile_header()
-    if isinstance(header, Mapping) and any(k in header and header[k] != mine[k] for k in SAME_DEVICE):
-        _warn(f"{path} was written for {_described(header)}, not this {_described(mine)}: its configurations "
+    other = profiles.written_for_another(header, mine)
+    if other is not None:
+        _warn(f"{path} was written for {other}, not this {profiles.described(mine)}: its configurations "
               f"are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
-
-
-def _described(header: Mapping[str, Any]) -> str:
-    return f"{header.get('name')} ({header.get('device_type')}, {header.get('compute_units')} compute units)"
 
 
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],

@@ -207,6 +207,23 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     return new, "added"
 
 
+#: What a profile's device block must share with the device its entries are used on: a profile
+#: is named by vendor and model only, and a copied or shared file may come from another device.
+SAME_DEVICE = ("name", "device_type", "compute_units")
+
+
+def written_for_another(header: Any, mine: Mapping[str, Any]) -> str | None:
+    """The device a profile's block (``header``) describes where it is not ``mine``, in words;
+    None where it is (or says nothing)."""
+    if isinstance(header, Mapping) and any(k in header and header[k] != mine[k] for k in SAME_DEVICE):
+        return described(header)
+    return None
+
+
+def described(header: Mapping[str, Any]) -> str:
+    return f"{header.get('name')} ({header.get('device_type')}, {header.get('compute_units')} compute units)"
+
+
 def _header(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[str, Any]:
     """The device block: ``device`` (else the old one), with the ceilings the old one kept."""
     old = dict(doc.get("device") or {})

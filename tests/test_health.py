@@ -103,6 +103,14 @@ def test_show_orders_problems_by_size_and_marks_entries_of_another_spec_version(
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("  N=")]
     assert [r[0] for r in rows] == ["N=100", "N=1000", "N=32768"], "by size, not as text"
     assert ["stale" in " ".join(r) for r in rows] == [False, True, False]
+    # a profile copied from another machine of the model is marked, as load_kernel warns of it
+    from autotune import profiles, settings
+    path = profiles.path_for(found[0][0].slug, settings.profiles_dir())
+    path.write_text(path.read_text().replace("compute_units: ", "compute_units: 1", 1))
+    assert cli.main(["show", "reverse", "-d", "0:0"]) == 0
+    (title,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("reverse  [")]
+    assert title.endswith(f"(written for {found[0][0].name} (CPU, 1{found[0][0].compute_units} compute units): "
+                          "load_kernel uses it here, with a warning)"), title
 
 
 def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came_from(monkeypatch) -> None:

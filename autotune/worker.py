@@ -128,7 +128,7 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
     import pyopencl as cl
 
     # Ctrl-C goes to the whole process group; the parent decides what to do about it (a worker
-    # started from the main thread ignores SIGINT from its start: see _start)
+    # started from the main thread ignores SIGINT from its start: see _ignoring_sigint)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # a build log is normal for tuned variants; catch_warnings in build threads is not
     # thread-safe, so the worker (autotune's own process) ignores them for good

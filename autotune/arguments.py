@@ -239,7 +239,11 @@ def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
         limits = np.iinfo(dtype)
         if not limits.min <= int(value) <= limits.max:  # numpy would wrap it or raise OverflowError
             raise ValueError(f"{where}: {value} does not fit its type {dtype}")
-    return dtype.type(value)
+    with np.errstate(over="ignore"):
+        out = dtype.type(value)
+    if not integral and np.isinf(out) and math.isfinite(value):  # 1e40 as float32: inf, said by numpy's warning only
+        raise ValueError(f"{where}: {value} does not fit its type {dtype} (it would be inf)")
+    return out
 
 
 def _kind(value: Any) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import runtimes
+from .guards import is_outside
 from .launch import NO_KERNEL
 from .result import Status
 from .spec import expand_includes
@@ -121,13 +122,16 @@ class SameBuildError(_SameFailure):
 class SameWrongResult(_SameFailure):
     """The first :data:`WRONG_WINDOW` trials of a new study, the baseline first, all give wrong
     results that differ only in their numbers (which elements, what values): the reference or
-    the spec's arguments are more likely wrong than every configuration of the kernel."""
+    the spec's arguments are more likely wrong than every configuration of the kernel. A read
+    or write outside an array is not one: that is the kernel's, and its reason says where."""
 
     def __init__(self, window: int = WRONG_WINDOW) -> None:
         super().__init__(window)
 
     def _signature(self, status: Status, message: str) -> str | None:
-        return _NUMBERS.sub("#", message) if status is Status.WRONG_RESULT else None
+        if status is not Status.WRONG_RESULT or is_outside(message):  # a read or write outside: the kernel's
+            return None
+        return _NUMBERS.sub("#", message)
 
 
 def explain(message: str, template: Path, macros: Mapping[str, object], device: str,

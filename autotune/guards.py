@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
@@ -99,6 +100,15 @@ def written(queue: cl.CommandQueue, zones: Collection[Zone], zeroed: Collection[
             return (f"{z.what}: written {where} ({z.size} bytes); work-items must not write outside it "
                     f"(check {z.fix})")
     return None
+
+
+def is_outside(message: str) -> bool:
+    """Whether a failure's reason is a read or write outside an array (this module's messages):
+    the kernel's fault, whatever the reference says."""
+    return _OUTSIDE.match(message) is not None
+
+
+_OUTSIDE = re.compile(r"[\w.]+: (?:written|read) (?:past its end|before its start)")
 
 
 def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int]) -> str:

@@ -192,13 +192,15 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
                 return new, "replaced an entry whose configuration is not in the spec's space"
             # a time that is not a positive number (edited by hand, say) must not shut out every result
             better = entry.time_ms < old.time_ms or not (math.isfinite(old.time_ms) and old.time_ms > 0)
-            # a finished run's winner replaces the stopped run of the same study: it resumed it,
-            # and its leaders were timed again, where the stopped run's best was timed once
-            resumed = old.partial and not entry.partial and old.study is not None and old.study == entry.study
+            # a finished run's winner replaces any earlier run's of the same study, slower on paper
+            # or not: it resumed that study and timed its leaders again, the earlier winner among
+            # them, where the stopped run's best was timed once and a finished one's at another
+            # moment (on a noisy device, a lucky time kept over the run's own evidence)
+            resumed = not entry.partial and old.study is not None and old.study == entry.study
             if better or (old.picked and not entry.picked) or resumed:
                 items[i] = entry.to_yaml()
                 return new, "replaced"
-            if entry.trials > old.trials:  # the study measured more: the count stays true
+            if entry.trials > old.trials and entry.study == old.study:  # the study measured more (a stopped run)
                 items[i] = dict(raw, trials=entry.trials)
                 return new, "kept (trial count updated)"
             return new, "kept"

@@ -147,14 +147,14 @@ def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, 
             value = out.get(name)
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
                 continue
-            kinds = {kind for kernel, args in definitions if kernel == entry and len(args) == len(names)
-                     for _, kind, pointer in [args[position]] if not pointer}
+            matching = [args[position] for kernel, args in definitions if kernel == entry and len(args) == len(names)]
+            kinds = {kind for _, kind, pointer in matching if not pointer}
             if len(kinds) == 1 and (kind := next(iter(kinds))) in _TYPES:
                 out[name] = _scalar(spec, entry, name, kind, value)
-            elif isinstance(value, (int, float)):
+            elif kinds and isinstance(value, (int, float)):  # none: a buffer, or args miscounted (said later)
                 raise SpecError(
                     f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as a type autotune does not "
-                    f"read ({' or '.join(sorted(kinds)) or 'a macro or typedef'}), and inputs() gives a Python "
+                    f"read ({' or '.join(sorted(kinds))}: a macro or typedef?), and inputs() gives a Python "
                     f"{type(value).__name__}; return a numpy value of the kernel's type, e.g. np.float32({name})")
     return out
 
@@ -162,7 +162,11 @@ def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, 
 def _scalar(spec: KernelSpec, entry: str, name: str, kind: str, value: Any) -> Any:
     want: np.dtype[Any] = np.dtype(_TYPES[kind])
     limits = None if want.kind == "f" else np.iinfo(want.type)
-    exact = limits is None or (float(value).is_integer() and limits.min <= int(value) <= limits.max)
+    if limits is None:  # a float type: 1e40 as float32 would be inf
+        with np.errstate(over="ignore"):
+            exact = bool(np.isfinite(want.type(value))) or not np.isfinite(value)
+    else:
+        exact = float(value).is_integer() and limits.min <= int(value) <= limits.max
     if not exact:
         raise SpecError(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as {kind}, which cannot "
                         f"hold {value!r} from inputs(); return a value of that type, or change the kernel's")

@@ -373,3 +373,15 @@ def test_an_output_that_shares_memory_with_another_argument_is_refused(queue, en
     with pytest.raises(ValueError, match="arguments B and C share memory"):
         mm(a, c, c)
     assert len(enqueued) == 3
+
+
+def test_a_float_scalar_too_large_for_its_type_is_refused_not_made_inf():
+    # trial 11: 10**40 for a float argument ran as inf, said only by numpy's overflow warning
+    from autotune.arguments import _scalar
+
+    with pytest.raises(ValueError, match=r"argument a: 1e\+40 does not fit its type float32 \(it would be inf\)"):
+        _scalar("argument a", 1e40, np.dtype(np.float32))
+    with pytest.raises(ValueError, match="does not fit its type float32"):
+        _scalar("argument a", 10 ** 40, np.dtype(np.float32))
+    assert _scalar("argument a", float("inf"), np.dtype(np.float32)) == np.inf  # asked for
+    assert _scalar("argument a", 2.5, np.dtype(np.float32)) == np.float32(2.5)

@@ -21,7 +21,7 @@ def test_merge_better_replaces_worse_keeps_others():
     doc, v = profiles.merge({}, "mm", entry({"N": 64}, 2.0))
     doc, v2 = profiles.merge(doc, "other", entry({"N": 8}, 1.0))
     assert (v, v2) == ("added", "added")
-    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 3.0))
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 3.0, study="s2"))
     assert v == "kept" and doc["kernels"]["mm"][0]["time_ms"] == 2.0
     doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.5))
     assert v == "replaced" and doc["kernels"]["mm"][0]["time_ms"] == 1.5
@@ -43,6 +43,17 @@ def test_a_finished_runs_entry_replaces_a_stopped_runs_even_if_slower():
     assert v == "replaced", "a stopped run that found better is kept, as partial"
     doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.2, partial=True))
     assert v == "kept"
+
+
+def test_a_finished_runs_entry_replaces_an_earlier_finished_run_of_its_study_even_if_slower():
+    """Trial 11: a re-run timed the kept configuration again among its leaders and found it slower
+    than its own winner, yet the profile kept the first run's lucky 0.0333 ms, so the summary's
+    best was not what load_kernel returned. Another study's slower winner still does not win."""
+    doc, _ = profiles.merge({}, "mm", entry({"N": 64}, 0.0333, params={"TS": 4}))
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 0.0630, params={"TS": 8}))
+    assert v == "replaced" and profiles.entries(doc, "mm")[0].params == {"TS": 8}
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 0.09, params={"TS": 2}, study="s2"))
+    assert v == "kept" and profiles.entries(doc, "mm")[0].params == {"TS": 8}
 
 
 @pytest.mark.parametrize("study", [None, "s2"])
@@ -135,7 +146,7 @@ def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     doc, _ = profiles.merge({}, "mm", entry({"N": 64}, float("nan")))
     doc, verdict = profiles.merge(doc, "mm", entry({"N": 64}, 5.0))
     assert verdict == "replaced" and doc["kernels"]["mm"][0]["time_ms"] == 5.0
-    more = profiles.Entry(**{**entry({"N": 64}, 9.0).__dict__, "trials": 25})
+    more = profiles.Entry(**{**entry({"N": 64}, 9.0, partial=True).__dict__, "trials": 25})  # a stopped run
     doc, verdict = profiles.merge(doc, "mm", more)
     assert verdict == "kept (trial count updated)"
     assert doc["kernels"]["mm"][0]["time_ms"] == 5.0 and doc["kernels"]["mm"][0]["trials"] == 25

@@ -129,12 +129,17 @@ def test_a_python_or_numpy_number_for_a_scalar_argument_is_passed_as_the_kernels
 @pytest.mark.parametrize("source, n, message", [
     (SCALED_CL, "2.5", "takes n as int, which cannot hold 2.5 from inputs()"),
     (SCALED_CL, "2**40", "takes n as int, which cannot hold 1099511627776 from inputs()"),
+    (SCALED_CL.replace("const float c, int n", "const float c, float n"), "1e40",
+     "takes n as float, which cannot hold 1e+40 from inputs()"),
     (SCALED_CL.replace("const float c", "const real c"), "256",
-     "takes c as a type autotune does not read (real), and inputs() gives a Python float; return a numpy value"),
+     "takes c as a type autotune does not read (real: a macro or typedef?), and inputs() gives a Python float; "
+     "return a numpy value"),
+    # an argument left out of args: the count is the fault, not the numbers' types (trial 11)
+    (SCALED_CL, "256", "launch: kernel scale in scale.cl takes 4 arguments, but args lists 3"),
 ])
 def test_a_number_the_kernels_scalar_type_cannot_take_is_a_spec_error(tmp_path, source, n, message):
     ref = REF_PY.replace('"y": np.zeros(n, np.float32)}', f'"y": np.zeros(n, np.float32), "c": 2.0, "n": {n}}}')
-    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c, n]"), template=source,
-                               ref=ref))
+    args = "args: [x, y, n]" if "lists 3" in message else "args: [x, y, c, n]"
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", args), template=source, ref=ref))
     with pytest.raises(SpecError, match=re.escape(message)):
         make_workload(sp, sp.default_problem())

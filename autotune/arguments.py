@@ -28,6 +28,7 @@ import pyopencl.array as cl_array
 from . import hostmemory
 from .errors import ProblemError, SpecError
 from .measure import host_inputs
+from .signatures import cast
 from .spec import KernelSpec
 
 
@@ -235,14 +236,9 @@ def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
     integral = dtype.kind in "iu"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Number):
         raise TypeError(f"{where} must be {'an integer' if integral else 'a number'} ({dtype}), got {_kind(value)}")
-    if isinstance(value, numbers.Integral) and integral:
-        limits = np.iinfo(dtype)
-        if not limits.min <= int(value) <= limits.max:  # numpy would wrap it or raise OverflowError
-            raise ValueError(f"{where}: {value} does not fit its type {dtype}")
-    with np.errstate(over="ignore"):
-        out = dtype.type(value)
-    if not integral and np.isinf(out) and math.isfinite(value):  # 1e40 as float32: inf, said by numpy's warning only
-        raise ValueError(f"{where}: {value} does not fit its type {dtype} (it would be inf)")
+    out = cast(value, dtype)  # an int out of range: numpy would wrap it; a float: inf, said by a warning only
+    if out is None:
+        raise ValueError(f"{where}: {value} does not fit its type {dtype}" + ("" if integral else " (it would be inf)"))
     return out
 
 

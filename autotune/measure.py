@@ -272,17 +272,21 @@ class Bench:
         which elements are NaN does not depend on the order of a float reduction."""
         marks = []
         for name in self.spec.outputs:
-            got = np.empty_like(self.workload.inputs[name])
-            cl.enqueue_copy(self.queue, got, self.args[name])
+            got = self._output(name)
             marks.append((~np.isfinite(got) if np.issubdtype(got.dtype, np.inexact) else got).tobytes())
         return marks
+
+    def _output(self, name: str) -> np.ndarray:
+        """Output ``name`` as the last launch left it, on the host."""
+        got = np.empty_like(self.workload.inputs[name])
+        cl.enqueue_copy(self.queue, got, self.args[name])
+        return got
 
     def _check_outputs(self) -> tuple[float, float] | Measurement:
         """The worst error and tolerance used over the outputs, or the failed verification."""
         worst, worst_max = 0.0, 0.0
         for name in self.spec.outputs:
-            got = np.empty_like(self.workload.inputs[name])
-            cl.enqueue_copy(self.queue, got, self.args[name])
+            got = self._output(name)
             why, err, used = self.expected(name).check(got)
             if why:
                 return Measurement(Status.WRONG_RESULT, why + self._inplace_hint(name, got), error=err,

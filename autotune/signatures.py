@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Set
 from typing import Any
@@ -160,17 +161,29 @@ def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, 
 
 
 def _scalar(spec: KernelSpec, entry: str, name: str, kind: str, value: Any) -> Any:
-    want: np.dtype[Any] = np.dtype(_TYPES[kind])
-    limits = None if want.kind == "f" else np.iinfo(want.type)
-    if limits is None:  # a float type: 1e40 as float32 would be inf
-        with np.errstate(over="ignore"):
-            exact = bool(np.isfinite(want.type(value))) or not np.isfinite(value)
-    else:
-        exact = float(value).is_integer() and limits.min <= int(value) <= limits.max
-    if not exact:
+    out = cast(value, np.dtype(_TYPES[kind]))
+    if out is None:
         raise SpecError(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as {kind}, which cannot "
                         f"hold {value!r} from inputs(); return a value of that type, or change the kernel's")
-    return want.type(value)
+    return out
+
+
+def cast(value: Any, dtype: np.dtype[Any]) -> Any:
+    """``value`` (a number) as a numpy scalar of ``dtype``; None where that type cannot hold it:
+    outside an integer type's range or not a whole number, or finite and beyond a float type's
+    (1e40 as float32 would be inf).
+
+    Example:
+        >>> cast(3.0, np.dtype(np.int32)), cast(2 ** 40, np.dtype(np.int32)), cast(1e40, np.dtype(np.float32))
+        (np.int32(3), None, None)
+    """
+    if dtype.kind in "iu":
+        limits = np.iinfo(dtype.type)
+        whole = float(value).is_integer() if not isinstance(value, (int, np.integer)) else True
+        return dtype.type(value) if whole and limits.min <= int(value) <= limits.max else None
+    with np.errstate(over="ignore"):
+        out = dtype.type(value)
+    return None if np.isinf(out) and math.isfinite(value) else out
 
 
 def _check_kind(spec: KernelSpec, entry: str, position: int, name: str, buffer: bool,

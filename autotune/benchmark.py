@@ -17,7 +17,7 @@ from .fits import check_fits
 from .loader import Choice, choose
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
-from .space import check
+from .space import canonical, check
 
 #: Launches until 0.5 s of device time (20 at least): on a 2-core CPU device, launches in the
 #: first tens of milliseconds after the host's numpy work ran 2x slow (Intel's runtime, OpenBLAS
@@ -63,7 +63,7 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     choice = choose(spec, info, prob, timer=firstuse.timer(spec, prob, ctx, dev, info.facts()))
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(), BENCH_TIMING)
     m = bench.measure(choice.params)
-    baseline = spec.baseline_config
+    baseline = canonical(spec, spec.baseline_config, prob, info.facts())
     invalid = None
     if baseline == dict(choice.params):
         base: Measurement | None = m  # the tuned configuration is the baseline: time it once

@@ -50,7 +50,7 @@ from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are,
 from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
 from .result import Measurement, Status
-from .space import check, closest_valid
+from .space import canonical, check, closest_valid
 from .spec import KernelSpec, Value, config_label, problem_label
 
 _warned: set[tuple[str, str, str]] = set()
@@ -288,6 +288,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
     own: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
     for what, params in (("baseline", spec.baseline_config), ("default", spec.default_config)):
+        params = canonical(spec, params, problem, info.facts())
         if params not in tuned and params not in own.values() and _valid(spec, params, problem, info.facts()):
             own[what] = params
     # with nothing tuned valid, the default (else the baseline) sets the others' cut-off
@@ -341,12 +342,12 @@ def _skipped(wrong: list[Measurement]) -> str:
 def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
               facts: Mapping[str, Any], lead: str) -> Choice:
     """Nothing tuned is valid: the spec's default, else the valid configuration most like it."""
-    params = (spec.default_config if _valid(spec, spec.default_config, problem, facts)
-              else _closest_default(spec, problem, facts))
+    default = canonical(spec, spec.default_config, problem, facts)
+    params = default if _valid(spec, default, problem, facts) else _closest_default(spec, problem, facts)
     if params is None:
         raise ProblemError(f"no configuration of {spec.name} is valid for {problem_label(problem)} on {info.name}; "
                            "the spec's constraints exclude every one")
-    what = "default configuration" if params == spec.default_config else "valid configuration nearest the default"
+    what = "default configuration" if params == default else "valid configuration nearest the default"
     _warn_once(spec, info, problem, (
         f"{lead}; using the {what}, not verified there "
         f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
@@ -360,7 +361,7 @@ def _closest_default(spec: KernelSpec, problem: Mapping[str, Any], facts: Mappin
     """space.closest_valid to the default, once per process for each kernel, problem and device."""
     key = (str(spec.path), spec.spec_hash, problem_label(problem), repr(sorted(facts.items())))
     if key not in _closest:
-        _closest[key] = closest_valid(spec, spec.default_config, problem, facts)
+        _closest[key] = closest_valid(spec, canonical(spec, spec.default_config, problem, facts), problem, facts)
     return _closest[key]
 
 

@@ -320,7 +320,8 @@ class _Run:
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
                                  optuna.samplers.RandomSampler(options.seed))
         self.claims = Claims.open(self.log.engine, self.log.study.study_name)
-        baseline = spec.baseline_config
+        # a parameter the baseline's variant ignores is at its first value in what is measured
+        baseline = canonical(spec, spec.baseline_config, problem, self.facts)
         self.baseline = baseline if (why := check(spec, baseline, problem, self.facts)) is None else None
         if why is not None:
             warn(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
@@ -387,7 +388,7 @@ class _Run:
         due: list[dict[str, Value]] = []
         exact = [self.baseline, *self.log.interrupted, *self.retried.values()]
         suggested = [*own, *(c for _, c in others), self.spec.default_config, *self.spec.hint_configs]
-        for c in [*exact, *(self._valid_near(c) for c in suggested)]:
+        for c in [*exact, *(self._valid_near(canonical(self.spec, c, self.problem, self.facts)) for c in suggested)]:
             if (c is not None and self._earlier(c) is None and c not in due
                     and check(self.spec, c, self.problem, self.facts) is None):
                 due.append(c)
@@ -764,7 +765,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     prob = spec.resolve_problem(problem)
     valid = ValidSpace(spec, prob, info.facts())
     if valid.first() is None:
-        why = check(spec, spec.default_config, prob, info.facts())
+        why = check(spec, canonical(spec, spec.default_config, prob, info.facts()), prob, info.facts())
         raise ProblemError(
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
             f"(the default's reason: {why}); every configuration is ruled out for this problem: "

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -546,6 +547,20 @@ def test_a_baseline_not_valid_for_the_problem_is_named_in_a_warning(tmp_path):
         report = tune(str(path), TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False),
                       evaluator=Fast(), info=FAKE)
     assert report.baseline is None
+
+
+def test_a_baseline_may_name_a_parameter_its_variant_ignores(tmp_path):
+    """Trial 12: WG given for the variant that ignores it made the baseline 'not valid' (by a
+    constraint made from the when, which the user never wrote), so the run had no speed-up."""
+    yaml_text = (SCALE_YAML.replace("  WG: [16, 32, 64, 128, 512]\n  MODE: [0]",
+                                    "  MODE: [0, 1]\n  WG: {values: [16, 32, 64, 128, 512], when: MODE == 1}")
+                 .replace("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 1, MODE: 0, WG: 64}"))
+    path = write_spec(tmp_path, yaml_text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutotuneWarning)
+        report = tune(str(path), TuneOptions(trials=4, seed=0, timeout_s=None, storage=":memory:", save=False),
+                      evaluator=Fast(), info=FAKE)
+    assert report.baseline is not None and report.baseline.params == {"WPT": 1, "MODE": 0, "WG": 16, "mad": False}
 
 
 def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verification(scale):

@@ -21,7 +21,7 @@ from . import guards
 from .errors import SpecError
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .result import Measurement, Status
-from .signatures import as_kernel_scalars, check_inputs, check_launch
+from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
 from .spec import KernelSpec, Value
 from .verify import POISON_BYTE, Expected
@@ -58,6 +58,7 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)
     check_launch(spec)
+    check_outputs(spec)
     check_inputs(spec, inputs, number_arguments(problem))
     _check_memory_order(spec, inputs)
     expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))

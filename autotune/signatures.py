@@ -84,6 +84,28 @@ def check_launch(spec: KernelSpec) -> None:
                             "name per kernel argument, in order")
 
 
+def check_outputs(spec: KernelSpec) -> None:
+    """SpecError where ``outputs`` names an argument that every kernel taking it declares
+    ``const`` (or ``__constant``): no step can write it, and as an output it would be filled with
+    the poison that unwritten elements are found by, which the kernels then read as input."""
+    kernels = _kernels(spec.source)
+    for name in spec.outputs:
+        takes = [(step.entry, parts[step.args.index(name)]) for step in spec.launch if name in step.args
+                 for kernel, parts in kernels if kernel == step.entry and len(parts) == len(step.args)]
+        if takes and all(_read_only(text) for _, text in takes):
+            entry, text = takes[0]
+            raise SpecError(f"{spec.path}: outputs: {name} is read-only in kernel {entry} "
+                            f"({' '.join(text.split())}), so no launch step writes it; list only what "
+                            "the kernels write in outputs (an input is given by inputs() alone)")
+
+
+def _read_only(text: str) -> bool:
+    """Whether a parameter's text declares a pointer to const data (``const float* x``, not
+    ``float* const x``)."""
+    head = text.split("*", 1)[0]
+    return "*" in text and bool(re.search(r"\b(const|__constant|constant)\b", head))
+
+
 def _argument(text: str) -> Argument | None:
     words = re.findall(r"\w+|\*", text)
     if not words or words[-1] == "*":

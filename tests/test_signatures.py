@@ -15,7 +15,7 @@ from test_readme import readme_example
 from autotune import spec as specs
 from autotune.errors import SpecError
 from autotune.measure import make_workload
-from autotune.signatures import check_inputs, check_launch, declared
+from autotune.signatures import check_inputs, check_launch, check_outputs, declared
 from autotune.tuner import TuneOptions, tune
 from conftest import REF_PY, SCALE_YAML, write_spec
 
@@ -64,6 +64,21 @@ def test_a_launch_step_naming_no_kernel_or_the_wrong_number_of_arguments_is_refu
         _launch(("k", ("x", "n")))
     _launch(("k", ("x", "n", "m")), ("bytes", ("src", "dst")))
     _launch(("m", ("a", "b", "c")), ("s", ("p",)))  # parameters it cannot read are not counted
+
+
+def test_an_output_every_kernel_takes_as_const_is_refused():
+    """Trial 12: an input listed in outputs was filled with NaN, and every trial failed naming
+    the real output as unwritten."""
+    def outputs(*names: str, steps: tuple[tuple[str, tuple[str, ...]], ...] = (("k", ("x", "n", "m")),)) -> None:
+        spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE, outputs=names,
+                               launch=[SimpleNamespace(entry=e, args=a) for e, a in steps])
+        check_outputs(spec)  # type: ignore[arg-type]
+
+    with pytest.raises(SpecError, match=r"outputs: x is read-only in kernel k \(__global const float\* restrict x\)"):
+        outputs("n", "x")
+    outputs("n")
+    outputs("x", steps=(("k", ("x", "n", "m")), ("bytes", ("src", "x"))))  # another step writes it
+    outputs("dst", steps=(("bytes", ("src", "dst")),))
 
 
 def test_a_number_where_the_kernel_takes_a_buffer_or_the_reverse_is_refused():

@@ -327,7 +327,8 @@ def lint(spec: KernelSpec) -> list[str]:
     ``ORDER_STRIDED``; a template that tests ``ORDER_contiguous`` gets neither branch it meant.
     """
     words = set(re.findall(r"[A-Za-z_]\w*", spec.source))
-    upper = {w.upper(): w for w in words}
+    # a near miss is a name the template uses, not a pragma's own word (`#pragma unroll`)
+    upper = {w.upper(): w for w in re.findall(r"[A-Za-z_]\w*", _PRAGMA.sub(" ", spec.source))}
     geometry = [e for step in spec.launch for e in (*step.global_size, *(step.local_size or ()),
                                                      *((step.when,) if step.when else ()))]
     geometry += [e for _, e in spec.scratch]
@@ -363,6 +364,7 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
     return out
 
 
+_PRAGMA = re.compile(r"#\s*pragma\s+\w+")
 _DEFAULTED = re.compile(r"#\s*ifndef\s+(\w+)|#\s*if\s+!\s*defined\s*\(?\s*(\w+)")
 
 

@@ -28,14 +28,17 @@ def test_string_values_define_upper_cased_macros(tmp_path):
 
 
 def test_lint_names_parameters_the_template_never_mentions(tmp_path):
-    yaml_text = SCALE_YAML.replace("MODE: [0]", "MODE: [0]\n  ORDER: [contiguous, strided]\n  UNUSED: [1, 2]")
-    template = "#if ORDER_contiguous\n#endif\n" + __import__("conftest").TEMPLATE_CL
+    yaml_text = SCALE_YAML.replace("MODE: [0]", "MODE: [0]\n  ORDER: [contiguous, strided]\n  UNUSED: [1, 2]"
+                                   "\n  UNROLL: [1, 2]")
+    # trial 12: a template whose macro was misspelt UNROL was told it mentions `unroll`, the pragma
+    template = "#if ORDER_contiguous\n#endif\n#pragma unroll UNROL\n" + __import__("conftest").TEMPLATE_CL
     sp = specs.load(write_spec(tmp_path, yaml_text, template=template))
     warnings = specs.lint(sp)
-    assert len(warnings) == 2, warnings
+    assert len(warnings) == 3, warnings
     assert "parameters.ORDER has no effect: scale.cl never mentions ORDER or ORDER_CONTIGUOUS or " \
            "ORDER_STRIDED; it mentions ORDER_contiguous (the macro is ORDER_CONTIGUOUS)" in warnings[0]
     assert "parameters.UNUSED has no effect" in warnings[1]
+    assert warnings[2].endswith("parameters.UNROLL has no effect: scale.cl never mentions UNROLL"), warnings[2]
     # WG appears only in the launch geometry, MODE and WPT in the template: neither is flagged
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML))) == []
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())

@@ -17,6 +17,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import json
 import math
 import re
@@ -30,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from .errors import ExpressionError, ProblemError, SpecError, warn
+from .errors import AutotuneError, ExpressionError, ProblemError, SpecError, warn
 from .expr import Expr
 from .resources import data_dir
 from .yamlload import read_yaml
@@ -344,7 +345,7 @@ def lint(spec: KernelSpec) -> list[str]:
         hint = f"; it mentions {', '.join(near)}" if near else ""
         out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} never "
                    f"mentions {' or '.join(names)}{hint}")
-    return out + _misnamed_defaults(spec, words)
+    return out + _misnamed_defaults(spec, words) + _stepless(spec)
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -362,6 +363,36 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
                        f"parameter or problem key is named {name}, and parameters.{near[0]} is never mentioned "
                        f"there: if they are one, use one name (every configuration gets the default now)")
     return out
+
+
+def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
+    """A warning where some values of the parameters that the launch steps' ``when`` conditions
+    name leave no step to launch (a variant added to the values and given no step): those
+    configurations are never valid, and nothing else would say why. Checked at the spec's
+    default problem, over at most ``most`` combinations of those parameters."""
+    whens = [step.when for step in spec.launch]
+    if any(w is None for w in whens):
+        return []  # a step that always applies
+    named = spec.behind(n for w in whens if w is not None for n in w.names)
+    params = [p for p in spec.parameters if p.name in named]
+    if not params or math.prod(len(p.values) for p in params) > most:
+        return []
+    problem, first = spec.default_problem(), {p.name: p.values[0] for p in spec.parameters}
+    none: list[dict[str, Value]] = []
+    for values in itertools.product(*(p.values for p in params)):
+        chosen = dict(zip((p.name for p in params), values, strict=True))
+        try:
+            env = spec.env(problem, {**first, **chosen})
+            if not any(w is not None and w(env) for w in whens):
+                none.append(chosen)
+        except (AutotuneError, TypeError):
+            continue  # a condition that needs the device's facts, or fails here: not judged
+    if not none:
+        return []
+    where = ", ".join(f"{k}={v}" for k, v in none[0].items())
+    more = f" (and {len(none) - 1} more combinations of {', '.join(p.name for p in params)})" if len(none) > 1 else ""
+    return [f"{spec.path}: launch: no step applies where {where}{more}, so those configurations never run; "
+            "give a step a 'when' that holds there, or drop the value"]
 
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")

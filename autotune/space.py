@@ -154,16 +154,8 @@ def canonical(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[st
     Example: a blocked-variant proposal with the naive variant's parameters left as drawn
     becomes the naive configuration itself.
     """
-    env = spec.env(problem, params, facts)
-    out = dict(params)
-    for p in spec.parameters:
-        try:
-            active = p.when is None or bool(p.when(env))
-        except AutotuneError:
-            active = True  # let check() report the broken condition
-        if not active:
-            out[p.name] = p.values[0]
-    return out
+    ignored = spec.inactive(params, problem, facts)  # a broken condition is left to check()
+    return {**params, **{p.name: p.values[0] for p in spec.parameters if p.name in ignored}}
 
 
 def _fits_device(spec: KernelSpec, env: Mapping[str, Any], params: Mapping[str, Value],

@@ -159,6 +159,23 @@ class KernelSpec:
                 env[name] = e(env)
         return env
 
+    def inactive(self, params: Mapping[str, Value], problem: Mapping[str, Any],
+                 facts: Mapping[str, Any] | None = None) -> set[str]:
+        """The parameters whose ``when`` does not hold for ``params``: the kernel ignores their
+        values. A condition that cannot be evaluated here counts as holding.
+
+        Example: matmul's ``KWG`` (``when: ALGO == 'tiled'``) for a configuration of another ALGO.
+        """
+        env = self.env(problem, params, facts)
+        out = set()
+        for p in self.parameters:
+            try:
+                if p.when is not None and not p.when(env):
+                    out.add(p.name)
+            except (AutotuneError, TypeError):
+                continue
+        return out
+
     def behind(self, names: Iterable[str]) -> set[str]:
         """``names`` with every derived name replaced by the names it is computed from."""
         return _behind(self.derived, names)

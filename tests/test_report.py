@@ -128,6 +128,29 @@ def test_variant_parameter_is_the_one_conditions_name_and_comes_first():
     assert data.variant_parameter(specs.load("reverse")) is None
 
 
+class Modes(QuietEvaluator):
+    """MODE 0 (which ignores WG) takes 10 ms / WPT; MODE 1 takes 1 ms * 16 / WG, whatever WPT."""
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+        t = 10.0 / params["WPT"] if params["MODE"] == 0 else 16.0 / params["WG"]
+        return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
+
+
+def test_a_parameter_a_variant_ignores_is_judged_only_where_it_applies(tmp_path):
+    """Trial 12: every trial of the variant that ignores WG was drawn and weighed as WG=16 (its
+    first value), so WG took the importance that belongs to the variant."""
+    yaml_text = SCALE_YAML.replace("  WG: [16, 32, 64, 128, 512]\n  MODE: [0]",
+                                   "  MODE: [0, 1]\n  WG: {values: [16, 32, 64, 128, 512], when: MODE == 1}")
+    spec = specs.load(write_spec(tmp_path, yaml_text))
+    tune(spec, TuneOptions(sampler="grid", trials=1000, timeout_s=None), problem={"N": 4096}, evaluator=Modes(),
+         info=FAKE)
+    (s,) = data.find_sections(spec, None)
+    assert {t.m.params["MODE"] for t in s.applying("WG")} == {1} and len(s.applying("MODE")) == len(s.ok)
+    assert s.importance_where == {"WG": "MODE == 1"} and {"WPT", "MODE", "WG"} <= set(s.importances)
+    assert s.importances["WG"] == pytest.approx(1.0, abs=0.05), "among MODE 1's trials only WG matters"
+    assert s.variant_first()[0] == "MODE"
+
+
 def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
     tune_fake(scale)
     assert data.match_devices(SLUG, [SLUG, "other-gpu"]) == {SLUG}

@@ -58,6 +58,7 @@ class Section:
     ceilings: tuple[Ceiling, ...] = ()
     importances: Mapping[str, float] = field(default_factory=dict)
     importance_method: str = ""
+    importance_where: Mapping[str, str] = field(default_factory=dict)  # a conditional one's `when`
 
     @property
     def label(self) -> str:
@@ -135,9 +136,13 @@ class Section:
         except (AutotuneError, ArithmeticError, TypeError):
             return {}
 
+    def applying(self, name: str) -> list[Trial]:
+        """The verified trials whose configuration uses parameter ``name`` (its ``when`` holds)."""
+        return [t for t in self.ok if name not in self.spec.inactive(t.m.params, self.problem)]
+
     def variant_first(self) -> list[str]:
         """The parameters the trials vary, the variant parameter first, then by importance."""
-        varied = [n for n in self.spec.parameter_names if len({t.m.params.get(n) for t in self.ok}) > 1]
+        varied = [n for n in self.spec.parameter_names if len({t.m.params.get(n) for t in self.applying(n)}) > 1]
         variant = variant_parameter(self.spec)
         return sorted(varied, key=lambda n: (n != variant, -self.importances.get(n, 0.0)))
 
@@ -229,11 +234,11 @@ def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.B
     trials = tuple(_trials(study.get_trials(deepcopy=False)))
     problem = parse_problem_label(sid.label)
     device_name, entry, found = _profile(spec.name, sid.slug, problem)
-    method, importances = importance(spec, trials)
+    method, importances, scopes = importance(spec, trials, problem)
     # an entry from before entries named their study is taken as this one's, as it was
     ours = entry is None or entry.study is None or entry.study == record.study_key(url, sid.name)
     return Section(spec, sid.name, sid.slug, problem, sid.spec_hash, trials, device_name or sid.slug, entry,
-                   ours, found, importances, method)
+                   ours, found, importances, method, scopes)
 
 
 def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
@@ -280,15 +285,34 @@ def ceilings_of(header: Mapping[str, Any]) -> tuple[Ceiling, ...]:
     return tuple(out)
 
 
-def importance(spec: KernelSpec, trials: Sequence[Trial]) -> tuple[str, dict[str, float]]:
+def importance(spec: KernelSpec, trials: Sequence[Trial], problem: Mapping[str, Any]
+               ) -> tuple[str, dict[str, float], dict[str, str]]:
     """Parameter importances for the log of the time over the verified trials timed in full:
-    optuna's fANOVA where scikit-learn is installed, else its PED-ANOVA (no extra dependency);
-    ("", {}) with fewer than 4 such trials or nothing varied."""
-    done = [t for t in trials if t.m.ok and not t.m.pruned]
+    optuna's fANOVA where scikit-learn is installed, else its PED-ANOVA (no extra dependency).
+    A parameter with a ``when`` is judged over the trials where it applies, against the others
+    that apply in all of them, and the third mapping gives its condition: the value that a
+    configuration ignores says nothing of its time. ("", {}, {}) with fewer than 4 such trials
+    or nothing varied."""
+    done = [(t, spec.inactive(t.m.params, problem)) for t in trials if t.m.ok and not t.m.pruned]
+    method, out, where = "", {}, {}
+    for condition in dict.fromkeys(p.when.source if p.when else "" for p in spec.parameters):
+        judged = {p.name for p in spec.parameters if (p.when.source if p.when else "") == condition}
+        subset = [(t, off) for t, off in done if not judged & off]
+        # over every trial, the parameters that apply to all; else those that apply to all of the subset
+        names = judged if not condition else set(spec.parameter_names).difference(*(off for _, off in subset))
+        found, shares = _importances(spec, [t for t, _ in subset], names)
+        method = method or found
+        out.update({n: v for n, v in shares.items() if n in judged})
+        where.update({n: condition for n in shares if n in judged and condition})
+    return method, out, where
+
+
+def _importances(spec: KernelSpec, done: Sequence[Trial], names: set[str]) -> tuple[str, dict[str, float]]:
+    """Importances of ``names`` over ``done``; ("", {}) with fewer than 4 trials or none varied."""
     dists: dict[str, optuna.distributions.BaseDistribution] = {}
     for p in spec.parameters:
         seen = {t.m.params.get(p.name) for t in done}
-        if len(seen) > 1 and seen <= set(p.values):
+        if p.name in names and len(seen) > 1 and seen <= set(p.values):
             dists[p.name] = optuna.distributions.CategoricalDistribution([v for v in p.values if v in seen])
     if len(done) < 4 or not dists:
         return "", {}

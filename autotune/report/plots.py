@@ -116,23 +116,25 @@ def _strip(ax: Any, s: Section, name: str, best: Trial | None) -> None:
     import numpy as np
 
     order = next((p.values for p in s.spec.parameters if p.name == name), ())
-    values = [v for v in order if any(t.m.params.get(name) == v for t in s.ok)]
-    groups = [[t.m.median_ms for t in s.ok if t.m.params.get(name) == v] for v in values]
+    trials = s.applying(name)  # a configuration that ignores the parameter is not one of its values
+    values = [v for v in order if any(t.m.params.get(name) == v for t in trials)]
+    groups = [[t.m.median_ms for t in trials if t.m.params.get(name) == v] for v in values]
     ax.set_yscale("log")
     ax.boxplot(groups, positions=range(len(values)), widths=0.55, showfliers=False,
                medianprops={"color": BEST}, boxprops={"color": "#555555"})
     rng = np.random.default_rng(0)  # the same jitter on every report of the study
     for i, v in enumerate(values):
         for once, style in ((False, {"color": DOTS}), (True, {"facecolors": "none", "edgecolors": "#7f7f7f"})):
-            times = [t.m.median_ms for t in s.ok if t.m.params.get(name) == v and t.m.pruned == once]
+            times = [t.m.median_ms for t in trials if t.m.params.get(name) == v and t.m.pruned == once]
             ax.scatter(i + rng.uniform(-0.18, 0.18, len(times)), times, s=8, zorder=3, **style)
-    if best is not None and best.m.params.get(name) in values:
+    if best is not None and best in trials and best.m.params.get(name) in values:
         ax.scatter([values.index(best.m.params[name])], [best.m.median_ms], marker="*", s=90, color="#d62728",
                    zorder=4)
     ax.set_xticks(range(len(values)), [str(v) for v in values], fontsize=7,
                   rotation=30 if sum(len(str(v)) for v in values) > 14 else 0)
-    share = s.importances.get(name)
-    ax.set_title(name + (f"  (importance {share:.0%})" if share is not None else ""), fontsize=8)
+    share, where = s.importances.get(name), s.importance_where.get(name)
+    note = (f"importance {share:.0%}" if share is not None else "") + (f" where {where}" if where else "")
+    ax.set_title(name + (f"  ({note})" if note else ""), fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.3)
 
 
@@ -141,12 +143,14 @@ def importances(s: Section) -> bytes | None:
     names = [n for n in s.variant_first() if n in s.importances]
     if not names:
         return None
-    fig = _figure(5.5, 0.3 * len(names) + 1.0)
+    fig = _figure(5.5, 0.3 * len(names) + 1.0 + 0.2 * bool(s.importance_where))
     ax = fig.add_subplot()
     ax.barh(range(len(names)), [s.importances[n] for n in names], color=BEST)
-    ax.set_yticks(range(len(names)), names, fontsize=8)
+    where = s.importance_where
+    ax.set_yticks(range(len(names)), [f"{n} (where {where[n]})" if n in where else n for n in names], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("importance for log(time), normalized to sum to 1")
+    ax.set_xlabel("importance for log(time), normalized to sum to 1"
+                  + ("\n(one with a condition: among the trials where it applies)" if where else ""))
     ax.set_title(f"parameter importances ({s.importance_method}, verified trials)", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     return _png(fig)

@@ -399,9 +399,13 @@ def _rate(report: Any) -> str:
     return f"{60 * report.measured / report.wall_s:.1f} trials/min" if report.wall_s > 0 else "no time"
 
 
-def _fmt_params(params: Any) -> str:
+def _fmt_params(params: Any, spec: Any = None, problem: Any = None) -> str:
+    """``params`` as ``WPT=4 WG=64``; given the spec, without those the configuration ignores
+    (a parameter whose ``when`` does not hold: it keeps its first value, which means nothing)."""
     from .spec import config_label  # here: importing spec at the top would slow every --help
-    return config_label(params)
+
+    ignored = set() if spec is None else spec.inactive(params, problem or {})
+    return config_label({k: v for k, v in params.items() if k not in ignored})
 
 
 def _progress(spec: Any, label: str = "") -> Any:
@@ -429,10 +433,11 @@ def _progress(spec: Any, label: str = "") -> Any:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "
             once = "  (pruned)" if rec.pruned else ""
-            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params)}{once}",
+            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params, spec)}{once}",
                   flush=True)
         else:
-            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params)}  ({_clip(rec.message, 120)})", flush=True)
+            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params, spec)}  ({_clip(rec.message, 120)})",
+                  flush=True)
     return show
 
 
@@ -448,7 +453,7 @@ def _verdict(report: Any) -> str:
     kept = report.profile_kept
     if kept is None:
         return str(report.profile_verdict)
-    config = " ".join([_fmt_params(kept.params), *kept.build_flags])
+    config = " ".join([_fmt_params(kept.params, report.spec, report.problem), *kept.build_flags])
     than = "as fast as" if report.best is not None and kept.time_ms >= report.best.median_ms else "faster than"
     return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
             f"is {than} this run's best and stays ({config})")
@@ -472,7 +477,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     else:
         flags = report.spec.enabled_flags(best.params)
         shown = report.spec.without_flags(best.params)
-        lines.append(f"  best        {_fmt_params(shown)}" + (f"  flags: {' '.join(flags)}" if flags else ""))
+        lines.append(f"  best        {_fmt_params(shown, report.spec, report.problem)}"
+                     + (f"  flags: {' '.join(flags)}" if flags else ""))
         lo, hi = best.spread
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         if report.confirmed and report.runner_up is not None:
@@ -642,7 +648,7 @@ def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
             f" (load_kernel skips it: {why}; the next run of this size replaces it)" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
-                     f"{_fmt_params(e.params)} {' '.join(e.build_flags)}{mark}"))
+                     f"{_fmt_params(e.params, spec, e.problem)} {' '.join(e.build_flags)}{mark}"))
     head = ("problem", "time ms", "throughput", "trials", "params")
     w = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     print(f"\n{title}")
@@ -658,7 +664,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     r = benchmark.run(spec, problem, args.device)
     print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), "
           f"{problem_label(r.problem)}")
-    print(f"  config      {r.choice.origin}: {_fmt_params(r.choice.params)}")
+    print(f"  config      {r.choice.origin}: {_fmt_params(r.choice.params, r.spec, r.problem)}")
     m = r.measurement
     if not m.ok:
         print(f"  FAILED      {m.status.value}: {m.message}")

@@ -563,6 +563,25 @@ def test_a_baseline_may_name_a_parameter_its_variant_ignores(tmp_path):
     assert report.baseline is not None and report.baseline.params == {"WPT": 1, "MODE": 0, "WG": 16, "mad": False}
 
 
+def test_lines_leave_out_the_parameters_a_configuration_ignores(tmp_path, capsys):
+    """Trial 12: progress lines and the summary showed MODE=0 WG=16, as if WG were chosen."""
+    class ModeZeroFast(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            t = 1.0 / params["WPT"] if params["MODE"] == 0 else 10.0
+            return Measurement(Status.OK, times_ms=(t, t, t), error=0.0)
+
+    yaml_text = SCALE_YAML.replace("  WG: [16, 32, 64, 128, 512]\n  MODE: [0]",
+                                   "  MODE: [0, 1]\n  WG: {values: [16, 32, 64, 128, 512], when: MODE == 1}")
+    spec = specs.load(write_spec(tmp_path, yaml_text))
+    report = tune(spec, TuneOptions(trials=12, sampler="grid", timeout_s=None, storage=":memory:", save=False),
+                  evaluator=ModeZeroFast(), info=FAKE, progress=cli._progress(spec))
+    lines = capsys.readouterr().out.splitlines()
+    assert report.best is not None and report.best.params["MODE"] == 0
+    assert re.search(r"^  best        WPT=\d+ MODE=0$", cli.format_report(report), re.M), cli.format_report(report)
+    assert any("MODE=0 mad=" in line for line in lines) and any("MODE=1 WG=" in line for line in lines)
+    assert not any("MODE=0 WG=" in line for line in lines), lines
+
+
 def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verification(scale):
     from autotune.cli import format_report
 

@@ -59,7 +59,8 @@ def test_lint_names_a_template_default_for_a_near_miss_of_a_parameter(tmp_path):
 def test_lint_names_a_variant_no_launch_step_applies_to(tmp_path):
     """Trial 12: a value added to a variant parameter with no launch step for it made its
     configurations invalid, and the run said nothing of it."""
-    yaml_text = SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1, 2]").replace("  entry: scale", "  entry: scale\n  when: MODE < 2")
+    yaml_text = SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1, 2]").replace("  entry: scale",
+                                                                         "  entry: scale\n  when: MODE < 2")
     (warning,) = specs.lint(specs.load(write_spec(tmp_path, yaml_text)))
     assert warning.endswith("launch: no step applies where MODE=2, so those configurations never run; give a step "
                             "a 'when' that holds there, or drop the value"), warning

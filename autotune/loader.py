@@ -291,8 +291,10 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         params = canonical(spec, params, problem, info.facts())
         if params not in tuned and params not in own.values() and _valid(spec, params, problem, info.facts()):
             own[what] = params
-    # with nothing tuned valid, the default (else the baseline) sets the others' cut-off
-    first = tuned or [own[w] for w in ("default", "baseline") if w in own][:1]
+    if not tuned and "default" not in own and (near := _closest_default(spec, problem, info.facts())) is not None:
+        own.setdefault(NEAR_DEFAULT, near)  # what would be used unverified otherwise: verified too
+    # with nothing tuned valid, the default (else the one most like it, else the baseline) sets the cut-off
+    first = tuned or [own[w] for w in ("default", NEAR_DEFAULT, "baseline") if w in own][:1]
     if not first:
         return None
     try:
@@ -321,6 +323,10 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)} and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
+
+
+#: How first use names the valid configuration most like an invalid default.
+NEAR_DEFAULT = "configuration nearest its default"
 
 
 def _timed(tuned: int, own: list[str]) -> str:

@@ -94,9 +94,12 @@ def check_outputs(spec: KernelSpec) -> None:
                  for kernel, parts in kernels if kernel == step.entry and len(parts) == len(step.args)]
         if takes and all(_read_only(text) for _, text in takes):
             entry, text = takes[0]
+            declared_as = re.findall(r"\w+", text)[-1]
+            fix = ("list only what the kernels write in outputs (an input is given by inputs() alone)"
+                   if declared_as == name else f"args binds {name} to {declared_as}: check that args lists the "
+                   "kernel's arguments in the order of its signature")
             raise SpecError(f"{spec.path}: outputs: {name} is read-only in kernel {entry} "
-                            f"({' '.join(text.split())}), so no launch step writes it; list only what "
-                            "the kernels write in outputs (an input is given by inputs() alone)")
+                            f"({' '.join(text.split())}), so no launch step writes it; {fix}")
 
 
 def _read_only(text: str) -> bool:

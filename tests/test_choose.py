@@ -131,6 +131,22 @@ def test_without_a_valid_tuned_configuration_the_default_or_the_one_most_like_it
     assert choose([folders[0]], FakeTimer({}), M=512, N=512, K=512).params == MM.default_config
 
 
+def test_with_nothing_tuned_valid_and_the_default_invalid_the_one_most_like_it_is_verified(folders, monkeypatch):
+    """Trial 11: it was returned unverified, although measuring was on."""
+    monkeypatch.setattr(loader, "_warned", set())
+    problem = MM.resolve_problem({"M": 100, "N": 100, "K": 100})
+    near = loader._closest_default(MM, problem, FAKE.facts())
+    assert near is not None and near != MM.default_config  # its 128 x 128 tile does not fit in 100 rows
+    timer = FakeTimer({near["MWG"]: 0.5})  # the baseline fails to build
+    with pytest.warns(loader.AutotuneWarning, match="verified and timed the spec’s baseline and configuration "
+                                                    "nearest its default there"):
+        c = loader.choose(MM, FAKE, problem, [folders[0]], timer)
+    assert c.origin == "measured" and c.params == near
+    timer = FakeTimer({near["MWG"]: "wrong"})
+    with pytest.raises(loader.ProblemError, match="each configuration it could use gives wrong results"):
+        choose([folders[0] / "other"], timer, M=100, N=100, K=100)
+
+
 def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tmp_path, monkeypatch):
     monkeypatch.setattr(loader, "_warned", set())
     copy = tmp_path / "mine" / "matmul.yaml"

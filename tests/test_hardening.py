@@ -22,7 +22,7 @@ from autotune.measure import make_workload
 from autotune.result import Measurement, Status
 from autotune.study import open_storage
 from autotune.tuner import TuneOptions, study_name, tune
-from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
+from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
 
 
 class Fast(QuietEvaluator):
@@ -92,8 +92,15 @@ def test_a_parameter_or_derived_value_as_an_argument_says_how_the_kernel_gets_it
 @needs_opencl
 def test_arguments_in_another_order_than_the_kernels_say_that_nothing_was_written(tmp_path):
     """args: [y, x] binds y to the kernel's const input: every configuration left y as poisoned,
-    and the reason said only that its elements were not finite."""
+    and the reason said only that its elements were not finite. The const is seen first now;
+    where the kernel's types say nothing, the unwritten output says it."""
     spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [y, x]")))
+    with pytest.raises(SpecError, match=r"outputs: y is read-only in kernel scale \(__global const float\* x\), so "
+                       r"no launch step writes it; args binds y to x: check that args lists the kernel's "
+                       r"arguments in the order of its signature"):
+        tune(spec, TuneOptions(trials=3, timeout_s=None, save=False, storage=":memory:"))
+    spec = specs.load(write_spec(tmp_path / "b", SCALE_YAML.replace("args: [x, y]", "args: [y, x]"),
+                                 template=TEMPLATE_CL.replace("const ", "")))
     report = tune(spec, TuneOptions(trials=3, timeout_s=None, save=False, storage=":memory:"))
     why = report.failure_examples["wrong_result"]
     assert why.startswith("y: 256 of 256 elements are not finite") and "no element was written" in why

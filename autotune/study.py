@@ -191,6 +191,20 @@ def quiet_optuna() -> Iterator[None]:
         optuna.logging.set_verbosity(previous)
 
 
+def _other_versions(storage: optuna.storages.BaseStorage, name: str) -> int:
+    """The trials held by studies of ``name``'s kernel, device and problem and another spec hash."""
+    me = StudyId.parse(name)
+    if me is None:
+        return 0
+    total = 0
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        other = StudyId.parse(summary.study_name)
+        if other is not None and other != me and (other.kernel, other.slug, other.label) == (me.kernel, me.slug,
+                                                                                             me.label):
+            total += summary.n_trials
+    return total
+
+
 def supersedes(new: Measurement, old: Measurement) -> bool:
     """Whether ``new``, a later measurement of ``old``'s configuration, replaces it: a timeout
     measured again under a longer limit (tuner: ``_Run.retried``). Otherwise the first stands."""
@@ -210,9 +224,12 @@ class StudyLog:
     """
 
     def __init__(self, study: optuna.Study, store: optuna.Study | None = None,
-                 engine: Any = None) -> None:
+                 engine: Any = None, other_versions: int = 0) -> None:
         self.study = study
         self.store = store
+        #: trials of the studies of the same kernel, device and problem made with other
+        #: versions of the spec (an edit starts a new study; those stay for `autotune report`)
+        self.other_versions = other_versions
         self.engine = engine  # the database's SQLAlchemy engine (claims.Claims), None in memory
         self._taken_in: set[int] = set()  # stored trials' numbers refresh() has looked at
         self._refreshed = -math.inf  # time.monotonic() of the last refresh()
@@ -250,7 +267,7 @@ class StudyLog:
         work.add_trials(store.get_trials(deepcopy=False))
         if _STARTED not in store.user_attrs:  # the study's first worker: the clock of --study-timeout
             store.set_user_attr(_STARTED, time.time())
-        return cls(work, store, getattr(opened, "engine", None))
+        return cls(work, store, getattr(opened, "engine", None), _other_versions(opened, name))
 
     @property
     def started_at(self) -> float | None:

@@ -209,6 +209,7 @@ class RunState:
     study_budget: int | None = None  # --study-trials
     retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
     warm_from: tuple[str, ...] = ()  # other devices whose winners are measured first
+    other_versions: int = 0  # a new study's trials made with earlier versions of the spec
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -326,7 +327,8 @@ class _Run:
         if why is not None:
             warn(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
                  f"{info.name} ({why}): the run reports no speed-up")
-        self.state = RunState(budget=options.trials, study_budget=options.study_trials)
+        self.state = RunState(budget=options.trials, study_budget=options.study_trials,
+                              other_versions=self.log.other_versions if not self.log.seen else 0)
         self.limits = KernelLimits()
         self._take_in(list(self.log.seen.values()))
         self.proposer = Proposer(options.sampler, valid, options.seed)

@@ -589,6 +589,23 @@ def test_lines_leave_out_the_parameters_a_configuration_ignores(tmp_path, capsys
     assert not any("MODE=0 WG=" in line for line in lines), lines
 
 
+def test_a_new_study_after_a_spec_edit_says_that_the_earlier_ones_trials_are_kept_apart(tmp_path, capsys):
+    """Trial 10: after a template edit the run started from nothing without a word."""
+    path = write_spec(tmp_path, SCALE_YAML)
+    options = TuneOptions(trials=3, seed=0, timeout_s=None, save=False)
+    tune(str(path), options, evaluator=Fast(), info=FAKE)
+    (tmp_path / "scale.cl").write_text((tmp_path / "scale.cl").read_text() + "\n// edited\n")
+    edited = specs.load(str(path))
+    tune(edited, options, evaluator=Fast(), info=FAKE, progress=cli._progress(edited))
+    tune(edited, options, evaluator=Fast(), info=FAKE, progress=cli._progress(edited))  # resumed: no line
+    said = [line for line in capsys.readouterr().out.splitlines() if "a new study" in line]
+    assert said == ["a new study: the spec's template, reference or space has changed since its 3 trials at this "
+                    "size on this device, which are kept apart (`autotune report` shows them)"]
+    tune(edited, replace(options, trials=2), problem={"N": 512}, evaluator=Fast(), info=FAKE,
+         progress=cli._progress(edited))
+    assert "a new study" not in capsys.readouterr().out, "a new size is not another version"
+
+
 def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verification(scale):
     from autotune.cli import format_report
 

@@ -166,8 +166,11 @@ class KernelSpec:
 
         Example: matmul's ``KWG`` (``when: ALGO == 'tiled'``) for a configuration of another ALGO.
         """
-        env = self.env(problem, params, facts)
-        out = set()
+        out: set[str] = set()
+        try:
+            env = self.env(problem, params, facts)
+        except (AutotuneError, ArithmeticError, TypeError):  # a derived value fails for these values
+            return out
         for p in self.parameters:
             try:
                 if p.when is not None and not p.when(env):

@@ -232,19 +232,27 @@ class Bench:
         if overrun := self._run(launch):
             return Measurement(Status.WRONG_RESULT, overrun)
         checked = self._check_outputs()
-        if isinstance(checked, Measurement) and (read := self._read_outside(launch, checked.message)):
-            return replace(checked, message=read)
+        if isinstance(checked, Measurement) and (
+                why := self._read_outside(launch, checked.message) or self._read_unwritten(launch, checked.message)):
+            return replace(checked, message=why)
         return checked
 
-    def _run(self, launch: Launch, zeroed: Collection[guards.ZoneKey] = ()) -> str | None:
-        """Launch once on poisoned outputs and filled guard zones (``zeroed`` with 0 instead);
-        what it wrote outside a buffer, if anything."""
+    def _run(self, launch: Launch, zeroed: Collection[guards.ZoneKey] = (), clear: Collection[str] = ()) -> str | None:
+        """Launch once on poisoned outputs and scratch buffers (``clear``: those scratch buffers
+        at 0) and filled guard zones (``zeroed`` with 0 instead); what it wrote outside a buffer,
+        if anything."""
         for name in self.spec.outputs:
             buf = self.args[name]
             if name in self.spec.inplace:  # read and written: start from the inputs' values
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
                 cl.enqueue_fill_buffer(self.queue, buf, np.uint8(POISON_BYTE), 0, self._zones[name].size)
+        # a scratch buffer starts undefined (load_kernel's holds the previous call's values): poisoned
+        # too, so that a kernel that reads an element before writing it (partial[g] += t) cannot pass
+        for name, nbytes in launch.geometry.scratch:
+            if nbytes:
+                cl.enqueue_fill_buffer(self.queue, launch.scratch[name], np.uint8(0 if name in clear else POISON_BYTE),
+                                       0, nbytes)
         zones = self._guarded(launch)
         guards.fill(self.queue, zones, zeroed)
         self._finish(launch.enqueue(self.queue, self.args))
@@ -267,6 +275,27 @@ class Bench:
         rest = self._check_outputs()
         also = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else ""
         return f"{reason}; with NaN there: {failure}{also}"
+
+    def _read_unwritten(self, launch: Launch, failure: str) -> str | None:
+        """The reason for ``failure`` where the kernels read a scratch buffer before writing it:
+        the scratch buffers whose NaN, set to 0, changes which output elements are not finite
+        (one launch more per buffer, only for a configuration that failed)."""
+        names = [name for name, nbytes in launch.geometry.scratch if nbytes]
+        if not names:
+            return None
+        self._run(launch)
+        with_nan = self._outputs_marks()
+        found = [n for n in names if self._run(launch, clear=[n]) is None and self._outputs_marks() != with_nan]
+        if not found:
+            return None
+        self._run(launch, clear=found)
+        rest = self._check_outputs()
+        still = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else \
+            " (with 0 there it verifies)"
+        listed = ", ".join(f"scratch.{n}" for n in found)
+        return (f"{listed}: read before written (a scratch buffer starts undefined, and in load_kernel holds "
+                f"the previous call's values: write each element before reading it, e.g. = not +=); with NaN "
+                f"there: {failure}{still}")
 
     def _outputs_marks(self) -> list[bytes]:
         """Each output's non-finite elements (floats) or its values (integers), to compare runs:

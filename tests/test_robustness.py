@@ -159,6 +159,23 @@ def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_nev
     assert entry.params["SHORT"] == 0
 
 
+def test_a_configuration_that_reads_a_scratch_buffer_before_writing_it_fails_verification(tmp_path):
+    """Trial 13: `t[i] += ...` on a fresh scratch buffer passed where the memory held zeros, was
+    saved, and in the application doubled its result on the second call."""
+    text = TWO_STEPS_YAML.replace("parameters: {WG: [64]}", "parameters: {WG: [64], MODE: [0, 1]}")
+    template = TWO_STEPS_CL.replace("t[i] = 2.0f * x[i];", "\n#if MODE == 1\n t[i] += 2.0f * x[i];\n#else\n"
+                                                           " t[i] = 2.0f * x[i];\n#endif\n")
+    sp = specs.load(write_spec(tmp_path, text, template=template, ref=TWO_STEPS_REF, name="twosteps.yaml"))
+    report = tune(sp, TuneOptions(sampler="grid", trials=10, timeout_s=None, save=False, storage=":memory:"))
+    assert report.failures == {"wrong_result": 1}, report.failure_examples
+    why = report.failure_examples["wrong_result"]
+    assert why.startswith("scratch.t: read before written (a scratch buffer starts undefined, and in load_kernel "
+                          "holds the previous call's values: write each element before reading it, e.g. = not +=); "
+                          "with NaN there: y: "), why
+    assert why.endswith("(with 0 there it verifies)"), why
+    assert report.best is not None and report.best.params["MODE"] == 0
+
+
 def _cli(spec_path, *extra):
     return [sys.executable, "-m", "autotune", "run", str(spec_path), "--sampler", "grid",
             "--trials", "1000", *extra]

@@ -421,7 +421,7 @@ def _progress(spec: Any, label: str = "") -> Any:
             if state.other_versions:
                 print(f"{who}a new study: the spec's template, reference or space has changed since its "
                       f"{state.other_versions} trials at this size on this device, which are kept apart "
-                      "(`autotune report` shows them)", flush=True)
+                      "(reverting the edit resumes them)", flush=True)
             if state.warm_from:
                 print(f"{who}no tuned {spec.name} on this device yet: starting from the winners on "
                       f"{', '.join(state.warm_from)}", flush=True)

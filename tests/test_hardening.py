@@ -600,7 +600,7 @@ def test_a_new_study_after_a_spec_edit_says_that_the_earlier_ones_trials_are_kep
     tune(edited, options, evaluator=Fast(), info=FAKE, progress=cli._progress(edited))  # resumed: no line
     said = [line for line in capsys.readouterr().out.splitlines() if "a new study" in line]
     assert said == ["a new study: the spec's template, reference or space has changed since its 3 trials at this "
-                    "size on this device, which are kept apart (`autotune report` shows them)"]
+                    "size on this device, which are kept apart (reverting the edit resumes them)"]
     tune(edited, replace(options, trials=2), problem={"N": 512}, evaluator=Fast(), info=FAKE,
          progress=cli._progress(edited))
     assert "a new study" not in capsys.readouterr().out, "a new size is not another version"

@@ -386,33 +386,41 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
 
 
 def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
-    """A warning where some values of the parameters that the launch steps' ``when`` conditions
-    name leave no step to launch (a variant added to the values and given no step): those
-    configurations are never valid, and nothing else would say why. Checked at the spec's
-    default problem, over at most ``most`` combinations of those parameters."""
-    whens = [step.when for step in spec.launch]
-    if any(w is None for w in whens):
-        return []  # a step that always applies
+    """Warnings where the launch steps' ``when`` conditions leave some values of the parameters
+    they name with no step to launch (a variant added to the values and given no step: its
+    configurations are never valid), or where a step's ``when`` holds for none (the step never
+    runs). Over at most ``most`` combinations of those parameters; a condition that names a
+    problem key or a device fact is taken to hold."""
+    # a condition on the problem (a tail step for sizes not a multiple) may hold at other sizes
+    whens = [s.when if s.when is not None and spec.behind(s.when.names) <= set(spec.parameter_names) else None
+             for s in spec.launch]
     named = spec.behind(n for w in whens if w is not None for n in w.names)
     params = [p for p in spec.parameters if p.name in named]
-    if not params or math.prod(len(p.values) for p in params) > most:
+    if not any(whens) or math.prod(len(p.values) for p in params) > most:
         return []
-    problem, first = spec.default_problem(), {p.name: p.values[0] for p in spec.parameters}
+    first = {p.name: p.values[0] for p in spec.parameters}
     none: list[dict[str, Value]] = []
+    ran = [w is None for w in whens]
     for values in itertools.product(*(p.values for p in params)):
         chosen = dict(zip((p.name for p in params), values, strict=True))
         try:
-            env = spec.env(problem, {**first, **chosen})
-            if not any(w is not None and w(env) for w in whens):
-                none.append(chosen)
+            env = spec.env(spec.default_problem(), {**first, **chosen})
+            holds = [w is None or bool(w(env)) for w in whens]
         except (AutotuneError, TypeError):
-            continue  # a condition that needs the device's facts, or fails here: not judged
-    if not none:
-        return []
-    where = ", ".join(f"{k}={v}" for k, v in none[0].items())
-    more = f" (and {len(none) - 1} more combinations of {', '.join(p.name for p in params)})" if len(none) > 1 else ""
-    return [f"{spec.path}: launch: no step applies where {where}{more}, so those configurations never run; "
-            "give a step a 'when' that holds there, or drop the value"]
+            return []
+        ran = [a or b for a, b in zip(ran, holds, strict=True)]
+        if not any(holds):
+            none.append(chosen)
+    out = [f"{spec.path}: launch[{i}] ({step.entry}): its when {step.when.source!r} holds for no configuration, "
+           "so it never runs; widen the condition or drop the step"
+           for i, (step, r) in enumerate(zip(spec.launch, ran, strict=True)) if not r and step.when]
+    if none and len(none) < math.prod(len(p.values) for p in params):  # else: said of each step above
+        where = ", ".join(f"{k}={v}" for k, v in none[0].items())
+        names = ", ".join(p.name for p in params)
+        more = f" (and {len(none) - 1} more combinations of {names})" if len(none) > 1 else ""
+        out.append(f"{spec.path}: launch: no step applies where {where}{more}, so those configurations never run; "
+                   "give a step a 'when' that holds there, or drop the value")
+    return out
 
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")

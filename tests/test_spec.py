@@ -65,6 +65,12 @@ def test_lint_names_a_variant_no_launch_step_applies_to(tmp_path):
     assert warning.endswith("launch: no step applies where MODE=2, so those configurations never run; give a step "
                             "a 'when' that holds there, or drop the value"), warning
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", yaml_text.replace("MODE < 2", "MODE < 3")))) == []
+    # trial 13: a step whose when never holds (WG > 1000 with WG at most 512) never runs
+    (warning,) = specs.lint(specs.load(write_spec(tmp_path / "never", yaml_text.replace("MODE < 2", "WG > 1000"))))
+    assert warning.endswith("launch[0] (scale): its when 'WG > 1000' holds for no configuration, so it never runs; "
+                            "widen the condition or drop the step"), warning
+    # one on the problem may hold at another size: not judged
+    assert specs.lint(specs.load(write_spec(tmp_path / "n", yaml_text.replace("MODE < 2", "N > 100000")))) == []
 
 
 def test_unknown_kernel_suggests_a_name():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import threading
 import time
@@ -59,6 +60,9 @@ from .warmstart import other_devices, previous_winners
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
+#: A reason from space.check_geometry: the launch sizes, not the problem or the space, are at fault.
+_LAUNCH_REASON = re.compile(r"(global|local) size .* (not divisible|must be positive)")
+
 #: The baseline's time limit when --max-time-per-config is not given (the others' limit is
 #: derived from the baseline's time): generous, but a hanging baseline must not run forever.
 BASELINE_LIMIT_S = 300.0
@@ -771,7 +775,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise ProblemError(
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
             f"(the default's reason: {why}); every configuration is ruled out for this problem: "
-            "choose a problem the spec allows, or widen its space")
+            + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
+               "device's work-group size)" if why and _LAUNCH_REASON.search(why) else
+               "choose a problem the spec allows, or widen its space"))
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)

@@ -606,6 +606,15 @@ def test_a_new_study_after_a_spec_edit_says_that_the_earlier_ones_trials_are_kep
     assert "a new study" not in capsys.readouterr().out, "a new size is not another version"
 
 
+def test_a_space_that_no_launch_size_fits_points_at_the_launch_not_the_problem(tmp_path):
+    """Trial 13: global N // WPT + 1 is never a multiple of the work-group, and the fix offered
+    was to choose another problem or widen the space."""
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N // WPT + 1"]')))
+    with pytest.raises(ProblemError, match=r"global size \(257,\) not divisible by local \(16,\)\); every "
+                       r"configuration is ruled out for this problem: check the spec's launch sizes"):
+        run(spec)
+
+
 def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verification(scale):
     from autotune.cli import format_report
 

@@ -531,6 +531,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
+    elif best is not None:  # a verified best goes to the profile unless saving was off
+        lines.append("  profile     not saved (--no-save)")
     lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)
 

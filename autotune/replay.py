@@ -112,7 +112,8 @@ def _read(path: Path) -> dict[str, Any]:
         text = (gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data).decode("utf-8")
     except OSError as exc:
         raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
-                           "file (.json or .json.gz)") from None
+                           "file (.json or .json.gz): `bash benchmarks/fetch_recorded_spaces.sh DIR` downloads "
+                           "the README's recorded spaces from GitHub (it needs internet access)") from None
     except (ValueError, EOFError) as exc:  # a broken gzip stream, or not UTF-8
         raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
     raw = _parse(text, path)

@@ -9,7 +9,11 @@ dir=${1:?usage: fetch_recorded_spaces.sh DIR}
 commit=8eeb99e7179e6838af95d392ac6c60cebfd8c434  # the snapshot the table was measured on
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git clone -q https://github.com/AutoTuningAssociation/benchmark_hub "$tmp/hub"
+git clone -q https://github.com/AutoTuningAssociation/benchmark_hub "$tmp/hub" || {
+  echo "fetch_recorded_spaces.sh: cannot clone github.com/AutoTuningAssociation/benchmark_hub (above);" \
+       "it needs internet access: run it where there is, and copy $dir here" >&2
+  exit 1
+}
 git -C "$tmp/hub" checkout -q "$commit"
 mkdir -p "$dir/others"
 copy() { while read -r name path; do cp "$tmp/hub/$path" "$1/$name.json.gz"; done; }

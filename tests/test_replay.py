@@ -103,6 +103,14 @@ def test_an_interrupted_replay_says_what_is_complete_and_promises_no_resume(tmp_
     assert err.count("\n") == 1
 
 
+def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
+    """Trial 13: the README's command without the fetched files said only 'cannot read'."""
+    with pytest.raises(ProblemError, match=r"\(No such file or directory\); give a Kernel Tuner cache file "
+                       r"\(.json or .json.gz\): `bash benchmarks/fetch_recorded_spaces.sh DIR` downloads the README's "
+                       r"recorded spaces from GitHub \(it needs internet access\)"):
+        replay.load(tmp_path / "kt_gemm__RTX_3090.json.gz")
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read"),
     ("{not json", "is not a JSON cache file"),

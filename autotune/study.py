@@ -228,7 +228,7 @@ class StudyLog:
         self.study = study
         self.store = store
         #: trials of the studies of the same kernel, device and problem made with other
-        #: versions of the spec (an edit starts a new study; those stay for `autotune report`)
+        #: versions of the spec (an edit starts a new study; those stay, and reverting the edit resumes one)
         self.other_versions = other_versions
         self.engine = engine  # the database's SQLAlchemy engine (claims.Claims), None in memory
         self._taken_in: set[int] = set()  # stored trials' numbers refresh() has looked at

@@ -10,9 +10,9 @@ answer is a ``wrong_result``. Anything else propagates: it is a bug.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyopencl as cl
@@ -25,6 +25,8 @@ from .signatures import as_kernel_scalars, check_inputs, check_launch, check_out
 from .space import check as check_config
 from .spec import KernelSpec, Value
 from .verify import POISON_BYTE, Expected
+
+_K = TypeVar("_K")  # a place verification fills with NaN: a guard zone's key, a scratch buffer's name
 
 
 @dataclass(frozen=True)
@@ -259,43 +261,47 @@ class Bench:
         return guards.written(self.queue, zones, zeroed)
 
     def _read_outside(self, launch: Launch, failure: str) -> str | None:
-        """The reason for ``failure`` where the kernels read outside an array they only read: the
-        zones whose NaN, set to 0, changes which output elements are not finite (one launch more
-        per zone, and one with them all at 0 to say what else is wrong; only for a
-        configuration that failed). A read whose value does not reach the outputs is not seen."""
+        """The reason for ``failure`` where the kernels read outside an array they only read (see
+        :meth:`_culprits`; a read whose value does not reach the outputs is not seen)."""
         keys = [(z.what, side) for z in self._zones.values() if z.read_only for side, _, _ in z.sides()]
-        if not keys:
-            return None
-        with_nan = self._outputs_marks()
-        found = [k for k in keys if self._run(launch, [k]) is None and self._outputs_marks() != with_nan]
+        found, rest = self._culprits(keys, lambda zeroed: self._run(launch, zeroed=zeroed))
         if not found:
             return None
         reason = guards.read_outside(found, {z.what: z.size for z in self._zones.values()})
-        self._run(launch, found)
-        rest = self._check_outputs()
         also = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else ""
         return f"{reason}; with NaN there: {failure}{also}"
 
     def _read_unwritten(self, launch: Launch, failure: str) -> str | None:
-        """The reason for ``failure`` where the kernels read a scratch buffer before writing it:
-        the scratch buffers whose NaN, set to 0, changes which output elements are not finite
-        (one launch more per buffer, only for a configuration that failed)."""
+        """The reason for ``failure`` where the kernels read a scratch buffer before writing it
+        (see :meth:`_culprits`)."""
         names = [name for name, nbytes in launch.geometry.scratch if nbytes]
         if not names:
             return None
-        self._run(launch)
-        with_nan = self._outputs_marks()
-        found = [n for n in names if self._run(launch, clear=[n]) is None and self._outputs_marks() != with_nan]
+        self._run(launch)  # as verified: _read_outside may have launched with zones at 0 since
+        found, rest = self._culprits(names, lambda clear: self._run(launch, clear=clear))
         if not found:
             return None
-        self._run(launch, clear=found)
-        rest = self._check_outputs()
         still = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else \
             " (with 0 there it verifies)"
         listed = ", ".join(f"scratch.{n}" for n in found)
         return (f"{listed}: read before written (a scratch buffer starts undefined, and in load_kernel holds "
                 f"the previous call's values: write each element before reading it, e.g. = not +=); with NaN "
                 f"there: {failure}{still}")
+
+    def _culprits(self, keys: Sequence[_K], run_with_zero: Callable[[Sequence[_K]], str | None]
+                  ) -> tuple[list[_K], tuple[float, float] | Measurement | None]:
+        """Of ``keys`` (places that hold NaN when verifying), those whose NaN, set to 0 by
+        ``run_with_zero``, changes which output elements are not finite: one launch more per key,
+        only for a configuration that failed, compared with the outputs as the last launch left
+        them. Then the outputs' check with all of those at 0, to say what else is wrong."""
+        if not keys:
+            return [], None
+        with_nan = self._outputs_marks()
+        found = [k for k in keys if run_with_zero([k]) is None and self._outputs_marks() != with_nan]
+        if not found:
+            return [], None
+        run_with_zero(found)
+        return found, self._check_outputs()
 
     def _outputs_marks(self) -> list[bytes]:
         """Each output's non-finite elements (floats) or its values (integers), to compare runs:

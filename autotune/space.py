@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -115,6 +116,15 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
         if over:
             return f"{step.entry}: {over}"
     return None
+
+
+def is_launch_reason(reason: str) -> bool:
+    """Whether a reason from :func:`check_geometry` faults the launch sizes themselves (a global
+    size not a multiple of its local size, or not positive), not the device's limits."""
+    return _LAUNCH_SIZES.search(reason) is not None
+
+
+_LAUNCH_SIZES = re.compile(r"(global|local) size .* (not divisible|must be positive)")
 
 
 def _over_work_group_limits(local: tuple[int, ...], facts: Facts) -> str | None:

@@ -396,15 +396,16 @@ def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
              for s in spec.launch]
     named = spec.behind(n for w in whens if w is not None for n in w.names)
     params = [p for p in spec.parameters if p.name in named]
-    if not any(whens) or math.prod(len(p.values) for p in params) > most:
+    combinations = math.prod(len(p.values) for p in params)
+    if not any(whens) or combinations > most:
         return []
-    first = {p.name: p.values[0] for p in spec.parameters}
+    problem, first = spec.default_problem(), {p.name: p.values[0] for p in spec.parameters}
     none: list[dict[str, Value]] = []
     ran = [w is None for w in whens]
     for values in itertools.product(*(p.values for p in params)):
         chosen = dict(zip((p.name for p in params), values, strict=True))
         try:
-            env = spec.env(spec.default_problem(), {**first, **chosen})
+            env = spec.env(problem, {**first, **chosen})
             holds = [w is None or bool(w(env)) for w in whens]
         except (AutotuneError, TypeError):
             return []
@@ -414,7 +415,7 @@ def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
     out = [f"{spec.path}: launch[{i}] ({step.entry}): its when {step.when.source!r} holds for no configuration, "
            "so it never runs; widen the condition or drop the step"
            for i, (step, r) in enumerate(zip(spec.launch, ran, strict=True)) if not r and step.when]
-    if none and len(none) < math.prod(len(p.values) for p in params):  # else: said of each step above
+    if none and len(none) < combinations:  # else: said of each step above
         where = ", ".join(f"{k}={v}" for k, v in none[0].items())
         names = ", ".join(p.name for p in params)
         more = f" (and {len(none) - 1} more combinations of {names})" if len(none) > 1 else ""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import threading
 import time
@@ -53,16 +52,13 @@ from .measure import TimingOptions, Workload, make_workload
 from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
-from .space import ValidSpace, canonical, check, config_key, geometry, space_size
+from .space import ValidSpace, canonical, check, config_key, geometry, is_launch_reason, space_size
 from .spec import KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
-#: A reason from space.check_geometry: the launch sizes, not the problem or the space, are at fault.
-_LAUNCH_REASON = re.compile(r"(global|local) size .* (not divisible|must be positive)")
-
 #: The baseline's time limit when --max-time-per-config is not given (the others' limit is
 #: derived from the baseline's time): generous, but a hanging baseline must not run forever.
 BASELINE_LIMIT_S = 300.0
@@ -776,7 +772,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
             f"(the default's reason: {why}); every configuration is ruled out for this problem: "
             + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
-               "device's work-group size)" if why and _LAUNCH_REASON.search(why) else
+               "device's work-group size)" if why and is_launch_reason(why) else
                "choose a problem the spec allows, or widen its space"))
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))

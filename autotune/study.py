@@ -224,12 +224,10 @@ class StudyLog:
     """
 
     def __init__(self, study: optuna.Study, store: optuna.Study | None = None,
-                 engine: Any = None, other_versions: int = 0) -> None:
+                 engine: Any = None, storage: optuna.storages.BaseStorage | None = None) -> None:
         self.study = study
         self.store = store
-        #: trials of the studies of the same kernel, device and problem made with other
-        #: versions of the spec (an edit starts a new study; those stay, and reverting the edit resumes one)
-        self.other_versions = other_versions
+        self._storage = storage  # the database the study is in (other_versions); None in memory
         self.engine = engine  # the database's SQLAlchemy engine (claims.Claims), None in memory
         self._taken_in: set[int] = set()  # stored trials' numbers refresh() has looked at
         self._refreshed = -math.inf  # time.monotonic() of the last refresh()
@@ -267,7 +265,13 @@ class StudyLog:
         work.add_trials(store.get_trials(deepcopy=False))
         if _STARTED not in store.user_attrs:  # the study's first worker: the clock of --study-timeout
             store.set_user_attr(_STARTED, time.time())
-        return cls(work, store, getattr(opened, "engine", None), _other_versions(opened, name))
+        return cls(work, store, getattr(opened, "engine", None), opened)
+
+    def other_versions(self) -> int:
+        """The trials of the studies of this kernel, device and problem made with other versions
+        of the spec (an edit starts a new study; those stay, and reverting the edit resumes one).
+        It reads every study's summary: asked only of a new study."""
+        return 0 if self._storage is None else _other_versions(self._storage, self.study.study_name)
 
     @property
     def started_at(self) -> float | None:

@@ -328,7 +328,7 @@ class _Run:
             warn(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
                  f"{info.name} ({why}): the run reports no speed-up")
         self.state = RunState(budget=options.trials, study_budget=options.study_trials,
-                              other_versions=self.log.other_versions if not self.log.seen else 0)
+                              other_versions=self.log.other_versions() if not self.log.seen else 0)
         self.limits = KernelLimits()
         self._take_in(list(self.log.seen.values()))
         self.proposer = Proposer(options.sampler, valid, options.seed)

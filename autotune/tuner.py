@@ -657,6 +657,8 @@ class _Run:
             # stopped by the run's end, not by its own slowness: measured again next time
             self.interrupted()
             raise _OutOfTime
+        if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
+            m = replace(m, message=m.message + self._crash_hint(params))
         # the claim is finished once the trial is stored: a worker that dies before that
         # leaves it to expire, and the configuration is measured again
         m = self.log.tell(cand.trial, replace(m, params=params), then=lambda: self.claims.finish(params))
@@ -674,6 +676,20 @@ class _Run:
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m
+
+    def _crash_hint(self, params: Mapping[str, Value]) -> str:
+        """What in the spec may have killed the worker: a scratch buffer too small for what a
+        kernel writes there (sizes are in bytes: one given in elements is a quarter of a float
+        array), which a CPU device does not catch beyond the guard zone."""
+        geo = geometry(self.spec, params, self.problem, self.facts)
+        bound = {name for step in geo.steps for name in step.args}
+        sizes = [(name, nbytes, dict(self.spec.scratch)[name].source) for name, nbytes in geo.scratch
+                 if name in bound]
+        if not sizes:
+            return ""
+        listed = ", ".join(f"scratch.{name} {nbytes:,} bytes ({source!r})" for name, nbytes, source in sizes)
+        return (f"; its scratch buffers here: {listed}; a kernel that writes past one writes outside any buffer "
+                "(sizes are in bytes, not elements)")
 
     def catch_up(self) -> None:
         """Everything the study holds now (other workers' last trials, the baseline): for the

@@ -159,6 +159,20 @@ def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_nev
     assert entry.params["SHORT"] == 0
 
 
+def test_a_crash_names_the_scratch_sizes_of_its_configuration(tmp_path):
+    """Trial 13: a scratch size that rounds to 0 for some configurations killed the worker
+    (SIGSEGV on a CPU device; an illegal address on a GPU), and the trial said only that."""
+    text = TWO_STEPS_YAML.replace("parameters: {WG: [64]}", "parameters: {WG: [64], EMPTY: [0, 1]}").replace(
+        'scratch: {t: "4 * N"}', 'scratch: {t: "4 * N * (1 - EMPTY)"}')
+    sp = specs.load(write_spec(tmp_path, text, template=TWO_STEPS_CL, ref=TWO_STEPS_REF, name="twosteps.yaml"))
+    report = tune(sp, TuneOptions(sampler="grid", trials=10, timeout_s=None, save=False, storage=":memory:"))
+    ((status, why),) = report.failure_examples.items()
+    assert status in ("crashed", "launch_error"), why
+    assert why.endswith("; its scratch buffers here: scratch.t 0 bytes ('4 * N * (1 - EMPTY)'); a kernel that "
+                        "writes past one writes outside any buffer (sizes are in bytes, not elements)"), why
+    assert report.best is not None and report.best.params["EMPTY"] == 0
+
+
 def test_a_configuration_that_reads_a_scratch_buffer_before_writing_it_fails_verification(tmp_path):
     """Trial 13: `t[i] += ...` on a fresh scratch buffer passed where the memory held zeros, was
     saved, and in the application doubled its result on the second call."""

@@ -314,8 +314,10 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)
     try:
-        kept = profiles.save(entry, spec.name, info.profile_header(), path, usable=spec.stores) == "kept"
-        saved = f"not saved: {path} keeps its tuned entry for this size" if kept else f"saved to {path}"
+        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=spec.stores)
+        saved = (f"not saved: {path} keeps its tuned entry for this size" if verdict == "kept" else
+                 f"saved to {path} beside that entry, which the spec's old version still uses"
+                 if verdict.startswith("added beside") else f"saved to {path}")
     except ProfileError as exc:
         saved = f"not saved: {exc}"
     _warn_once(spec, info, problem, (

@@ -166,47 +166,64 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
           usable: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
-    Returns the new document and the verdict: ``added``, ``replaced`` (better), ``replaced an
-    entry … with another version of the spec`` (its template, reference or space changed, or
-    another spec has this kernel name), ``replaced an entry … not in the spec's space`` (not
-    ``usable``: edited by hand, say), or ``kept`` (the existing one is better, or ``entry`` is a
-    first-use pick and the existing one a usable tuning run's, or one of another version of the spec).
+    Returns the new document and the verdict: ``added``, ``added beside`` a tuning run's entry
+    of another version of the spec (``entry`` is a first-use pick: the two are kept, each used
+    by its own version, so reverting a template edit brings the tuned one back), ``replaced``
+    (better), ``replaced an entry … with another version of the spec`` (its template, reference
+    or space changed, or another spec has this kernel name), ``replaced an entry … not in the
+    spec's space`` (not ``usable``: edited by hand, say), or ``kept`` (the existing one is
+    better, or ``entry`` is a first-use pick and the existing one a usable tuning run's).
     """
     new = {"device": _header(doc, device), "kernels": {}}
     for name, items in (doc.get("kernels") or {}).items():
         new["kernels"][name] = [dict(i) for i in items]
     items = new["kernels"].setdefault(kernel, [])
-    for i, raw in enumerate(items):
-        if dict(raw.get("problem", {})) == dict(entry.problem):
-            old = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
-            stale = old.spec_hash != entry.spec_hash
-            # a choice among tuned configurations never displaces a tuned entry: not even a stale
-            # one (reverting the template's edit makes it usable again), only one edited by hand
-            if entry.picked and not old.picked and (stale or usable is None or usable(old)):
-                return new, "kept"
-            if stale:  # said: it may be another spec of this name's work
-                items[i] = entry.to_yaml()
-                return new, f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
-            if usable is not None and not usable(old):  # load_kernel skips it: it must not block results
-                items[i] = entry.to_yaml()
-                return new, "replaced an entry whose configuration is not in the spec's space"
-            # a time that is not a positive number (edited by hand, say) must not shut out every result
-            better = entry.time_ms < old.time_ms or not (math.isfinite(old.time_ms) and old.time_ms > 0)
-            # a finished run's winner replaces any earlier run's of the same study, slower on paper
-            # or not: it resumed that study and timed its leaders again, the earlier winner among
-            # them, where the stopped run's best was timed once and a finished one's at another
-            # moment (on a noisy device, a lucky time kept over the run's own evidence)
-            resumed = not entry.partial and old.study is not None and old.study == entry.study
-            if better or (old.picked and not entry.picked) or resumed:
-                items[i] = entry.to_yaml()
-                return new, "replaced"
-            if entry.trials > old.trials and entry.study == old.study:  # the study measured more (a stopped run)
-                items[i] = dict(raw, trials=entry.trials)
-                return new, "kept (trial count updated)"
-            return new, "kept"
-    items.append(entry.to_yaml())
+    here = {i: Entry.from_yaml(raw, f"kernels.{kernel}[{i}]") for i, raw in enumerate(items)
+            if dict(raw.get("problem", {})) == dict(entry.problem)}
+    mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
+    others = {id(items[i]) for i in here if i not in mine}  # before any is replaced
+    if mine:
+        verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable)
+    elif entry.picked and any(not old.picked for old in here.values()):
+        items.append(entry.to_yaml())
+        verdict = "added beside the entry tuned for another version of the spec"
+    elif here:  # said: it may be another spec of this name's work
+        first = min(here)
+        items[first] = entry.to_yaml()
+        verdict = f"replaced an entry tuned {here[first].tuned_at or 'earlier'} with another version of the spec"
+    else:
+        items.append(entry.to_yaml())
+        verdict = "added"
+    if not entry.picked and verdict.startswith(("added", "replaced")):
+        # a tuning run's entry supersedes every other version's for its problem, picks included
+        items[:] = [raw for raw in items if id(raw) not in others]
     items.sort(key=lambda r: sorted(map(str, r.get("problem", {}).items())))
-    return new, "added"
+    return new, verdict
+
+
+def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
+                usable: Callable[[Entry], bool] | None) -> str:
+    """Merge ``entry`` over ``old``, ``items[i]``, an entry of the same problem and spec version."""
+    # a choice among tuned configurations never displaces a tuned entry
+    if entry.picked and not old.picked and (usable is None or usable(old)):
+        return "kept"
+    if usable is not None and not usable(old):  # load_kernel skips it: it must not block results
+        items[i] = entry.to_yaml()
+        return "replaced an entry whose configuration is not in the spec's space"
+    # a time that is not a positive number (edited by hand, say) must not shut out every result
+    better = entry.time_ms < old.time_ms or not (math.isfinite(old.time_ms) and old.time_ms > 0)
+    # a finished run's winner replaces any earlier run's of the same study, slower on paper
+    # or not: it resumed that study and timed its leaders again, the earlier winner among
+    # them, where the stopped run's best was timed once and a finished one's at another
+    # moment (on a noisy device, a lucky time kept over the run's own evidence)
+    resumed = not entry.partial and old.study is not None and old.study == entry.study
+    if better or (old.picked and not entry.picked) or resumed:
+        items[i] = entry.to_yaml()
+        return "replaced"
+    if entry.trials > old.trials and entry.study == old.study:  # the study measured more (a stopped run)
+        items[i] = dict(items[i], trials=entry.trials)
+        return "kept (trial count updated)"
+    return "kept"
 
 
 #: What a profile's device block must share with the device its entries are used on: a profile

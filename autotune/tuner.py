@@ -886,5 +886,5 @@ def _save(report: TuneReport, partial: bool, study: str | None) -> TuneReport:
     kept = None
     if verdict.startswith("kept"):  # the summary says which entry stays, and why: its best is not it
         kept = next((e for e in profiles.entries(profiles.read(path), report.spec.name, str(path), lambda _: None)
-                     if dict(e.problem) == dict(report.problem)), None)
+                     if dict(e.problem) == dict(report.problem) and e.spec_hash == report.spec.spec_hash), None)
     return replace(report, profile_path=path, profile_verdict=verdict, profile_kept=kept)

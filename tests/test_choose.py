@@ -216,10 +216,11 @@ def test_an_exact_entry_that_leaves_out_a_parameter_is_not_used_and_the_warning_
                               "(it does not name KSPLIT, which its configuration uses)"), message
 
 
-def test_an_entry_of_another_spec_version_is_named_timed_first_and_never_replaced_by_the_pick(folders, monkeypatch):
+def test_an_entry_of_another_spec_version_is_named_timed_first_and_the_pick_saved_beside_it(folders, monkeypatch):
     """After a template edit the tuned entry for a size is stale: first use says so (not "no
     tuned matmul"), times its configuration first, and keeps the tuning run's entry in the
-    profile, so that reverting the edit makes it usable again."""
+    profile, so that reverting the edit makes it usable again. The pick is saved beside it, so
+    the next process uses the pick instead of timing the candidates again."""
     monkeypatch.setattr(loader, "_warned", set())
     problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
     user = profiles.path_for(FAKE.slug, folders[0])
@@ -227,22 +228,31 @@ def test_an_entry_of_another_spec_version_is_named_timed_first_and_never_replace
                     spec_hash="before-the-edit", tuned_at="2026-11-20T10:00:00Z")
     profiles.save(stale, "matmul", FAKE.profile_header(), user)
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 0.6})
+    # with measuring off, its configuration is used as the nearest, and the warning says so
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    with pytest.warns(loader.AutotuneWarning, match="for another version of the spec.*; using its configuration, "
+                      "not verified with this version"):
+        c = loader.choose(MM, FAKE, problem, folders, timer)
+    assert c.origin == "nearest" and c.params == T32 and timer.calls == []
+    monkeypatch.delenv("AUTOTUNE_MEASURE_UNTUNED")
+    monkeypatch.setattr(loader, "_warned", set())
     with pytest.warns(loader.AutotuneWarning) as caught:
         c = loader.choose(MM, FAKE, problem, folders, timer)
     assert c.origin == "measured" and c.params == T32 and timer.calls == [[32, 128, 64]]
     (message,) = [str(w.message) for w in caught]
     assert message.startswith(f"the matmul entry for {problem_label(problem)} in {user} was tuned "
                               "2026-11-20T10:00:00Z for another version of the spec"), message
-    assert f"not saved: {user} keeps its tuned entry for this size" in message
-    (kept,) = [e for e in profiles.entries(profiles.read(user), "matmul") if e.problem == problem]
+    assert f"saved to {user} beside that entry, which the spec's old version still uses" in message
+    kept, pick = [e for e in profiles.entries(profiles.read(user), "matmul") if e.problem == problem]
     assert kept == stale  # the tuning run's entry, untouched
-    # with measuring off, its configuration is used as the nearest, and the warning says so
-    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
-    monkeypatch.setattr(loader, "_warned", set())
-    with pytest.warns(loader.AutotuneWarning, match="for another version of the spec.*; using its configuration, "
-                      "not verified with this version"):
-        c = loader.choose(MM, FAKE, problem, folders, timer)
-    assert c.origin == "nearest" and c.params == T32
+    assert pick.picked and pick.spec_hash == MM.spec_hash
+    again = FakeTimer({128: 1.0, 64: 0.9, 32: 0.6})
+    c = loader.choose(MM, FAKE, problem, folders, again)  # another process: the pick, untimed, unsaid
+    assert c.origin == "measured" and c.params == T32 and again.calls == []
+    # with the old version back (the edit reverted), its tuned entry is used as it was
+    old_spec = replace(MM, spec_hash="before-the-edit")
+    c = loader.choose(old_spec, FAKE, problem, folders, again)
+    assert c.origin == "exact" and c.entry == stale and again.calls == []
 
 
 def test_after_a_template_edit_an_untuned_size_times_the_configurations_tuned_with_the_old_one(folders):

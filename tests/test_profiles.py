@@ -120,8 +120,16 @@ def test_a_pick_never_displaces_a_tuned_entry_and_a_tuned_one_always_displaces_a
     tuned, picked = entry({"N": 64}, 2.0), replace(entry({"N": 64}, 1.0), picked=True)
     doc, verdict = profiles.merge({}, "k", tuned)
     assert profiles.merge(doc, "k", picked)[1] == "kept"  # faster, but only picked
-    # nor when the pick is of another version of the spec: reverting the edit brings the tuned one back
-    assert profiles.merge(doc, "k", replace(picked, spec_hash="h2"))[1] == "kept"
+    # a pick of another version of the spec goes beside it: each version uses its own, so
+    # reverting the edit brings the tuned one back, and until then the pick is not re-timed
+    beside, verdict = profiles.merge(doc, "k", replace(picked, spec_hash="h2"))
+    assert verdict == "added beside the entry tuned for another version of the spec"
+    assert [(e.spec_hash, e.picked) for e in profiles.entries(beside, "k")] == [("h1", False), ("h2", True)]
+    assert profiles.merge(beside, "k", replace(picked, spec_hash="h2", time_ms=0.5))[1] == "replaced"
+    # a tuning run of either version replaces both: its own, and the other version's
+    for version in ("h1", "h2", "h3"):
+        after, verdict = profiles.merge(beside, "k", replace(tuned, spec_hash=version, time_ms=9.0))
+        assert [(e.spec_hash, e.picked) for e in profiles.entries(after, "k")] == [(version, False)], verdict
     doc, _ = profiles.merge({}, "k", picked)
     doc, verdict = profiles.merge(doc, "k", replace(tuned, time_ms=3.0))
     assert verdict == "replaced" and not profiles.entries(doc, "k")[0].picked

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,11 +135,12 @@ class SameWrongResult(_SameFailure):
 
 
 def explain(message: str, template: Path, macros: Mapping[str, object], device: str,
-            trials: int) -> str:
+            trials: int, derived: Collection[str] = ()) -> str:
     """One line: the device, the compiler's message with the template line, and the fix.
 
     ``macros`` maps each name autotune defines with ``-D`` (problem keys and parameters) to
-    its value, so a name in the source that clashes with one can be named.
+    its value, so a name in the source that clashes with one can be named; ``derived``: the
+    spec's derived names, which a template may expect as macros too.
     """
     head = f"every configuration fails to build on {device} ({trials} tried, same error)"
     missing = NO_KERNEL.search(message)
@@ -158,14 +159,20 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
     code = lines[first.line - 1].strip() if 0 < first.line <= len(lines) else ""
     where = f"{file.name}:{first.line}: error: {first.text}" + (f" in `{code}`" if code else "")
     clash = _clash(message, expand_includes(template), macros)
+    undeclared = next((n for n in derived if re.search(_UNDECLARED.format(n=re.escape(n)), first.text)), None)
     if clash is not None:
         fix = (f"`{clash}` is defined by autotune as a macro (-D{clash}={macros[clash]}), since "
                "every problem key and parameter is; rename it in the template")
+    elif undeclared is not None:
+        fix = (f"`{undeclared}` is a derived value of the spec, and those are not passed to the compiler "
+               "(only problem keys and parameters are, as macros): compute it in the template from those")
     else:
         fix = f"fix {file.name} at line {first.line}"
     return f"{head}: {where}; {fix}"
 
 
+#: An undeclared name, as clang (Intel, PoCL) and NVIDIA's compiler say it.
+_UNDECLARED = r"""undeclared identifier ['"]{n}['"]|['"]{n}['"] is undefined"""
 _DECLARED = r"\b(?:int|uint|long|ulong|float|double|char|uchar|short|ushort|size_t|bool)\s*\*?\s*{}\b"
 
 

@@ -523,6 +523,22 @@ class _Validator:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        #: every name the spec declares, with what it is, for the hint beside an unknown one
+        self.declared: dict[str, str] = {}
+
+    def unknown_hint(self, name: str, known: set[str]) -> str:
+        """Why ``name`` is not known where it was used, and the fix: declared further down, of
+        the configuration where only the problem may be used, or a near miss."""
+        what = self.declared.get(name)
+        if what == "later":
+            return f"{name} is derived further down: derived values are read in order, so move it above"
+        if what == "itself":
+            return f"{name} is the value being defined"
+        if what is not None:
+            return (f"{name} is {what}, and this key may use only the problem's keys and derived values "
+                    "of the problem alone")
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        return f"did you mean {close[0]}?" if close else ""
 
     def fail(self, key: str, message: str) -> SpecError:
         # one line, whatever the YAML's keys and values hold
@@ -531,12 +547,14 @@ class _Validator:
     def expr(self, key: str, source: Any, known: set[str]) -> Expr:
         try:
             e = Expr.parse(source)
-            e.check_names(known, f"{self.path}: {key}")
         except ExpressionError as exc:
-            text = str(exc)
-            if not text.startswith(str(self.path)):
-                text = f"{self.path}: {key}: {text}"
-            raise SpecError(text) from None
+            raise self.fail(key, str(exc)) from None
+        unknown = sorted(e.names - set(known))
+        if unknown:
+            hints = "; ".join(h for n in unknown if (h := self.unknown_hint(n, known)))
+            raise self.fail(key, f"{e.source!r} uses unknown name(s) {', '.join(unknown)}"
+                                 + (f" ({hints})" if hints else "")
+                                 + f"; known names are: {', '.join(sorted(known))}")
         return e
 
     def mapping(self, key: str, raw: Any, allow_empty: bool = False) -> dict[str, Any]:
@@ -573,6 +591,8 @@ class _Validator:
         parameters = self.parameters(raw["parameters"], raw.get("build_flags"), qnames)
         derived = self.derived(raw.get("derived"), {p.name for p in parameters} | qnames | set(DEVICE_FACTS))
         known = {p.name for p in parameters} | qnames | set(DEVICE_FACTS) | {n for n, _ in derived}
+        self.declared = {**{p.name: "a parameter" for p in parameters}, **{f: "a device fact" for f in DEVICE_FACTS},
+                         **{n: "a derived value of the configuration" for n, _ in derived}}
         # derived values of the problem alone may appear in metrics, tolerances and requirements
         of_problem = qnames | {n for n, e in derived if _behind(derived, e.names) <= qnames}
         outputs = tuple(str(o) for o in self.sequence("outputs", raw["outputs"]))
@@ -667,11 +687,16 @@ class _Validator:
 
     def derived(self, raw: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
         out: list[tuple[str, Expr]] = []
-        for name, source in self.mapping("derived", raw, allow_empty=True).items():
-            if not _IDENT.match(str(name)) or name in known:
+        items = self.mapping("derived", raw, allow_empty=True)
+        self.declared = {str(n): "later" for n in items}
+        for name, source in items.items():
+            # seconds: the measured time in metrics, which a derived value would replace there
+            if not _IDENT.match(str(name)) or name in known or name == "seconds":
                 raise self.fail(f"derived.{name}", "must be an identifier that is not a parameter, "
-                                                   "problem key, device fact or earlier derived name")
+                                                   "problem key, device fact, earlier derived name or 'seconds'")
+            self.declared[str(name)] = "itself"
             out.append((str(name), self.expr(f"derived.{name}", source, known)))
+            del self.declared[str(name)]
             known = known | {str(name)}
         return tuple(out)
 

@@ -823,7 +823,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
             raise BuildError(explain(run.state.failure_examples["compile_error"], spec.template,
                                      spec.macros(prob), f"{info.name} ({info.platform})",
-                                     run.state.measured))
+                                     run.state.measured, [n for n, _ in spec.derived]))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save and report.best is not None:
             study = (record.study_key(options.storage or settings.default_storage(), report.study_name)

@@ -58,6 +58,10 @@ def test_explain_names_the_line_the_clash_or_the_device(tmp_path: Path) -> None:
     assert "`N` is defined by autotune as a macro (-DN=4096)" in clash and "rename it" in clash
     syntax = explain(NVIDIA.replace("k.cl:3:", "part.cl:2:"), template, {"M": 4096}, "Dev (Plat)", 3)
     assert "part.cl:2: error: expected ';' after expression in `y[0] = 1.0f`; fix part.cl at line 2" in syntax
+    derived = explain("part.cl:2:3: error: use of undeclared identifier 'LY'", template, {"TS": 8}, "Dev (Plat)", 3,
+                      derived=["LY"])
+    assert derived.endswith("; `LY` is a derived value of the spec, and those are not passed to the compiler (only "
+                            "problem keys and parameters are, as macros): compute it in the template from those")
     device = explain("error: unknown target CPU 'generic'", template, {}, "pthread-EPYC (PoCL)", 3)
     assert device.startswith("every configuration fails to build on pthread-EPYC (PoCL) (3 tried")
     assert "unknown target CPU 'generic'" in device and "--device" in device and "autotune[cpu]" in device

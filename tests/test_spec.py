@@ -213,7 +213,18 @@ def test_when_derived_and_requires(tmp_path):
     (("  GROUPS: ITEMS // WG", "  WPT: N // 2"), "derived.WPT: must be an identifier that is not a parameter"),
     (("ITEMS: N // WPT", "ITEMS: N // NOPE"), "derived.ITEMS: 'N // NOPE' uses unknown name(s) NOPE"),
     (('when: "WPT > 1"', 'when: "WPT >"'), "parameters.TILE.when"),
-    (("  - \"N % 16 == 0\"", "  - \"WPT > 1\""), "requires[0]: 'WPT > 1' uses unknown name(s) WPT"),
+    (("  - \"N % 16 == 0\"", "  - \"WPT > 1\""), "requires[0]: 'WPT > 1' uses unknown name(s) WPT (WPT is a "
+     "parameter, and this key may use only the problem's keys and derived values of the problem alone)"),
+    # trial 15: a name derived further down, a near miss, a derived value of the configuration in a
+    # metric, and 'seconds', which replaced the measured time in every metric
+    (("  ITEMS: N // WPT\n  GROUPS: ITEMS // WG", "  GROUPS: ITEMS // WG\n  ITEMS: N // WPT"),
+     "derived.GROUPS: 'ITEMS // WG' uses unknown name(s) ITEMS (ITEMS is derived further down: derived values are "
+     "read in order, so move it above)"),
+    (("ITEMS: N // WPT", "ITEMS: N // WTP"), "'N // WTP' uses unknown name(s) WTP (did you mean WPT?)"),
+    (('GB/s: "8 * N', 'GB/s: "8 * GROUPS'), "uses unknown name(s) GROUPS (GROUPS is a derived value of "
+     "the configuration, and this key may use only the problem's keys and derived values of the problem alone)"),
+    (("  ITEMS: N // WPT", "  seconds: N * 2\n  ITEMS: N // WPT"), "derived.seconds: must be an identifier that is "
+     "not a parameter, problem key, device fact, earlier derived name or 'seconds'"),
 ])
 def test_when_derived_and_requires_mistakes(tmp_path, edit, message):
     with pytest.raises(SpecError, match=re.escape(message)):

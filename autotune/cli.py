@@ -612,21 +612,25 @@ def _cmd_show(args: argparse.Namespace) -> int:
     shown = 0
     for folder in profiles.search_folders(settings.profiles_dir()):
         path = profiles.path_for(info.slug, folder)
-        doc = profiles.read(path)
+        doc = profiles.read(path, check_entries=False)  # a malformed entry is listed, not fatal
         kernels = doc.get("kernels") or {}
         for kernel in sorted(kernels):
             if wanted and kernel != wanted:
                 continue
             if not shown:
                 print(f"{info.name} ({info.platform})")
-            entries = profiles.entries(doc, kernel, str(path))
+            broken: list[str] = []
+            entries = profiles.entries(doc, kernel, str(path), lambda exc: broken.append(str(exc)))
             known = current(kernel)
             unchecked = "" if known is not None else \
                 "  (not a built-in kernel: give its spec's path to mark stale entries)"
             other = profiles.written_for_another(doc.get("device"), info.profile_header())
             elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
             _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known)
-            shown += len(entries)
+            for why in broken:
+                print(f"  {why.removeprefix(f'{path}: ')} (load_kernel skips it; the next run of its problem "
+                      "replaces it)")
+            shown += len(entries) + len(broken)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
     if not shown:

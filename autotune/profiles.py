@@ -178,9 +178,17 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     for name, items in (doc.get("kernels") or {}).items():
         new["kernels"][name] = [dict(i) for i in items]
     items = new["kernels"].setdefault(kernel, [])
-    here = {i: Entry.from_yaml(raw, f"kernels.{kernel}[{i}]") for i, raw in enumerate(items)
-            if dict(raw.get("problem", {})) == dict(entry.problem)}
-    mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
+    here, broken = _same_problem(items, kernel, entry.problem)
+    # hand edits: a malformed entry (load_kernel skips it) and copies of one version's entry
+    # (load_kernel uses one) go; the fastest copy stays, and this entry is merged with it
+    mine = sorted((i for i, old in here.items() if old.spec_hash == entry.spec_hash), key=lambda i: here[i].time_ms)
+    drop = {id(raw) for raw, _ in broken} | {id(items[i]) for i in mine[1:]}
+    tidied = ([f"removed a malformed entry for its problem ({broken[0][1]})"] if broken else []) + (
+        [f"removed {len(mine) - 1} more entr{'y' if len(mine) == 2 else 'ies'} of its problem"] if mine[1:] else [])
+    if drop:
+        items[:] = [raw for raw in items if id(raw) not in drop]
+        here, _ = _same_problem(items, kernel, entry.problem)
+        mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
     others = {id(items[i]) for i in here if i not in mine}  # before any is replaced
     if mine:
         verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable)
@@ -197,8 +205,28 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     if not entry.picked and verdict.startswith(("added", "replaced")):
         # a tuning run's entry supersedes every other version's for its problem, picks included
         items[:] = [raw for raw in items if id(raw) not in others]
-    items.sort(key=lambda r: sorted(map(str, r.get("problem", {}).items())))
-    return new, verdict
+    items.sort(key=_order)
+    return new, "; ".join([verdict, *tidied])
+
+
+def _order(raw: Mapping[str, Any]) -> list[str]:
+    problem = raw.get("problem")
+    return sorted(map(str, problem.items())) if isinstance(problem, dict) else []
+
+
+def _same_problem(items: list[dict[str, Any]], kernel: str, problem: Mapping[str, Any]
+                  ) -> tuple[dict[int, Entry], list[tuple[dict[str, Any], str]]]:
+    """The entries of ``problem`` among ``items`` by index, and those of its entries that are
+    malformed (edited by hand, say) with what is wrong with each."""
+    here, broken = {}, []
+    for i, raw in enumerate(items):
+        if raw.get("problem") != dict(problem):
+            continue
+        try:
+            here[i] = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
+        except ProfileError as exc:
+            broken.append((raw, str(exc).removesuffix("; fix or delete that entry")))
+    return here, broken
 
 
 def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
@@ -276,8 +304,9 @@ def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
 
 def check_writable(path: Path) -> None:
     """ProfileError unless the profile at ``path`` can be read and its folder written: checked
-    before a run measures anything, not found at its end."""
-    read(path)
+    before a run measures anything, not found at its end. A malformed entry does not stop it:
+    load_kernel skips that entry, and a result for its problem replaces it."""
+    read(path, check_entries=False)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path.parent):
@@ -299,7 +328,7 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
     """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=60):
-        doc = read(path)
+        doc = read(path, check_entries=False)
         new, verdict = change(doc)
         if verdict == "kept":
             return verdict

@@ -278,6 +278,19 @@ class KernelSpec:
             return None
         return full
 
+    def _outside(self, params: Mapping[str, Value]) -> str:
+        """What puts stored ``params`` outside the space: a parameter it lacks, or a value."""
+        known = {p.name: p for p in self.parameters}
+        if extra := [n for n in params if n not in known]:
+            return f"the spec has no parameter {extra[0]}"
+        for name, value in params.items():
+            p = known[name]
+            if p.flag is None and value not in p.values:
+                if isinstance(value, str) and value in map(str, p.values):
+                    return f"{name}: {value!r} is text, not the value {value} (remove its quotes in the YAML)"
+                return f"{name}: {value!r} is not one of {', '.join(map(repr, p.values))}"
+        return "a stored value is not in the space"
+
     def _unnamed(self, params: Mapping[str, Value], full: Mapping[str, Value]) -> list[str]:
         """The parameters ``full`` uses that the stored ``params`` leave out."""
         return [p.name for p in self.parameters if p.flag is None and p.name not in params and not _unused(p, full)]
@@ -309,7 +322,7 @@ class KernelSpec:
                     f"load_kernel looks up {resolved}")
         full = self.from_stored(entry.params, entry.build_flags)
         if full is None:
-            return "its configuration is not in the spec's space"
+            return f"its configuration is not in the spec's space ({self._outside(entry.params)})"
         missing = self._unnamed(entry.params, full)
         return f"it does not name {', '.join(missing)}, which its configuration uses" if missing else None
 

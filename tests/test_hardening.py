@@ -470,6 +470,41 @@ def test_a_hand_edited_entry_load_kernel_cannot_use_is_marked_and_replaced(scale
     assert scale.stores(entry) and entry.time_ms > 0
 
 
+def test_a_malformed_entry_or_a_copy_of_one_blocks_nothing_and_the_next_run_of_its_problem_removes_it(
+        scale, capsys, monkeypatch):
+    """Trial 15: an entry without its time (of any kernel) stopped `show` and every `run` on
+    the device; a quoted value was called "not in the spec's space" though it was; a copied
+    entry stayed beside the run's result."""
+    import yaml
+
+    from autotune import cli
+
+    first = run(scale, storage=":memory:")
+    doc = yaml.safe_load(first.profile_path.read_text())
+    (good,) = doc["kernels"]["scale"]
+    wg = good["params"]["WG"]
+    doc["kernels"]["other"] = [{k: v for k, v in good.items() if k != "time_ms"}]
+    doc["kernels"]["scale"] = [{**good, "params": {**good["params"], "WG": str(wg)}}, dict(good, trials=1)]
+    first.profile_path.write_text(yaml.safe_dump(doc))
+    from autotune import device
+    monkeypatch.setattr(device, "select", lambda *a, **k: (FAKE, None))
+    cli._cmd_show(cli.build_parser().parse_args(["show"]))
+    cli._cmd_show(cli.build_parser().parse_args(["show", str(scale.path)]))
+    shown = capsys.readouterr().out
+    assert "kernels.other[0]: entry lacks time_ms; fix or delete that entry (load_kernel skips it; the next run " \
+           "of its problem replaces it)" in shown, shown
+    assert f"WG: '{wg}' is text, not the value {wg} (remove its quotes in the YAML)" in shown, shown
+    again = run(scale, storage=":memory:")
+    assert again.profile_verdict == ("replaced an entry whose configuration is not in the spec's space; removed 1 more "
+                                     "entry of its problem"), again.profile_verdict
+    after = yaml.safe_load(first.profile_path.read_text())
+    assert len(after["kernels"]["scale"]) == 1 and after["kernels"]["other"] == doc["kernels"]["other"]
+    # the other kernel's malformed entry goes once a result for its problem is saved
+    other = profiles.Entry.from_yaml(dict(good, time_ms=1.0), "x")
+    _, verdict = profiles.merge(after, "other", other)
+    assert verdict == "added; removed a malformed entry for its problem (kernels.other[0]: entry lacks time_ms)"
+
+
 @needs_opencl
 def test_a_worker_killed_holding_the_program_cache_lock_does_not_stall_later_builds(scale, tmp_path):
     # pyopencl locks its on-disk program cache with a file; a worker killed (timeout, crash)

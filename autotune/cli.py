@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import __version__
-from .errors import AutotuneError, AutotuneWarning, OptionError, ProblemError, TuningInterrupted
+from .errors import AutotuneError, AutotuneWarning, OptionError, ProblemError, ProfileError, TuningInterrupted
 from .proposer import Sampler
 
 _EXIT_ERROR, _EXIT_USAGE, _EXIT_INTERRUPTED = 1, 2, 130
@@ -619,16 +619,16 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 continue
             if not shown:
                 print(f"{info.name} ({info.platform})")
-            broken: list[str] = []
-            entries = profiles.entries(doc, kernel, str(path), lambda exc: broken.append(str(exc)))
+            broken: list[ProfileError] = []
+            entries = profiles.entries(doc, kernel, str(path), broken.append)
             known = current(kernel)
             unchecked = "" if known is not None else \
                 "  (not a built-in kernel: give its spec's path to mark stale entries)"
             other = profiles.written_for_another(doc.get("device"), info.profile_header())
             elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
             _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known)
-            for why in broken:
-                print(f"  {why.removeprefix(f'{path}: ')} (load_kernel skips it; the next run of its problem "
+            for exc in broken:
+                print(f"  {str(exc).removeprefix(f'{path}: ')} (load_kernel skips it; the next run of its problem "
                       "replaces it)")
             shown += len(entries) + len(broken)
     if not shown and args.kernel:

@@ -575,12 +575,12 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     if not found:
         raise AutotuneError(f"no OpenCL device found; {runtimes.cpu_fix()}")
     built = device.build_checks(found, recheck=args.recheck)
-    default = device.select(None)[0].selector if any(b.ok for b in built.values()) else None
+    default, trouble = _default_devices() if any(b.ok for b in built.values()) else (None, None)
     print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} "
           f"{'local':>9}  builds")
     for d, _ in found:
         check = built[d.selector]
-        mark = "yes" + (" (default)" if d.selector == default else "") if check.ok else f"NO: {check.message}"
+        mark = "yes" + (" (default)" if d.selector in (default or ()) else "") if check.ok else f"NO: {check.message}"
         print(f"{d.selector:<9} {d.device_type:<5} {d.name[:36]:<36} {d.platform[:30]:<30} "
               f"{d.compute_units:>4} {d.max_work_group_size:>6} {d.local_mem_size // 1024:>5} KiB  {mark}")
     print("\nuse --device with a selector (e.g. 0:0) or a name substring (e.g. nvidia, intel); profile: <slug>.yaml")
@@ -588,15 +588,32 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         print(f"  {d.selector}: {d.slug}")
     if default is None:
         raise AutotuneError(f"no device can build OpenCL kernels; {runtimes.cpu_fix()}")
+    if trouble is not None:  # after the table, which is what it asks the user to look at
+        raise trouble
     return 0
+
+
+def _default_devices() -> tuple[set[str], AutotuneError | None]:
+    """The selectors of the devices `run` uses by default ($AUTOTUNE_DEVICE may name several),
+    or none and why $AUTOTUNE_DEVICE names none."""
+    from . import device, settings
+
+    chosen = settings.default_device_selector()
+    try:
+        if chosen and device.several(chosen):
+            return {d.selector for d in device.select_many(chosen)}, None
+        return {device.select(None)[0].selector}, None
+    except AutotuneError as exc:
+        return set(), exc
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from . import device, profiles, settings
     from . import spec as specs
 
-    # it builds nothing: a named device need not build; the default is run's (one that builds)
-    info, dev = device.select(args.device, require_build=not args.device)
+    # it builds nothing: a named device (by -d or $AUTOTUNE_DEVICE) need not build; the default
+    # is run's (one that builds)
+    info, dev = device.select(args.device, require_build=not (args.device or settings.default_device_selector()))
     wanted, own = args.kernel, None
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
         own = specs.load(wanted)

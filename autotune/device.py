@@ -176,6 +176,9 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     """
     named = " (from $AUTOTUNE_DEVICE; unset it or pass --device)" if not selector else ""
     selector = selector or settings.default_device_selector()
+    if selector and "," in selector and not all(part.strip() for part in selector.split(",")):
+        raise DeviceError(f"{selector!r}{named} has an empty selector; give one selector such as 0:0 "
+                          "(see `autotune devices`)")
     if selector and several(selector):
         raise DeviceError(f"{selector!r}{named} names several devices, and this command uses one; give a "
                           "single selector such as 0:0 (see `autotune devices`): only `run` takes several")

@@ -118,6 +118,19 @@ def test_cli_list_and_devices():
     assert devs.returncode == 0 and "0:0" in devs.stdout
 
 
+@pytest.mark.parametrize("value, status, error", [
+    ("junk", 1, "no OpenCL device matches 'junk' (from $AUTOTUNE_DEVICE"),
+    ("all", 0, ""), ("0:0,0:0", 0, ""),  # as run takes it
+])
+def test_devices_lists_the_devices_whatever_autotune_device_holds(monkeypatch, value, status, error):
+    """Trial 14: a value run takes (all, a list) or a wrong one stopped `devices`, the command
+    the message sends the user to, before it listed anything."""
+    monkeypatch.setenv("AUTOTUNE_DEVICE", value)
+    devs = cli("devices")
+    assert devs.returncode == status and error in devs.stderr and "Traceback" not in devs.stderr
+    assert "0:0 " in devs.stdout and ("(default)" in devs.stdout) == (status == 0), devs.stdout
+
+
 def test_a_launch_over_the_cut_off_ends_the_timing():
     from autotune import spec as specs
     from autotune.measure import TimingOptions, make_workload
@@ -153,6 +166,7 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--prune", "inf"], "--prune must be 0 (off) or a finite number of at least 1 (got inf)", 2),
     (["show", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
     (["bench", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
+    (["probe", "-d", "0:0,"], "'0:0,' has an empty selector", 1),
     (["probe", "-n", "0"], "--repeats must be 1 to 100,000 (got 0)", 2),
     (["probe", "-n", "100000000"], "--repeats must be 1 to 100,000 (got 100,000,000)", 2),  # took all memory
 ])

@@ -431,9 +431,8 @@ def _progress(spec: Any, label: str = "") -> Any:
             return
         n = f"{who}[{state.measured:>3}/{state.budget}]"
         shared = shared or state.study_measured != state.measured or state.study_budget is not None
-        if shared:  # then the run's count is not the trial's number in the study, which report uses
+        if shared:
             n += f" study {state.study_measured:>3}" + (f"/{state.study_budget}" if state.study_budget else "")
-            n += f" #{rec.number + 1:<3}" if rec.number >= 0 else ""
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "

@@ -149,6 +149,10 @@ def test_a_parameter_a_variant_ignores_is_judged_only_where_it_applies(tmp_path)
     assert s.importance_where == {"WG": "MODE == 1"} and {"WPT", "MODE", "WG"} <= set(s.importances)
     assert s.importances["WG"] == pytest.approx(1.0, abs=0.05), "among MODE 1's trials only WG matters"
     assert s.variant_first()[0] == "MODE"
+    # the top table shows a configuration as the run's lines do: without the parameters it ignores
+    assert re.search(r"<code>WPT=\d+ MODE=1 WG=\d+</code>", page._top(s))
+    mode0 = page._top(replace(s, trials=[t for t in s.trials if t.m.params["MODE"] == 0]))
+    assert re.search(r"<code>WPT=\d+ MODE=0</code>", mode0) and "WG=" not in mode0, mode0
 
 
 def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
@@ -230,6 +234,14 @@ def test_a_study_where_nothing_verified_still_gets_its_page(scale, tmp_path):
     tune(scale, TuneOptions(trials=5, timeout_s=None), evaluator=Wrong(), info=FAKE)
     written = report.write(scale, tmp_path / "out")
     assert [p.name.rsplit("-", 1)[1] for p in written.figures] == ["convergence.png"]
+    # trial 15: the failure marks were drawn outside an axis that autoscaling left at -0.04..0.04
+    from matplotlib.colors import to_rgb
+    from matplotlib.image import imread
+
+    image = imread(written.figures[0])
+    axes = image[: int(0.85 * image.shape[0]), :, :3]  # above the legend, which has one mark too
+    marks = (abs(axes - to_rgb(plots.MARKS["wrong_result"][2])).max(axis=-1) < 0.1).sum()
+    assert marks > 100, marks
     page = written.page.read_text()
     assert "No configuration verified" in page and "wrong result" in page
 
@@ -337,8 +349,14 @@ def test_the_baseline_row_gives_the_speed_up_the_run_reported_not_the_first_timi
     assert s.entry is not None and s.baseline is not None and s.best is not None
     slow_first = replace(s.baseline, m=replace(s.baseline.m, times_ms=(40.0, 40.0, 40.0)))
     text = page._baseline(s, s.best, slow_first)
-    assert f"{report.speedup:.2f}x slower (the speed-up the run reported)" in text
+    assert f"timed again beside the saved configuration: {s.entry.baseline_ms:.4g} ms (the speed-up the run " \
+           f"reported: {report.speedup:.2f}x)" in text
     assert "40 ms (trial 1)" in text
+    # trial 15: with nothing to time it beside (one trial), it was said to be timed again
+    untimed = page._baseline(replace(s, entry=replace(s.entry, baseline_ms=round(s.baseline.m.median_ms, 6))),
+                             s.best, s.baseline)
+    assert "timed again" not in untimed and untimed.endswith("; the speed-up the run reported: "
+                                                             f"{s.baseline.m.median_ms / s.entry.time_ms:.2f}x")
     unsaved = page._baseline(replace(s, entry=None), s.best, slow_first)
     assert f"best is {40.0 / s.best.m.median_ms:.2f}x faster (their first timings)" in unsaved
 

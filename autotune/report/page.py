@@ -70,7 +70,9 @@ def _totals(s: Section) -> str:
     rows = [("trials", f"{len(s.trials)} measured ({len(s.ok)} verified)")]
     rows += [(f"  {status.replace('_', ' ')}", str(n)) for status, n in s.failures().items()]
     wall, rate = s.wall_s(), s.trials_per_minute()
-    rows.append(("wall time", f"{wall:.1f} s" + (f" ({rate:.1f} trials per minute)" if rate else "")))
+    rows.append(("search time", f"{wall:.1f} s" + (f" ({rate:.1f} trials per minute)" if rate else "")
+                 + "; the trials' own, over every run: a run's summary also counts its start-up and the "
+                   "leaders' re-timing"))
     best, base = s.best, s.baseline
     if best is not None:
         rows.append(("best", f"{best.m.median_ms:.4g} ms (trial {best.number}) " + _metrics(s, best.m.median_ms)))
@@ -91,8 +93,10 @@ def _baseline(s: Section, best: Trial | None, base: Trial) -> str:
     text = f"{base.m.median_ms:.4g} ms (trial {base.number})" if base.m.ok else base.m.status.value
     e = s.entry
     if e is not None and s.entry_ours and not e.partial and e.baseline_ms and e.time_ms > 0:
-        return text + (f"; timed again beside the saved configuration: {e.baseline_ms:.4g} ms, which is "
-                       f"{e.baseline_ms / e.time_ms:.2f}x slower (the speed-up the run reported)")
+        speedup = f"the speed-up the run reported: {e.baseline_ms / e.time_ms:.2f}x"
+        if base.m.ok and round(base.m.median_ms, 6) == e.baseline_ms:  # no leaders to time it beside
+            return f"{text}; {speedup}"
+        return text + f"; timed again beside the saved configuration: {e.baseline_ms:.4g} ms ({speedup})"
     if best is not None and base.m.ok:
         return text + f"; best is {base.m.median_ms / best.m.median_ms:.2f}x faster (their first timings)"
     return text
@@ -141,9 +145,10 @@ def _top(s: Section) -> str:
     rows = []
     for rank, t in enumerate(top, 1):
         lo, hi = t.m.spread
-        params = " ".join(f"{k}={v}" for k, v in s.spec.without_flags(t.m.params).items())
+        ignored = s.spec.inactive(t.m.params, s.problem)  # as the run's lines show it
+        params = " ".join(f"{k}={v}" for k, v in s.spec.without_flags(t.m.params).items() if k not in ignored)
         flags = " ".join(s.spec.enabled_flags(t.m.params))
         rows.append(f'<tr><td class="n">{rank}</td><td class="n">{t.number}</td><td class="n">{t.m.median_ms:.4g}</td>'
                     f'<td class="n">{lo:.4g} – {hi:.4g}</td><td class="n">{100 * (hi - lo) / t.m.median_ms:.1f}%</td>'
                     f"<td>{_e(_metrics(s, t.m.median_ms))}</td><td><code>{_e(params)}</code> {_e(flags)}</td></tr>")
-    return f"<h3>Top {len(top)} configurations</h3><table>{head}{''.join(rows)}</table>"
+    return f"<h3>Top {len(top)} configuration{'s' * (len(top) != 1)}</h3><table>{head}{''.join(rows)}</table>"

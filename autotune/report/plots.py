@@ -58,7 +58,8 @@ def convergence(s: Section) -> bytes | None:
     ax = fig.add_subplot()
     ax.set_yscale("log")
     full = [t for t in s.ok if not t.m.pruned]
-    ax.scatter([t.number for t in full], [t.m.median_ms for t in full], s=12, color=DOTS, label="verified trial")
+    if full:
+        ax.scatter([t.number for t in full], [t.m.median_ms for t in full], s=12, color=DOTS, label="verified trial")
     once = [t for t in s.ok if t.m.pruned]
     if once:
         ax.scatter([t.number for t in once], [t.m.median_ms for t in once], s=16, facecolors="none",
@@ -72,9 +73,13 @@ def convergence(s: Section) -> bytes | None:
             ax.axhline(trial.m.median_ms, color=colour, ls=style, lw=1.2,
                        label=f"{name} {trial.m.median_ms:.4g} ms (trial {trial.number})")
     _failure_marks(ax, s.trials)
+    # the marks sit in axes coordinates, which autoscaling leaves out: with no verified trial,
+    # the axis would not reach them
+    ax.set_xlim(0, max(t.number for t in s.trials) + 1)
     ax.set_xlabel("trial number")
     ax.set_ylabel("time (ms, log scale)")
-    ax.set_title(f"{s.spec.name} {s.label}: convergence ({len(s.trials)} trials)", fontsize=10)
+    count = f"{len(s.trials)} trial{'s' * (len(s.trials) != 1)}"
+    ax.set_title(f"{s.spec.name} {s.label}: convergence ({count})", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # below the axes: the failure marks run along the top
         fig.legend(fontsize=7, loc="outside lower center", ncols=4)
@@ -143,14 +148,14 @@ def importances(s: Section) -> bytes | None:
     names = [n for n in s.variant_first() if n in s.importances]
     if not names:
         return None
-    fig = _figure(5.5, 0.3 * len(names) + 1.0 + 0.2 * bool(s.importance_where))
+    fig = _figure(6.5, 0.3 * len(names) + 1.0 + 0.2 * bool(s.importance_where))
     ax = fig.add_subplot()
     ax.barh(range(len(names)), [s.importances[n] for n in names], color=BEST)
     where = s.importance_where
     ax.set_yticks(range(len(names)), [f"{n} (where {where[n]})" if n in where else n for n in names], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("importance for log(time), normalized to sum to 1"
-                  + ("\n(one with a condition: among the trials where it applies)" if where else ""))
+                  + ("\n(one with a condition: among the trials where it applies)" if where else ""), fontsize=8)
     ax.set_title(f"parameter importances ({s.importance_method}, verified trials)", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     return _png(fig)

@@ -378,7 +378,7 @@ def lint(spec: KernelSpec) -> list[str]:
         hint = f"; it mentions {', '.join(near)}" if near else ""
         out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} never "
                    f"mentions {' or '.join(names)}{hint}")
-    return out + _misnamed_defaults(spec, words) + _stepless(spec)
+    return out + _misnamed_defaults(spec, words) + _stepless(spec) + _failing(spec)
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -435,6 +435,36 @@ def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
         out.append(f"{spec.path}: launch: no step applies where {where}{more}, so those configurations never run; "
                    "give a step a 'when' that holds there, or drop the value")
     return out
+
+
+def _failing(spec: KernelSpec, most: int = 10_000) -> list[str]:
+    """Warnings for a derived value that cannot be computed for some parameter values at the
+    default problem (``TS // WPT`` with a WPT of 0): those configurations are invalid, which a
+    run counts but does not explain. Over at most ``most`` combinations of the parameters
+    behind the derived values; one computed from a device fact is not judged."""
+    problem = spec.default_problem()
+    judged = [(n, e) for n, e in spec.derived if spec.behind(e.names) <= {*spec.parameter_names, *problem}]
+    params = [p for p in spec.parameters if p.name in spec.behind(n for _, e in judged for n in e.names)]
+    combinations = math.prod(len(p.values) for p in params)
+    if not params or combinations > most:
+        return []
+    first = {p.name: p.values[0] for p in spec.parameters}
+    failed: dict[str, tuple[dict[str, Value], str, int]] = {}  # derived name: first example, why, count
+    for values in itertools.product(*(p.values for p in params)):
+        chosen = dict(zip((p.name for p in params), values, strict=True))
+        env = {**problem, **first, **chosen}
+        for name, e in judged:
+            try:
+                env[name] = e(env)
+            except ExpressionError as exc:
+                example, why, count = failed.get(name, (chosen, str(exc), 0))
+                failed[name] = (example, why, count + 1)
+                break
+    return [f"{spec.path}: derived.{name} cannot be computed where {', '.join(f'{k}={v}' for k, v in example.items())}"
+            f" ({why})" + (f" and in {count - 1} more combination{'s' * (count > 2)}" if count > 1 else "")
+            + "; those configurations are invalid, and a run counts them without saying why: leave such values "
+              "out, or guard the expression (with max(X, 1), or A if C else B)"
+            for name, (example, why, count) in failed.items()]
 
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")

@@ -327,6 +327,12 @@ class _Run:
         if why is not None:
             warn(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
                  f"{info.name} ({why}): the run reports no speed-up")
+        default = canonical(spec, spec.default_config, problem, self.facts)
+        if dict(problem) == spec.default_problem() and (why := check(spec, default, problem, self.facts)):
+            # at another size it may well be; at its own, the spec is likelier wrong (trial 15)
+            warn(f"{spec.name}'s default is not valid for its own default problem on {info.name} ({why}): "
+                 "the run measures a valid configuration one parameter away instead, and load_kernel without "
+                 "a profile does too; fix the spec's default")
         self.state = RunState(budget=options.trials, study_budget=options.study_trials,
                               other_versions=self.log.other_versions() if not self.log.seen else 0)
         self.limits = KernelLimits()

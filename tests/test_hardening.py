@@ -591,6 +591,22 @@ def test_a_baseline_not_valid_for_the_problem_is_named_in_a_warning(tmp_path):
     assert report.baseline is None
 
 
+def test_a_default_not_valid_for_the_default_problem_is_named_in_a_warning(tmp_path):
+    """Trial 15: the spec's own default, invalid at its own default problem, was replaced by a
+    neighbour without a word; at another size an invalid default is expected, and not said."""
+    path = write_spec(tmp_path, SCALE_YAML.replace('  - "(N // WPT) % WG == 0"',
+                                                   '  - "(N // WPT) % WG == 0"\n  - "N > 1000 or WPT < 16"')
+                      + "default: {WPT: 16, WG: 16}\n")
+    options = TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False)
+    with pytest.warns(AutotuneWarning, match=r"scale's default is not valid for its own default problem on .* "
+                      r"\(constraint 'N > 1000 or WPT < 16'\): the run measures a valid configuration one parameter "
+                      r"away instead, and load_kernel without a profile does too; fix the spec's default"):
+        tune(str(path), options, evaluator=Fast(), info=FAKE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tune(str(path), options, problem={"N": 128}, evaluator=Fast(), info=FAKE)
+
+
 def test_a_baseline_may_name_a_parameter_its_variant_ignores(tmp_path):
     """Trial 12: WG given for the variant that ignores it made the baseline 'not valid' (by a
     constraint made from the when, which the user never wrote), so the run had no speed-up."""

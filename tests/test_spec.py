@@ -56,6 +56,16 @@ def test_lint_names_a_template_default_for_a_near_miss_of_a_parameter(tmp_path):
                             "(every configuration gets the default now)"), warning
 
 
+def test_lint_names_a_derived_value_that_fails_for_some_values(tmp_path):
+    """Trial 15: `TS // WPT` with a WPT of 0 made those configurations invalid, and the run
+    said only `valid space 30 of 40`."""
+    yaml_text = WHEN_YAML.replace("WPT: [1, 2, 4, 8, 16]", "WPT: [0, 1, 2, 4, 8, 16]")
+    (warning,) = specs.lint(specs.load(write_spec(tmp_path, yaml_text, template=__import__("conftest").TEMPLATE_CL
+                                                  .replace("#ifndef MODE", "#if TILE\n#endif\n#ifndef MODE"))))
+    assert re.search(r"derived\.ITEMS cannot be computed where WPT=0, WG=16 \('N // WPT': integer division or "
+                     r"modulo by zero\) and in \d+ more combinations; those configurations are invalid", warning), warning
+
+
 def test_lint_names_a_variant_no_launch_step_applies_to(tmp_path):
     """Trial 12: a value added to a variant parameter with no launch step for it made its
     configurations invalid, and the run said nothing of it."""

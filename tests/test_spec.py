@@ -63,7 +63,8 @@ def test_lint_names_a_derived_value_that_fails_for_some_values(tmp_path):
     (warning,) = specs.lint(specs.load(write_spec(tmp_path, yaml_text, template=__import__("conftest").TEMPLATE_CL
                                                   .replace("#ifndef MODE", "#if TILE\n#endif\n#ifndef MODE"))))
     assert re.search(r"derived\.ITEMS cannot be computed where WPT=0, WG=16 \('N // WPT': integer division or "
-                     r"modulo by zero\) and in \d+ more combinations; those configurations are invalid", warning), warning
+                     r"modulo by zero\) and in \d+ more combinations; those configurations are invalid",
+                     warning), warning
 
 
 def test_lint_names_a_variant_no_launch_step_applies_to(tmp_path):

@@ -416,8 +416,10 @@ def _progress(spec: Any, label: str = "") -> Any:
     def show(event: str, rec: Any, state: Any) -> None:
         nonlocal shared
         if event == "start":
+            full = state.study_budget is not None and state.study_measured >= state.study_budget
             print(f"{who}tuning {spec.name}: up to {state.budget} new configuration{'s' * (state.budget != 1)}"
-                  + (f" (the study holds {state.study_measured})" if state.study_measured else ""), flush=True)
+                  + (f" (the study holds {state.study_measured})" if state.study_measured else "")
+                  + ("; none: that is its --study-trials budget" if full else ""), flush=True)
             if state.other_versions:
                 print(f"{who}a new study: the spec's template, reference or space has changed since its "
                       f"{state.other_versions} trials at this size on this device, which are kept apart "

@@ -135,8 +135,9 @@ class TuneOptions:
         for name, value in (("--timeout", self.timeout_s), ("--max-time-per-config", self.max_time_per_config),
                             ("--study-timeout", self.study_timeout_s)):
             if value is not None and not 0 < value < math.inf:
+                default = "for no deadline" if name == "--study-timeout" else "for the default"
                 raise OptionError(f"{name} must be a positive, finite number of seconds (got {value}); "
-                                  "leave it out for the default")
+                                  f"leave it out {default}")
         if self.seed is not None and not 0 <= self.seed < 2**32:
             raise OptionError(f"--seed must be 0 to 2**32 - 1 (got {self.seed})")
         if not self.isolate and self.max_time_per_config is not None:

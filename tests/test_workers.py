@@ -119,6 +119,17 @@ def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
     assert sorted(_stored_keys(name, storage)) == sorted(keys)
 
 
+def test_a_run_on_a_study_at_its_budget_says_it_has_nothing_to_measure(scale, capsys):
+    """Trial 14: it said `up to 5 new configurations (the study holds 16)` and measured none."""
+    from autotune.tuner import RunState
+
+    cli._progress(scale)("start", None, RunState(budget=5, study_budget=16, study_measured=16))
+    assert capsys.readouterr().out == ("tuning scale: up to 5 new configurations (the study holds 16); none: that "
+                                       "is its --study-trials budget\n")
+    cli._progress(scale)("start", None, RunState(budget=5, study_budget=20, study_measured=16))
+    assert capsys.readouterr().out == "tuning scale: up to 5 new configurations (the study holds 16)\n"
+
+
 def test_a_workers_progress_counts_the_trials_others_finished_while_it_measured(scale, home):
     """Another worker finishes two trials during this worker's third: the progress after it
     says the study holds 5, not this worker's 3."""

@@ -172,23 +172,15 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     (better), ``replaced an entry … with another version of the spec`` (its template, reference
     or space changed, or another spec has this kernel name), ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), or ``kept`` (the existing one is
-    better, or ``entry`` is a first-use pick and the existing one a usable tuning run's).
+    better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
+    what :func:`_tidy` removed, if anything.
     """
     new = {"device": _header(doc, device), "kernels": {}}
     for name, items in (doc.get("kernels") or {}).items():
         new["kernels"][name] = [dict(i) for i in items]
     items = new["kernels"].setdefault(kernel, [])
-    here, broken = _same_problem(items, kernel, entry.problem)
-    # hand edits: a malformed entry (load_kernel skips it) and copies of one version's entry
-    # (load_kernel uses one) go; the fastest copy stays, and this entry is merged with it
-    mine = sorted((i for i, old in here.items() if old.spec_hash == entry.spec_hash), key=lambda i: here[i].time_ms)
-    drop = {id(raw) for raw, _ in broken} | {id(items[i]) for i in mine[1:]}
-    tidied = ([f"removed a malformed entry for its problem ({broken[0][1]})"] if broken else []) + (
-        [f"removed {len(mine) - 1} more entr{'y' if len(mine) == 2 else 'ies'} of its problem"] if mine[1:] else [])
-    if drop:
-        items[:] = [raw for raw in items if id(raw) not in drop]
-        here, _ = _same_problem(items, kernel, entry.problem)
-        mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
+    here, tidied = _tidy(items, kernel, entry)
+    mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
     others = {id(items[i]) for i in here if i not in mine}  # before any is replaced
     if mine:
         verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable)
@@ -212,6 +204,22 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
 def _order(raw: Mapping[str, Any]) -> list[str]:
     problem = raw.get("problem")
     return sorted(map(str, problem.items())) if isinstance(problem, dict) else []
+
+
+def _tidy(items: list[dict[str, Any]], kernel: str, entry: Entry) -> tuple[dict[int, Entry], list[str]]:
+    """Remove the hand edits among the entries of ``entry``'s problem: malformed ones (load_kernel
+    skips them) and copies of its version's entry (load_kernel uses one; the fastest stays).
+    Returns that problem's entries left, by index, and what was removed, in words."""
+    here, broken = _same_problem(items, kernel, entry.problem)
+    copies = sorted((i for i, old in here.items() if old.spec_hash == entry.spec_hash), key=lambda i: here[i].time_ms)
+    if not broken and len(copies) < 2:
+        return here, []
+    drop = {id(raw) for raw, _ in broken} | {id(items[i]) for i in copies[1:]}
+    items[:] = [raw for raw in items if id(raw) not in drop]
+    said = [f"removed a malformed entry for its problem ({broken[0][1]})"] if broken else []
+    if len(copies) > 1:
+        said.append(f"removed {len(copies) - 1} more entr{'y' if len(copies) == 2 else 'ies'} of its problem")
+    return _same_problem(items, kernel, entry.problem)[0], said
 
 
 def _same_problem(items: list[dict[str, Any]], kernel: str, problem: Mapping[str, Any]

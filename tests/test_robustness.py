@@ -166,6 +166,8 @@ def test_a_crash_names_the_scratch_sizes_of_its_configuration(tmp_path):
         'scratch: {t: "4 * N"}', 'scratch: {t: "4 * N * (1 - EMPTY)"}')
     sp = specs.load(write_spec(tmp_path, text, template=TWO_STEPS_CL, ref=TWO_STEPS_REF, name="twosteps.yaml"))
     report = tune(sp, TuneOptions(sampler="grid", trials=10, timeout_s=None, save=False, storage=":memory:"))
+    if not report.failures:  # a GPU's allocation may extend past the guard zone: nothing faults
+        pytest.skip("this device does not fault on a write 1 MiB past a 4 KiB buffer")
     ((status, why),) = report.failure_examples.items()
     assert status in ("crashed", "launch_error"), why
     assert why.endswith("; its scratch buffers here: scratch.t 0 bytes ('4 * N * (1 - EMPTY)'); a kernel that "

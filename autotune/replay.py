@@ -132,9 +132,14 @@ def _parse(text: str, path: Path) -> Any:
         problem = str(exc).splitlines()[0]
     left_open = text.rstrip().removesuffix(",")
     try:
-        return json.loads(left_open + "}\n}")
+        raw = json.loads(left_open + "}\n}")
     except ValueError:
         raise ProblemError(f"{path} is not a JSON cache file ({problem})") from None
+    cache = raw.get("cache") if isinstance(raw, dict) else None
+    warn(f"{path}: the cache was left open, as Kernel Tuner leaves it while a run appends to it: "
+         f"{len(cache) if isinstance(cache, dict) else 0} entries read; if that run did not finish, "
+         "the optimum replays aim at is only the best it had measured")
+    return raw
 
 
 def _parameters(raw: dict[str, Any]) -> tuple[tuple[str, tuple[Value, ...]], ...]:
@@ -169,15 +174,17 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     outcomes: dict[tuple[Value, ...], float | str] = {}
     first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
     for key, entry in raw["cache"].items():
-        try:
-            config = tuple(_value(entry[k], k) for k in keys)
-        except (KeyError, TypeError):
-            raise ProblemError(f"cache entry {key!r} lacks a value of {', '.join(keys)}") from None
+        if not isinstance(entry, dict) or (missing := [k for k in keys if k not in entry]):
+            lacks = ", ".join(missing) if isinstance(entry, dict) else ", ".join(keys)
+            raise ProblemError(f"cache entry {key!r} lacks a value of {lacks}")
+        config = tuple(_value(entry[k], k) for k in keys)
         for (k, values), v in zip(params, config, strict=True):
             if v not in values:
                 raise ProblemError(f"cache entry {key!r} has {k} = {v!r}, not one of the values "
                                    f"'tune_params' lists for it")
-        outcome = _outcome(key, entry.get("time"))
+        if "time" not in entry:
+            raise ProblemError(f"cache entry {key!r} has no 'time': {_TIME}")
+        outcome = _outcome(key, entry["time"])
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
                 warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
@@ -201,8 +208,12 @@ def _outcome(key: str, t: Any) -> float | str:
         return t
     if _is_number(t):
         return str(t)
-    raise ProblemError(f"cache entry {key!r} has time {t!r}: give a number of ms, or the name of "
-                       "Kernel Tuner's error (CompilationFailedConfig, RuntimeFailedConfig, InvalidConfig)")
+    raise ProblemError(f"cache entry {key!r} has time {t!r}: {_TIME}")
+
+
+#: What a cache entry's time may be.
+_TIME = ("give a number of ms, or the name of Kernel Tuner's error (CompilationFailedConfig, RuntimeFailedConfig, "
+         "InvalidConfig)")
 
 
 def _value(v: Any, name: str) -> Value:

@@ -91,8 +91,11 @@ class Arguments:
             # another element type would be read as the kernel's: wrong numbers, no error (a
             # plain Buffer carries no type to check)
             if value.dtype != need.dtype:
+                # the same bytes under another type (bytes packed as int32) keep them with a view
+                bytes_too = "; or, to keep its bytes as they are, a view: .view(numpy.{0})" \
+                    if value.nbytes == nbytes and value.nbytes % np.dtype(need.dtype).itemsize == 0 else ""
                 raise TypeError(f"{where} holds {value.dtype}; the kernel takes {need.dtype} "
-                                f"(convert it: .astype(numpy.{need.dtype}))")
+                                f"(convert its values: .astype(numpy.{need.dtype}){bytes_too.format(need.dtype)})")
             if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
                 raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
             mem, size = value.base_data, value.nbytes  # the view's bytes, not its base buffer's

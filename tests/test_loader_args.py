@@ -116,9 +116,12 @@ def test_an_array_of_another_element_type_is_a_type_error(mm, queue, enqueued, d
     """Its bytes would be read as float32: wrong numbers and no error (a Buffer cannot be told)."""
     a = cl_array.zeros(queue, M * K, dtype)
     b, c = buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
-    with pytest.raises(TypeError, match=rf"argument A holds {np.dtype(dtype)}; the kernel takes float32"):
+    with pytest.raises(TypeError, match=rf"argument A holds {np.dtype(dtype)}; the kernel takes float32") as caught:
         mm(a, b, c)
     assert enqueued == []
+    # trial 16: for the same bytes under another type, .astype would change every value; .view keeps them
+    view = "; or, to keep its bytes as they are, a view: .view(numpy.float32))"
+    assert str(caught.value).endswith(view) == (np.dtype(dtype).itemsize == 4), str(caught.value)
 
 
 @needs_opencl

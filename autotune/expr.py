@@ -177,13 +177,17 @@ class Expr:
         except _EVAL_ERRORS as exc:
             raise ExpressionError(f"{self.source!r}: {_one_line(exc)}") from None
 
-    def check_names(self, known: set[str] | frozenset[str], where: str) -> None:
-        """Raise if the expression uses a name outside ``known``; ``where`` locates it."""
+    def check_names(self, known: set[str] | frozenset[str], where: str,
+                    hint: Callable[[str], str] = lambda name: "") -> None:
+        """Raise if the expression uses a name outside ``known``; ``where`` locates it, and
+        ``hint`` says why a name is not known there (empty: nothing to add)."""
         unknown = sorted(self.names - set(known))
         if unknown:
+            hints = "; ".join(h for n in unknown if (h := hint(n)))
             raise ExpressionError(
-                f"{where}: {self.source!r} uses unknown name(s) {', '.join(unknown)}; "
-                f"known names are: {', '.join(sorted(known))}"
+                f"{where}: {self.source!r} uses unknown name(s) {', '.join(unknown)}"
+                + (f" ({hints})" if hints else "")
+                + f"; known names are: {', '.join(sorted(known))}"
             )
 
 

@@ -590,14 +590,9 @@ class _Validator:
     def expr(self, key: str, source: Any, known: set[str]) -> Expr:
         try:
             e = Expr.parse(source)
-        except ExpressionError as exc:
-            raise self.fail(key, str(exc)) from None
-        unknown = sorted(e.names - set(known))
-        if unknown:
-            hints = "; ".join(h for n in unknown if (h := self.unknown_hint(n, known)))
-            raise self.fail(key, f"{e.source!r} uses unknown name(s) {', '.join(unknown)}"
-                                 + (f" ({hints})" if hints else "")
-                                 + f"; known names are: {', '.join(sorted(known))}")
+            e.check_names(known, f"{self.path}: {key}", lambda name: self.unknown_hint(name, known))
+        except ExpressionError as exc:  # fail() puts the file and key first, on one line
+            raise self.fail(key, str(exc).removeprefix(f"{self.path}: {key}: ")) from None
         return e
 
     def mapping(self, key: str, raw: Any, allow_empty: bool = False) -> dict[str, Any]:

@@ -407,16 +407,13 @@ def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
     # a condition on the problem (a tail step for sizes not a multiple) may hold at other sizes
     whens = [s.when if s.when is not None and spec.behind(s.when.names) <= set(spec.parameter_names) else None
              for s in spec.launch]
-    named = spec.behind(n for w in whens if w is not None for n in w.names)
-    params = [p for p in spec.parameters if p.name in named]
-    combinations = math.prod(len(p.values) for p in params)
-    if not any(whens) or combinations > most:
+    combinations = _combinations(spec, spec.behind(n for w in whens if w is not None for n in w.names), most)
+    if not any(whens) or combinations is None:
         return []
     problem, first = spec.default_problem(), {p.name: p.values[0] for p in spec.parameters}
     none: list[dict[str, Value]] = []
     ran = [w is None for w in whens]
-    for values in itertools.product(*(p.values for p in params)):
-        chosen = dict(zip((p.name for p in params), values, strict=True))
+    for chosen in combinations:
         try:
             env = spec.env(problem, {**first, **chosen})
             holds = [w is None or bool(w(env)) for w in whens]
@@ -428,9 +425,9 @@ def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
     out = [f"{spec.path}: launch[{i}] ({step.entry}): its when {step.when.source!r} holds for no configuration, "
            "so it never runs; widen the condition or drop the step"
            for i, (step, r) in enumerate(zip(spec.launch, ran, strict=True)) if not r and step.when]
-    if none and len(none) < combinations:  # else: said of each step above
+    if none and len(none) < len(combinations):  # else: said of each step above
         where = ", ".join(f"{k}={v}" for k, v in none[0].items())
-        names = ", ".join(p.name for p in params)
+        names = ", ".join(none[0])
         more = f" (and {len(none) - 1} more combinations of {names})" if len(none) > 1 else ""
         out.append(f"{spec.path}: launch: no step applies where {where}{more}, so those configurations never run; "
                    "give a step a 'when' that holds there, or drop the value")
@@ -444,14 +441,12 @@ def _failing(spec: KernelSpec, most: int = 10_000) -> list[str]:
     behind the derived values; one computed from a device fact is not judged."""
     problem = spec.default_problem()
     judged = [(n, e) for n, e in spec.derived if spec.behind(e.names) <= {*spec.parameter_names, *problem}]
-    params = [p for p in spec.parameters if p.name in spec.behind(n for _, e in judged for n in e.names)]
-    combinations = math.prod(len(p.values) for p in params)
-    if not params or combinations > most:
+    combinations = _combinations(spec, spec.behind(n for _, e in judged for n in e.names), most)
+    if combinations is None or combinations == [{}]:  # too many, or none depends on a parameter
         return []
     first = {p.name: p.values[0] for p in spec.parameters}
     failed: dict[str, tuple[dict[str, Value], str, int]] = {}  # derived name: first example, why, count
-    for values in itertools.product(*(p.values for p in params)):
-        chosen = dict(zip((p.name for p in params), values, strict=True))
+    for chosen in combinations:
         env = {**problem, **first, **chosen}
         for name, e in judged:
             try:
@@ -465,6 +460,18 @@ def _failing(spec: KernelSpec, most: int = 10_000) -> list[str]:
             + "; those configurations are invalid, and a run counts them without saying why: leave such values "
               "out, or guard the expression (with max(X, 1), or A if C else B)"
             for name, (example, why, count) in failed.items()]
+
+
+def _combinations(spec: KernelSpec, names: Iterable[str], most: int) -> list[dict[str, Value]] | None:
+    """Each combination of values of the parameters among ``names`` (lint judges a condition or
+    an expression over them; the others stay at their first values; none named: one, empty);
+    None where there are more than ``most``."""
+    named = set(names)
+    params = [p for p in spec.parameters if p.name in named]
+    if math.prod(len(p.values) for p in params) > most:
+        return None
+    return [dict(zip((p.name for p in params), values, strict=True))
+            for values in itertools.product(*(p.values for p in params))]
 
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")

@@ -404,8 +404,7 @@ def _fmt_params(params: Any, spec: Any = None, problem: Any = None) -> str:
     (a parameter whose ``when`` does not hold: it keeps its first value, which means nothing)."""
     from .spec import config_label  # here: importing spec at the top would slow every --help
 
-    ignored = set() if spec is None else spec.inactive(params, problem or {})
-    return config_label({k: v for k, v in params.items() if k not in ignored})
+    return config_label(params if spec is None else spec.active(params, problem or {}))
 
 
 def _progress(spec: Any, label: str = "") -> Any:

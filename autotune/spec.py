@@ -179,6 +179,12 @@ class KernelSpec:
                 continue
         return out
 
+    def active(self, params: Mapping[str, Value], problem: Mapping[str, Any]) -> dict[str, Value]:
+        """``params`` less those the configuration ignores (:meth:`inactive`): a configuration as
+        progress lines, summaries and the report show it."""
+        ignored = self.inactive(params, problem)
+        return {k: v for k, v in params.items() if k not in ignored}
+
     def behind(self, names: Iterable[str]) -> set[str]:
         """``names`` with every derived name replaced by the names it is computed from."""
         return _behind(self.derived, names)

@@ -688,13 +688,12 @@ class _Run:
         """What in the spec may have killed the worker: a scratch buffer too small for what a
         kernel writes there (sizes are in bytes: one given in elements is a quarter of a float
         array), which a CPU device does not catch beyond the guard zone."""
-        geo = geometry(self.spec, params, self.problem, self.facts)
+        geo, sources = geometry(self.spec, params, self.problem, self.facts), dict(self.spec.scratch)
         bound = {name for step in geo.steps for name in step.args}
-        sizes = [(name, nbytes, dict(self.spec.scratch)[name].source) for name, nbytes in geo.scratch
-                 if name in bound]
-        if not sizes:
+        listed = ", ".join(f"scratch.{name} {nbytes:,} bytes ({sources[name].source!r})"
+                           for name, nbytes in geo.scratch if name in bound)
+        if not listed:
             return ""
-        listed = ", ".join(f"scratch.{name} {nbytes:,} bytes ({source!r})" for name, nbytes, source in sizes)
         return (f"; its scratch buffers here: {listed}; a kernel that writes past one writes outside any buffer "
                 "(sizes are in bytes, not elements)")
 

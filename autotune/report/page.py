@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from .. import __version__
+from ..spec import config_label
 from .data import Section, Trial, variant_parameter
 
 #: Captions of the figures, in the order a section shows them.
@@ -145,8 +146,7 @@ def _top(s: Section) -> str:
     rows = []
     for rank, t in enumerate(top, 1):
         lo, hi = t.m.spread
-        ignored = s.spec.inactive(t.m.params, s.problem)  # as the run's lines show it
-        params = " ".join(f"{k}={v}" for k, v in s.spec.without_flags(t.m.params).items() if k not in ignored)
+        params = config_label(s.spec.without_flags(s.spec.active(t.m.params, s.problem)))  # as the run's lines
         flags = " ".join(s.spec.enabled_flags(t.m.params))
         rows.append(f'<tr><td class="n">{rank}</td><td class="n">{t.number}</td><td class="n">{t.m.median_ms:.4g}</td>'
                     f'<td class="n">{lo:.4g} – {hi:.4g}</td><td class="n">{100 * (hi - lo) / t.m.median_ms:.1f}%</td>'

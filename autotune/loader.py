@@ -214,10 +214,14 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     """The choice among ``found`` (this spec version's entries) and ``older`` (tuned entries of
     other versions of the spec); a pick is saved in ``user``."""
     facts = info.facts()
-    here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)), key=lambda ep: ep[0].picked)
+    # a tuning run's entry before a pick made at an earlier first use; the user's profile before
+    # the shipped ones; of two copies in one profile (a hand edit), the faster
+    folder = {path: i for i, path in enumerate(dict.fromkeys(p for _, p in found))}
+    here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)),
+                  key=lambda ep: (ep[0].picked, folder[ep[1]], ep[0].time_ms))
     older_here = [ep for ep in older if dict(ep[0].problem) == dict(problem)]
     lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
-    if here:  # a tuning run's entry before a pick made at an earlier first use
+    if here:
         entry, path = here[0]
         params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and _valid(spec, params, problem, facts):

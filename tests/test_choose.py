@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from autotune import loader, profiles, record
 from autotune import spec as specs
@@ -311,3 +312,18 @@ def test_a_malformed_entry_hides_only_itself(folders, monkeypatch):
     assert c.origin == "exact" and c.params == T64
     (message,) = [str(w.message) for w in caught]
     assert message.startswith(f"ignoring an entry: {path}: kernels.matmul[") and "malformed entry" in message
+
+
+def test_of_two_copies_of_an_entry_the_faster_is_used_whatever_their_order(folders):
+    """A hand edit can leave two entries for one problem and spec version; the first in the
+    file was used, though the next run keeps the faster one."""
+    path = profiles.path_for(FAKE.slug, folders[1])
+    doc = yaml.safe_load(path.read_text())
+    entries = doc["kernels"]["matmul"]
+    slow = next(e for e in entries if e["problem"]["M"] == 1024)
+    fast = dict(slow, params=dict(slow["params"], MWG=32, NWG=32, MDIMC=8, NDIMC=8), time_ms=0.05)
+    for order in ([slow, fast], [fast, slow]):
+        doc["kernels"]["matmul"] = [e for e in entries if e is not slow] + order
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        c = choose(folders, FakeTimer({}), M=1024, N=1024, K=1024)
+        assert c.origin == "exact" and c.params == T32 and c.entry.time_ms == 0.05

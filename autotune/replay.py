@@ -173,6 +173,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     keys = [k for k, _ in params]
     outcomes: dict[tuple[Value, ...], float | str] = {}
     first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
+    timeless: list[str] = []  # keys whose time is a number but not positive (0, negative, NaN)
     for key, entry in raw["cache"].items():
         if not isinstance(entry, dict) or (missing := [k for k in keys if k not in entry]):
             lacks = ", ".join(missing) if isinstance(entry, dict) else ", ".join(keys)
@@ -185,12 +186,18 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         if "time" not in entry:
             raise ProblemError(f"cache entry {key!r} has no 'time': {_TIME}")
         outcome = _outcome(key, entry["time"])
+        if _is_number(entry["time"]) and not entry["time"] > 0:
+            timeless.append(key)
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
                 warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
                      f"as {outcomes[config]!r} and {outcome!r}; replaying the first")
             continue
         outcomes[config], first[config] = outcome, key
+    if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
+        some = ", ".join(repr(k) for k in timeless[:3]) + (", ..." if len(timeless) > 3 else "")
+        warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
+             f"not a positive number ({some}); replayed as failures")
     if not any(isinstance(t, float) for t in outcomes.values()):
         raise ProblemError("it records no successful time: nothing to tune against")
     return outcomes
@@ -199,9 +206,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
 def _outcome(key: str, t: Any) -> float | str:
     """A cache entry's time in ms, or its error: the name of Kernel Tuner's error class
     (``CompilationFailedConfig``, ...). A time of 1e20 ms or more is a failure: Kernel Tuner
-    before its error classes recorded a configuration that failed to launch as 1e20."""
-    if _is_number(t) and not t > 0:
-        raise ProblemError(f"cache entry {key!r} has time {t!r}: a time is a positive number of ms")
+    before its error classes recorded a configuration that failed to launch as 1e20; a time that
+    is not positive (0, NaN) is a failure too (the caller warns)."""
     if _is_time(t):
         return float(t)
     if isinstance(t, str) and re.fullmatch(r"[A-Za-z_]\w*", t):

@@ -711,6 +711,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for c in r.ceilings:
         share = "".join(f"  -> {name}: {100 * x:.1f}% of it" for name, x in r.ratios(c).items())
         print(f"  ceiling     {c.name}: {c.value:.1f} {c.unit} ({c.how}){share}")
+        if c.unit.startswith("GB/s") and any(x > 1 for x in r.ratios(c).values()):
+            print("              above the ceiling: this problem's data fits in a cache, which the copy "
+                  "does not; a larger size (-s) measures memory")
     print(f"  kept        {benchmark.keep_ceilings(r)}")
     return 0
 

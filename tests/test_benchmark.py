@@ -59,3 +59,26 @@ def test_bench_says_why_a_baseline_that_cannot_run_the_problem_is_not_timed(tmp_
     out = capsys.readouterr().out
     assert "baseline    not timed: the baseline variant cannot run this problem (" in out, out
     assert "(N // WPT) % WG == 0" in out, "the constraint it breaks is named"
+
+
+@pytest.mark.parametrize("gbs, above", [(150.0, True), (80.0, False)])
+def test_bench_explains_a_share_of_the_copy_ceiling_above_100_percent(monkeypatch, capsys, gbs, above) -> None:
+    """Trial 16: a small problem that sits in a cache showed 150% of the copy bandwidth, unexplained."""
+    from autotune import cli, loader
+    from autotune import spec as specs
+    from autotune.ceilings import Ceiling
+    from autotune.result import Measurement, Status
+    from conftest import FAKE
+
+    spec = specs.load("reverse")
+    problem = spec.resolve_problem({"N": 4096})
+    m = Measurement(Status.OK, "", (0.01, 0.01), params=spec.default_config)
+    copy = Ceiling("copy bandwidth", 100.0, "GB/s", "clEnqueueCopyBuffer of 1024 MiB")
+    result = benchmark.BenchResult(spec, FAKE, problem, loader.Choice(spec.default_config, "exact"), m,
+                                   {"GB/s": gbs}, (copy,))
+    monkeypatch.setattr(benchmark, "run", lambda *a, **k: result)
+    monkeypatch.setattr(benchmark, "keep_ceilings", lambda r: "nothing")
+    assert cli.main(["bench", "reverse", "-s", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert f"GB/s: {gbs:.1f}% of it" in out
+    assert ("above the ceiling: this problem's data fits in a cache" in out) == above

@@ -87,6 +87,11 @@ def test_section_records_what_the_study_holds(scale):
     assert s.wall_s() >= 0 and s.entry is not None and s.entry.time_ms == pytest.approx(run.best.median_ms, rel=1e-4)
     assert s.importance_method and set(s.importances) <= {"WPT", "WG", "mad"}
     assert s.variant_first()[0] in s.importances
+    judged = len(s.ok) - 8  # the ones timed once are not judged
+    assert plots.importance_title(s) == f"parameter importances ({s.importance_method}, {judged} verified trials)"
+    # trial 15: importances over 8 trials were shown as if they were as sure as over hundreds
+    few = replace(s, trials=tuple(s.top(6)))
+    assert plots.importance_title(few).endswith(", 6 verified trials; few, so a rough guide (steadier from 20))")
 
 
 def test_every_problem_gets_a_section_smallest_first_unless_one_is_asked_for(scale, tmp_path):

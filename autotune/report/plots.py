@@ -143,6 +143,11 @@ def _strip(ax: Any, s: Section, name: str, best: Trial | None) -> None:
     ax.grid(True, axis="y", which="both", alpha=0.3)
 
 
+#: Below this many verified trials the importances are marked as a rough guide: PED-ANOVA
+#: compares the fastest tenth of the trials with the rest, which is one or two trials then.
+FEW_TRIALS = 20
+
+
 def importances(s: Section) -> bytes | None:
     """The parameter importances as bars, the variant parameter first; None without them."""
     names = [n for n in s.variant_first() if n in s.importances]
@@ -156,9 +161,17 @@ def importances(s: Section) -> bytes | None:
     ax.invert_yaxis()
     ax.set_xlabel("importance for log(time), normalized to sum to 1"
                   + ("\n(one with a condition: among the trials where it applies)" if where else ""), fontsize=8)
-    ax.set_title(f"parameter importances ({s.importance_method}, verified trials)", fontsize=9)
+    ax.set_title(importance_title(s), fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     return _png(fig)
+
+
+def importance_title(s: Section) -> str:
+    """The importance figure's title: the method and how many trials it judged, marked as a rough
+    guide when they are few."""
+    judged = sum(1 for t in s.ok if not t.m.pruned)
+    few = f"; few, so a rough guide (steadier from {FEW_TRIALS})" if judged < FEW_TRIALS else ""
+    return f"parameter importances ({s.importance_method}, {judged} verified trial{'s' * (judged != 1)}{few})"
 
 
 def headline_metrics(s: Section) -> tuple[str | None, str | None]:

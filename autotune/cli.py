@@ -527,6 +527,11 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             "wrong result"}
     lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
                  f"({_rate(report)})")
+    if report.stopped_by == "timeout" and report.cut_off is not None:
+        params, limit = report.cut_off
+        lines.append(f"              {_fmt_params(params, report.spec, report.problem)} was being measured: the "
+                     f"next run of the study measures it first, for up to {limit:.0f} s (its limit per "
+                     "configuration), so give that run a --timeout longer than that")
     if report.stopped_by == "same wrong result":
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")

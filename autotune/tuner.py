@@ -177,6 +177,7 @@ class TuneReport:
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
     baseline_confirmed: bool = False  # the baseline was timed in the same rounds
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
+    cut_off: tuple[Mapping[str, Value], float] | None = None  # in flight at --timeout, and its own limit (s)
 
     @property
     def close_call(self) -> bool:
@@ -211,6 +212,7 @@ class RunState:
     retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
     warm_from: tuple[str, ...] = ()  # other devices whose winners are measured first
     other_versions: int = 0  # a new study's trials made with earlier versions of the spec
+    cut_off: tuple[dict[str, Value], float] | None = None  # in flight at --timeout, and its own limit (s)
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -337,6 +339,7 @@ class _Run:
         self.state = RunState(budget=options.trials, study_budget=options.study_trials,
                               other_versions=self.log.other_versions() if not self.log.seen else 0)
         self.limits = KernelLimits()
+        self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))
         self.proposer = Proposer(options.sampler, valid, options.seed)
         self.model = ParzenSearch(valid, options.seed, listable=self.valid_count <= POOL_ALL) \
@@ -348,7 +351,6 @@ class _Run:
         self.distributions = {p.name: optuna.distributions.CategoricalDistribution(list(p.values))
                               for p in spec.parameters}
         self.ahead = options.compile_ahead if options.compile_ahead is not None else (2 if info.is_gpu else 0)
-        self.limit = options.max_time_per_config
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
         self.near: dict[str, Value] | None = None  # a proposal another worker claimed first
@@ -662,6 +664,7 @@ class _Run:
         m = evaluator.evaluate(params, max(left, 1.0) if at_deadline and left is not None else limit, cutoff)
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
+            self.state.cut_off = (dict(params), limit)
             self.interrupted()
             raise _OutOfTime
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
@@ -670,7 +673,8 @@ class _Run:
         # leaves it to expire, and the configuration is measured again
         m = self.log.tell(cand.trial, replace(m, params=params), then=lambda: self.claims.finish(params))
         self.in_flight = None
-        if self.retried.pop(config_key(params), None) is not None and self.model is not None:
+        again = self.retried.pop(config_key(params), None) is not None  # a timeout the study counts already
+        if again and self.model is not None:
             self.model.observe(params, m.median_ms if m.ok else math.inf)  # its timeout was taught
         self.limits.learn(m.wg_limits)
         self.state.add(m, is_baseline)
@@ -679,7 +683,7 @@ class _Run:
         # the others' finished trials too: this run's own claims are finished only once stored,
         # so they are counted here, and a worker's progress is current between its looks
         others = self._done(others_only=True)
-        self.state.study_measured = max(self.state.study_measured + 1, others + self.state.measured)
+        self.state.study_measured = max(self.state.study_measured + (not again), others + self.state.measured)
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m
@@ -769,7 +773,7 @@ class _Run:
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed,
-            baseline_confirmed=s.baseline_confirmed, elsewhere=s.elsewhere,
+            baseline_confirmed=s.baseline_confirmed, elsewhere=s.elsewhere, cut_off=s.cut_off,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
 

@@ -16,7 +16,7 @@ from autotune.errors import ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.spec import config_label
-from autotune.tuner import TuneOptions, tune
+from autotune.tuner import BASELINE_LIMIT_S, TuneOptions, default_time_limit, tune
 from conftest import FAKE, SCALE_YAML, QuietEvaluator, save_winner, write_spec
 
 
@@ -79,6 +79,57 @@ def test_resume_adds_trials_without_remeasuring(scale):
     seen_before = {config_key(c) for c in first.calls}
     assert not seen_before & {config_key(c) for c in second.calls}
     assert report.study_trials == 10
+
+
+def test_a_resumed_run_keeps_the_default_time_limit_the_studys_baseline_sets(scale):
+    """Trial 17: a resumed study measured every candidate under the 300 s limit meant for the
+    baseline alone, so a hanging one took a whole run's --timeout, run after run."""
+    class Limits(FakeEvaluator):
+        def __init__(self):
+            super().__init__()
+            self.limits: list[float | None] = []
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            self.limits.append(limit_s)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    first, second = Limits(), Limits()
+    run(scale, first, trials=3, seed=1, storage=None)
+    run(scale, second, trials=3, seed=2, storage=None)
+    base = default_time_limit(Measurement(Status.OK, "", (1.0,), wall_s=0.01))
+    assert first.limits[0] == BASELINE_LIMIT_S and set(first.limits[1:]) == {base}
+    assert second.calls and set(second.limits) == {base}, "the baseline is the study's, measured before"
+
+
+def test_a_candidate_cut_off_by_the_runs_timeout_is_named_and_measured_first_next_time(scale):
+    """Trial 17: a run that --timeout stopped while a hanging candidate was measured said
+    nothing of it, and the next run spent its time on it again without a word."""
+    class Hangs(FakeEvaluator):
+        def __init__(self, hung=None):
+            super().__init__()
+            self.limits: list[float | None] = []
+            self.hung = hung  # the configuration that hangs; None: the third measured
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            self.limits.append(limit_s)
+            if params == self.hung if self.hung is not None else len(self.calls) == 2:
+                self.hung = dict(params)
+                self.calls.append(dict(params))
+                return Measurement(Status.TIMEOUT, f"no result within {limit_s:.0f} s; worker killed")
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    first = Hangs()
+    report = run(scale, first, sampler="grid", trials=50, timeout_s=20.0, storage=None)
+    assert report.stopped_by == "timeout" and report.measured == 2
+    assert report.cut_off is not None and dict(report.cut_off[0]) == first.hung and report.cut_off[1] == 30.0
+    assert first.limits[2] < 30.0, "it was given what was left of the run, not its own limit"
+    text = format_report(report)
+    assert (f"{config_label(first.hung)} was being measured: the next run of the study measures it first, for up "
+            "to 30 s (its limit per configuration), so give that run a --timeout longer than that") in text, text
+    second = Hangs(first.hung)
+    again = run(scale, second, sampler="grid", trials=3, storage=None)
+    assert second.calls[0] == first.hung and second.limits[0] == 30.0
+    assert again.failures == {"timeout": 1} and again.cut_off is None
 
 
 def test_profile_written_with_best_and_flags(scale):
@@ -548,10 +599,17 @@ def test_a_timeout_under_a_shorter_limit_is_measured_again_by_a_later_run(scale)
     first = run(scale, SlowWide(), sampler="grid", trials=100, storage=None, max_time_per_config=0.5)
     assert first.failures.get("timeout") == 2  # WPT=4, WG=64 with and without mad
     assert first.best.params["WG"] != 64 or first.best.params["WPT"] != 4
-    again, said = SlowWide(), []
+    again, said, counts = SlowWide(), [], []
+
+    def progress(event, m, state):
+        said.append(state.retrying)
+        counts.append(state.study_measured)
+
     second = tune(scale, TuneOptions(sampler="random", seed=1, trials=2, timeout_s=None, max_time_per_config=5.0),
-                  evaluator=again, info=FAKE, progress=lambda event, m, state: said.append(state.retrying))
+                  evaluator=again, info=FAKE, progress=progress)
     assert said[0] == 2
+    # trial 17: each timeout measured again was counted as a new trial of the study in the lines
+    assert counts[-1] == second.study_trials == first.study_trials, counts
     assert [(c["WPT"], c["WG"]) for c in again.calls] == [(4, 64), (4, 64)]
     assert second.best.median_ms == 0.01 and not second.failures
     same = SlowWide()

@@ -87,19 +87,39 @@ def fill(queue: cl.CommandQueue, zones: Collection[Zone], zeroed: Collection[Zon
 
 
 def written(queue: cl.CommandQueue, zones: Collection[Zone], zeroed: Collection[ZoneKey] = ()) -> str | None:
-    """What the last launch wrote outside a buffer (into a zone :func:`fill` set), if anything."""
+    """What the last launch wrote outside a buffer (into a zone :func:`fill` set), if anything.
+
+    A write past an array the kernels write is named before one found in a zone of an array
+    they only read: buffers can lie next to each other, so one that runs far past its end
+    lands in the next one's zone."""
+    hits = []
     for z in zones:
         for side, start, count in z.sides():
             got = np.empty(count, np.uint8)
             cl.enqueue_copy(queue, got, z.whole, src_offset=start)
             changed = np.flatnonzero(got != (0 if (z.what, side) in zeroed else z.byte))
-            if not changed.size:
-                continue
-            where = (f"past its end, up to byte {changed[-1] + 1} after its last byte" if side == "after" else
-                     f"before its start, from byte {count - changed[0]} before its first byte")
-            return (f"{z.what}: written {where} ({z.size} bytes); work-items must not write outside it "
-                    f"(check {z.fix})")
-    return None
+            if changed.size:
+                hits.append((z.read_only, side == "before", z, _where(side, changed, count)))
+    if not hits:
+        return None
+    hits.sort(key=lambda h: h[:2])
+    _, _, z, where = hits[0]
+    why = f"{z.what}: written {where} ({z.size} bytes)"
+    if z.read_only:
+        why += (f", though the kernels only read {z.what}: a write outside another buffer reached it, or a "
+                f"kernel writes {z.what}")
+    also = "; ".join(f"{h[2].what} {h[3]}" for h in hits[1:])
+    return (f"{why}{f'; also written: {also}' if also else ''}; work-items must not write outside it "
+            f"(check {z.fix})")
+
+
+def _where(side: Side, changed: np.ndarray, count: int) -> str:
+    """Where in a zone of ``count`` bytes the ``changed`` bytes lie, from the array's edge."""
+    if side == "after":
+        edge = " (the whole zone: it may go further)" if changed[-1] + 1 == count else ""
+        return f"past its end, up to byte {changed[-1] + 1} after its last byte{edge}"
+    edge = " (the whole zone: it may start further before)" if changed[0] == 0 else ""
+    return f"before its start, from byte {count - changed[0]} before its first byte{edge}"
 
 
 def is_outside(message: str) -> bool:

@@ -726,9 +726,12 @@ class _Validator:
 
     def inplace(self, raw: Any, outputs: tuple[str, ...]) -> tuple[str, ...]:
         inplace = tuple(str(o) for o in self.sequence("inplace", raw or []))
-        if set(inplace) - set(outputs):
-            raise self.fail("inplace", f"{', '.join(sorted(set(inplace) - set(outputs)))} "
-                                       "must also be listed in outputs")
+        if stray := sorted(set(inplace) - set(outputs)):
+            typo = difflib.get_close_matches(stray[0], outputs, n=1)
+            hint = f" (did you mean {typo[0]}?)" if typo else ""
+            raise self.fail("inplace", f"{', '.join(stray)} is not one of the outputs ({', '.join(outputs)}){hint}: "
+                                       "inplace names the outputs the kernels also read, so list it in outputs too "
+                                       "or leave it out of inplace")
         return inplace
 
     def conditions(self, parameters: tuple[Parameter, ...]) -> tuple[Expr, ...]:
@@ -828,6 +831,11 @@ class _Validator:
                 if isinstance(v, str) and (not v or v.startswith("-") or any(c.isspace() or c in "\"'\\" for c in v)):
                     raise self.fail(where, f"value {v!r} reaches the compiler as -D{name}={v}: give a string "
                                     "that is not empty, does not start with '-' and has no spaces or quotes")
+            if any(isinstance(v, bool) for v in values) and not all(isinstance(v, bool) for v in values):
+                # true reaches the compiler as 1: [true, 1] is one value twice, [true, 2] a typo
+                raise self.fail(where, f"values {values!r} mix true/false with other values; true reaches the "
+                                "compiler as 1 and false as 0, so write those numbers (or a build flag for an "
+                                "on/off option)")
             if len(set(map(repr, values))) != len(values):
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))

@@ -291,6 +291,9 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
     (("  MODE: [0]", "  MODE: ['1 -DWPT=3', c]"), r"value '1 -DWPT=3' reaches the compiler"),
     (("  MODE: [0]", "  MODE: ['', c]"), r"value '' reaches the compiler"),
     (("  MODE: [0]", "  MODE: [-O0, c]"), r"value '-O0' reaches the compiler"),
+    (("  MODE: [0]", "  MODE: [true, 2]"), r"parameters.MODE: values \[True, 2\] mix true/false with other "
+                                          r"values; true reaches the compiler as 1 and false as 0"),
+    (("baseline:", "inplace: [yy]\nbaseline:"), r"inplace: yy is not one of the outputs \(y\) \(did you mean y\?\)"),
     (("  mad: -cl-mad-enable", "  WG: -cl-mad-enable"), r"build_flags.WG: a parameter has that name too"),
     (("  mad: -cl-mad-enable", "  N: -cl-mad-enable"), r"build_flags.N: a problem key has that name too"),
 ])

@@ -407,6 +407,17 @@ def _fmt_params(params: Any, spec: Any = None, problem: Any = None) -> str:
     return config_label(params if spec is None else spec.active(params, problem or {}))
 
 
+def _fmt_config(params: Any, flags: Any, spec: Any = None, problem: Any = None) -> str:
+    """A configuration as the summary, ``show`` and ``bench`` give it: ``WPT=4 WG=64  flags:
+    -cl-mad-enable`` (``params`` less the flag switches, and the flags they enable)."""
+    return _fmt_params(params, spec, problem) + (f"  flags: {' '.join(flags)}" if flags else "")
+
+
+def _fmt_full(params: Any, spec: Any, problem: Any) -> str:
+    """:func:`_fmt_config` of a whole configuration, its flag switches among ``params``."""
+    return _fmt_config(spec.without_flags(params), spec.enabled_flags(params), spec, problem)
+
+
 def _progress(spec: Any, label: str = "") -> Any:
     """The progress printer; ``label`` names the worker when several print."""
     who = f"{label} " if label else ""
@@ -458,7 +469,7 @@ def _verdict(report: Any) -> str:
     kept = report.profile_kept
     if kept is None:
         return str(report.profile_verdict)
-    config = " ".join([_fmt_params(kept.params, report.spec, report.problem), *kept.build_flags])
+    config = _fmt_config(kept.params, kept.build_flags, report.spec, report.problem)
     than = "as fast as" if report.best is not None and kept.time_ms >= report.best.median_ms else "faster than"
     return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
             f"is {than} this run's best and stays ({config})")
@@ -480,10 +491,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append("no configuration passed verification" if report.study_trials else
                      "nothing was measured before the run stopped")
     else:
-        flags = report.spec.enabled_flags(best.params)
-        shown = report.spec.without_flags(best.params)
-        lines.append(f"  best        {_fmt_params(shown, report.spec, report.problem)}"
-                     + (f"  flags: {' '.join(flags)}" if flags else ""))
+        lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}")
         lo, hi = best.spread
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         if report.confirmed and report.runner_up is not None:
@@ -510,6 +518,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     # proposals, not trials: a proposal another worker held is skipped, and may be proposed again
     elsewhere = (f", {report.elsewhere} proposals skipped as another worker had them" if report.elsewhere else "")
     by = f"by worker {worker}" if worker else "this run"
+    if report.warm_from:
+        lines.append(f"  started     from the winners on {', '.join(report.warm_from)} (no tuned entry on this "
+                     "device; --no-warm-start starts without them)")
     lines.append(f"  trials      {report.measured} measured {by} ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused{elsewhere}; "
                  f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
@@ -681,7 +692,7 @@ def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
             f" (load_kernel skips it: {why}; the next run of this size replaces it)" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
-                     f"{_fmt_params(e.params, spec, e.problem)} {' '.join(e.build_flags)}{mark}"))
+                     f"{_fmt_config(e.params, e.build_flags, spec, e.problem)}{mark}"))
     head = ("problem", "time ms", "throughput", "trials", "params")
     w = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
     print(f"\n{title}")
@@ -697,7 +708,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     r = benchmark.run(spec, problem, args.device)
     print(f"{r.spec.name} on {r.device.name} ({r.device.platform}, driver {r.device.driver}), "
           f"{problem_label(r.problem)}")
-    print(f"  config      {r.choice.origin}: {_fmt_params(r.choice.params, r.spec, r.problem)}")
+    print(f"  config      {r.choice.origin}: {_fmt_full(r.choice.params, r.spec, r.problem)}")
     m = r.measurement
     if not m.ok:
         print(f"  FAILED      {m.status.value}: {m.message}")

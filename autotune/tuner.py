@@ -178,6 +178,7 @@ class TuneReport:
     baseline_confirmed: bool = False  # the baseline was timed in the same rounds
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     cut_off: tuple[Mapping[str, Value], float] | None = None  # in flight at --timeout, and its own limit (s)
+    warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
 
     @property
     def close_call(self) -> bool:
@@ -774,6 +775,7 @@ class _Run:
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed,
             baseline_confirmed=s.baseline_confirmed, elsewhere=s.elsewhere, cut_off=s.cut_off,
+            warm_from=s.warm_from,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
 

@@ -321,11 +321,16 @@ def test_a_retune_starts_from_the_previous_winners_even_of_an_older_spec(tmp_pat
 def test_a_device_with_no_winner_yet_starts_from_other_devices_winners(scale):
     save_winner(replace(FAKE, name="Fake GPU 8000"), {"N": 256}, {"WPT": 2, "WG": 128})  # not the default (4, 64)
     ev, starts = FakeEvaluator(), []
-    run(scale, ev, trials=4, seed=0, save=False, progress=lambda event, rec, state: starts.append(state.warm_from))
+    warm = run(scale, ev, trials=4, seed=0, save=False,
+               progress=lambda event, rec, state: starts.append(state.warm_from))
     assert ev.calls[1] == {"WPT": 2, "WG": 128, "MODE": 0, "mad": False}, "measured right after the baseline"
     assert starts[0] == ("Fake GPU 8000",)
+    # trial 18: with -q only the summary told what the run did, and it did not say this
+    assert ("  started     from the winners on Fake GPU 8000 (no tuned entry on this device; --no-warm-start "
+            "starts without them)") in format_report(warm).splitlines()
     ev = FakeEvaluator()
-    run(scale, ev, trials=4, seed=0, save=False, warm_start=False)  # --no-warm-start
+    cold = run(scale, ev, trials=4, seed=0, save=False, warm_start=False)  # --no-warm-start
+    assert "  started     " not in format_report(cold)
     assert {"WPT": 2, "WG": 128, "MODE": 0, "mad": False} not in ev.calls[:3]
     # once this device has a winner of its own, the others' are not measured first
     save_winner(FAKE, {"N": 256}, {"WPT": 2, "WG": 16})
@@ -686,3 +691,21 @@ def test_compile_ahead_builds_no_more_than_the_run_can_measure_on_no_more_thread
                             save=False), info=FAKE)
     assert setups[0].timing.compile_threads == min(200, os.cpu_count() or 1)
     assert len({config_key(c) for c in announced}) <= 5  # after the first, at most the 5 trials left
+
+
+def test_a_configuration_with_a_build_flag_reads_the_same_in_the_summary_show_and_bench(scale, capsys):
+    """Trial 18: one configuration was written three ways (flags: -cl-..., fast_math=True, and
+    the bare flag)."""
+    from autotune import cli
+
+    class MadWins(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return replace(m, times_ms=tuple(t / 2 for t in m.times_ms)) if m.ok and params["mad"] else m
+
+    report = run(scale, MadWins(), sampler="grid", trials=1000)
+    shown = cli._fmt_full(report.best.params, scale, report.problem)
+    assert shown.endswith("  flags: -cl-mad-enable") and "mad=" not in shown, shown
+    assert f"  best        {shown}\n" in format_report(report)
+    cli._show_entries("profile", profiles.entries(profiles.read(report.profile_path), "scale"), scale)
+    assert capsys.readouterr().out.rstrip().endswith(f"  {shown}")

@@ -230,7 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _COMMANDS[args.command](args)
     except TuningInterrupted as exc:
         report = exc.args[0]
-        saved = f"best so far saved to {report.profile_path} (partial)" if report.profile_path else "nothing saved"
+        # a run stopped before it measured anything saves the study's best, from earlier runs
+        whose = "the study's best so far" if report.measured == 0 else "best so far"
+        saved = (f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})" if report.profile_path
+                 else "nothing saved")
         print(f"autotune: interrupted after {report.measured} trials; {saved}; "
               "run the same command again to resume", file=sys.stderr)
         return _STOPPED_BY + exc.signum

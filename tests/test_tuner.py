@@ -709,3 +709,22 @@ def test_a_configuration_with_a_build_flag_reads_the_same_in_the_summary_show_an
     assert f"  best        {shown}\n" in format_report(report)
     cli._show_entries("profile", profiles.entries(profiles.read(report.profile_path), "scale"), scale)
     assert capsys.readouterr().out.rstrip().endswith(f"  {shown}")
+
+
+@pytest.mark.parametrize("measured, whose", [(0, "the study's best so far"), (3, "best so far")])
+def test_the_interrupted_line_says_whose_best_was_saved_and_what_the_profile_did(scale, capsys, monkeypatch,
+                                                                                measured, whose):
+    """Trial 18: a run stopped before measuring anything said 'best so far saved', as if it had
+    found something; the study's best from earlier runs was what was saved."""
+    from autotune import cli
+
+    report = replace(run(scale, FakeEvaluator(), trials=3), measured=measured)
+
+    def stopped(args):
+        raise TuningInterrupted(report)
+
+    monkeypatch.setitem(cli._COMMANDS, "run", stopped)
+    assert cli.main(["run", "scale"]) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert err == (f"autotune: interrupted after {measured} trials; {whose} saved to {report.profile_path} "
+                   f"(partial; {report.profile_verdict}); run the same command again to resume\n")

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pyopencl.array as cl_array
+import pyopencl.cltypes as cltypes
 
 from . import hostmemory
 from .errors import ProblemError, SpecError
@@ -92,10 +93,14 @@ class Arguments:
             # plain Buffer carries no type to check)
             if value.dtype != need.dtype:
                 # the same bytes under another type (bytes packed as int32) keep them with a view
-                bytes_too = "; or, to keep its bytes as they are, a view: .view(numpy.{0})" \
-                    if value.nbytes == nbytes and value.nbytes % np.dtype(need.dtype).itemsize == 0 else ""
-                raise TypeError(f"{where} holds {value.dtype}; the kernel takes {need.dtype} "
-                                f"(convert its values: .astype(numpy.{need.dtype}){bytes_too.format(need.dtype)})")
+                view = f"a view: .view(numpy.{need.dtype})"
+                if value.dtype.fields:  # a vector type (cltypes.float4): its components, as a view
+                    fix = f"pass its components as {view}"
+                else:
+                    fix = f"convert its values: .astype(numpy.{need.dtype})" + (
+                        f"; or, to keep its bytes as they are, {view}"
+                        if value.nbytes == nbytes and value.nbytes % np.dtype(need.dtype).itemsize == 0 else "")
+                raise TypeError(f"{where} holds {_dtype_name(value.dtype)}; the kernel takes {need.dtype} ({fix})")
             if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
                 raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
             mem, size = value.base_data, value.nbytes  # the view's bytes, not its base buffer's
@@ -243,6 +248,21 @@ def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
     if out is None:
         raise ValueError(f"{where}: {value} does not fit its type {dtype}" + ("" if integral else " (it would be inf)"))
     return out
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """A numpy type as a user wrote it: a vector type of pyopencl.cltypes by its OpenCL name
+    (its numpy form lists every field: [(('x', 's0'), '<f4'), ...]).
+
+    Example:
+        >>> _dtype_name(cltypes.float4), _dtype_name(np.dtype(np.int32))
+        ('cltypes.float4', 'int32')
+    """
+    if dtype.fields:
+        named = next((n for n, t in vars(cltypes).items() if isinstance(t, np.dtype) and t == dtype), None)
+        if named is not None:
+            return f"cltypes.{named}"
+    return str(dtype)
 
 
 def _kind(value: Any) -> str:

@@ -125,6 +125,18 @@ def test_an_array_of_another_element_type_is_a_type_error(mm, queue, enqueued, d
 
 
 @needs_opencl
+def test_an_array_of_a_vector_type_is_named_as_one_and_offered_its_components(mm, queue, enqueued):
+    """Trial 18: a cltypes.float4 array was named by numpy's field list, and told to .astype."""
+    import pyopencl.cltypes as cltypes
+
+    a = cl_array.zeros(queue, M * K // 4, cltypes.float4)
+    with pytest.raises(TypeError, match=r"argument A holds cltypes.float4; the kernel takes float32 \(pass its "
+                       r"components as a view: .view\(numpy.float32\)\)$"):
+        mm(a, buffer(queue, 4 * K * N), buffer(queue, C_BYTES))
+    assert enqueued == []
+
+
+@needs_opencl
 def test_unknown_and_repeated_keywords_are_type_errors(mm, queue, enqueued):
     a, b, c = buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), buffer(queue, C_BYTES)
     with pytest.raises(TypeError, match=r"unknown argument\(s\) c, alpha; it takes A, B, C"):

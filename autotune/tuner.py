@@ -331,12 +331,8 @@ class _Run:
         if why is not None:
             warn(f"{spec.name}'s baseline is not valid for {problem_label(problem)} on "
                  f"{info.name} ({why}): the run reports no speed-up")
-        default = canonical(spec, spec.default_config, problem, self.facts)
-        if dict(problem) == spec.default_problem() and (why := check(spec, default, problem, self.facts)):
-            # at another size it may well be; at its own, the spec is likelier wrong (trial 15)
-            warn(f"{spec.name}'s default is not valid for its own default problem on {info.name} ({why}): "
-                 "the run measures a valid configuration one parameter away instead, and load_kernel without "
-                 "a profile does too; fix the spec's default")
+        if dict(problem) == spec.default_problem():
+            self._check_suggestions()
         self.state = RunState(budget=options.trials, study_budget=options.study_trials,
                               other_versions=self.log.other_versions() if not self.log.seen else 0)
         self.limits = KernelLimits()
@@ -358,6 +354,19 @@ class _Run:
         self.retried = self._timed_out_sooner()
         self.state.retrying = len(self.retried)
         self.due = self.starts()
+
+    def _check_suggestions(self) -> None:
+        """Warn about a default or hint not valid at the spec's own default problem: at another
+        size it may well be; at its own, the spec is likelier wrong (trials 15 and 17)."""
+        spec = self.spec
+        named = [("default", spec.default_config), *((f"hints[{i}]", h) for i, h in enumerate(spec.hint_configs))]
+        for what, config in named:
+            why = check(spec, canonical(spec, config, self.problem, self.facts), self.problem, self.facts)
+            if why is None:
+                continue
+            also = ", and load_kernel without a profile does too" if what == "default" else ""
+            warn(f"{spec.name}'s {what} is not valid for its own default problem on {self.info.name} ({why}): "
+                 f"the run measures a valid configuration one parameter away instead{also}; fix the spec's {what}")
 
     def _take_in(self, found: list[Measurement]) -> None:
         """Measurements from the study (earlier runs, other workers): the best, the baseline,

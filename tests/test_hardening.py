@@ -607,6 +607,18 @@ def test_a_default_not_valid_for_the_default_problem_is_named_in_a_warning(tmp_p
         tune(str(path), options, problem={"N": 128}, evaluator=Fast(), info=FAKE)
 
 
+def test_a_hint_not_valid_for_the_default_problem_is_named_in_a_warning(tmp_path):
+    """Trial 17: a hint that breaks a constraint was swapped for a neighbour without a word,
+    unlike the default."""
+    path = write_spec(tmp_path, SCALE_YAML + "hints:\n  - {WPT: 2, WG: 64}\n  - {WPT: 16, WG: 32}\n")
+    options = TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False)
+    with pytest.warns(AutotuneWarning, match=r"^scale's hints\[1\] is not valid for its own default problem on "
+                      r".* \(constraint '\(N // WPT\) % WG == 0'\): the run measures a valid configuration one "
+                      r"parameter away instead; fix the spec's hints\[1\]$") as caught:
+        tune(str(path), options, evaluator=Fast(), info=FAKE)
+    assert len([w for w in caught if "hints" in str(w.message)]) == 1, "hints[0] is valid"
+
+
 def test_a_baseline_may_name_a_parameter_its_variant_ignores(tmp_path):
     """Trial 12: WG given for the variant that ignores it made the baseline 'not valid' (by a
     constraint made from the when, which the user never wrote), so the run had no speed-up."""

@@ -244,8 +244,7 @@ class IsolatedEvaluator:
             self._kill()
             self.restarts += 1
             said = capture.tail(Path(self.setup.stderr_file)) if self.setup.stderr_file else ""
-            return Measurement(Status.CRASHED, f"worker died: {describe_exit(code)}"
-                               + (f"; its last output: {said}" if said else ""),
+            return Measurement(Status.CRASHED, f"worker died: {describe_exit(code)}" + last_output(said),
                                wall_s=time.perf_counter() - t0, params=dict(params))
         if kind == "autotune_error":
             self._kill()
@@ -304,6 +303,23 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"killed by signal {-code}"
     return f"exit code {code}"
+
+
+def last_output(said: str) -> str:
+    """A dead worker's last output for its trial's reason ('' for none). LLVM's crash handler,
+    which OpenCL runtimes built on LLVM install, asks for a compiler bug report on any crash in
+    the process, a kernel's own write outside its buffers included (trial 17).
+
+    Example:
+        >>> last_output("PLEASE submit a bug report to https://llvm.org/ | Stack dump:")[:60]
+        '; its last output: PLEASE submit a bug report to https://llv'
+    """
+    if not said:
+        return ""
+    llvm = (" (LLVM's crash handler in the OpenCL runtime prints this on any crash of the process, a kernel "
+            "that reads or writes outside its buffers included: not only a compiler fault)"
+            if "PLEASE submit a bug report" in said else "")
+    return f"; its last output: {said}{llvm}"
 
 
 def workload_folder() -> tempfile.TemporaryDirectory[str]:

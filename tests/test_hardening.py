@@ -703,3 +703,15 @@ def test_an_entry_whose_problem_no_lookup_matches_is_marked_by_show(scale, capsy
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
     _show_entries("scale", [entry], scale)
     assert f"(load_kernel skips it: {why}" in capsys.readouterr().out
+
+
+def test_a_crash_whose_last_output_is_llvms_banner_says_it_need_not_be_the_compilers_fault():
+    """Trial 17: a kernel's write outside its buffers crashed the worker, and the reason read as
+    LLVM asking for a compiler bug report."""
+    from autotune.worker import last_output
+
+    banner = "PLEASE submit a bug report to https://github.com/llvm/llvm-project/issues/ | Stack dump:"
+    assert last_output(banner).endswith("a kernel that reads or writes outside its buffers included: not only a "
+                                        "compiler fault)")
+    assert last_output("double free or corruption") == "; its last output: double free or corruption"
+    assert last_output("") == ""

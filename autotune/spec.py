@@ -22,6 +22,7 @@ import json
 import math
 import re
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -1019,7 +1020,17 @@ def _foreign_literal(source: str, values: Mapping[str, tuple[Value, ...]]) -> tu
     return None
 
 
+#: One import of a reference module at a time: a module is in sys.modules while its code runs,
+#: and a second thread (load_kernel from several threads) would take it half made (trial 20).
+_IMPORTING = threading.Lock()
+
+
 def _import_reference(reference: str, spec_path: Path) -> ModuleType:
+    with _IMPORTING:
+        return _import_reference_alone(reference, spec_path)
+
+
+def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
     if reference.endswith(".py"):
         mod_name = f"autotune_user_ref_{hashlib.sha1(reference.encode()).hexdigest()[:10]}"
         if mod_name in sys.modules:

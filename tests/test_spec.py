@@ -326,3 +326,17 @@ def test_a_spec_named_like_a_built_in_kernel_is_warned_of_once(tmp_path):
         warnings.simplefilter("error")
         specs.load("reverse")  # the built-in itself
         specs.load(write_spec(tmp_path / "own", SCALE_YAML))
+
+
+def test_threads_importing_one_reference_module_each_get_it_whole(tmp_path):
+    """Trial 20: load_kernel from several threads took the reference module half imported
+    (AttributeError: no attribute 'inputs') while another thread ran its code."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import REF_PY
+
+    slow = "import time\ntime.sleep(0.3)  # a module that takes a while: its imports, its tables\n" + REF_PY
+    path = write_spec(tmp_path, SCALE_YAML, ref=slow)
+    with ThreadPoolExecutor(4) as pool:  # as load_kernel(path, ...) in each thread: not imported yet
+        whole = list(pool.map(lambda _: callable(getattr(specs.load(path).host_module(), "inputs", None)), range(4)))
+    assert whole == [True] * 4, "each thread got the module once its code had run"

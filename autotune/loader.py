@@ -54,6 +54,9 @@ from .space import canonical, check, closest_valid
 from .spec import KernelSpec, Value, config_label, problem_label
 
 _warned: set[tuple[str, str, str]] = set()
+#: First-use picks that could not be saved (a read-only or damaged profile), by spec version,
+#: device and problem: this process uses them again rather than timing at every call.
+_unsaved: dict[tuple[str, str, str], Choice] = {}
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     """Verify and time the candidates and the spec's default and baseline, save the fastest that
     verified as a picked entry; None when none ran (ProblemError when every one that ran gives
     wrong results)."""
+    key = (spec.spec_hash, info.slug, problem_label(problem))
+    if (kept := _unsaved.get(key)) is not None:
+        return kept
     t0 = time.perf_counter()
     tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
     own: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
@@ -323,7 +329,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
                  f"saved to {path} beside that entry, which the spec's old version still uses"
                  if verdict.startswith("added beside") else f"saved to {path}")
     except ProfileError as exc:
-        saved = f"not saved: {exc}"
+        saved = f"not saved: {exc}; this process uses it again without timing"
+        _unsaved[key] = Choice(best.params, "measured", entry, path)
     _warn_once(spec, info, problem, (
         f"{lead}: verified and timed {_timed(len(tuned), list(own))} there "
         f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)} and took the fastest "

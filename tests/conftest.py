@@ -105,9 +105,13 @@ FAST = TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0.0)
 
 @pytest.fixture(autouse=True)
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
-    """Every test gets its own AUTOTUNE_HOME, so no test sees another's studies or profiles."""
+    """Every test gets its own AUTOTUNE_HOME, so no test sees another's studies or profiles
+    (nor the picks another kept in memory when its profile could not take them)."""
+    from autotune import loader
+
     h = tmp_path / "home"
     monkeypatch.setenv("AUTOTUNE_HOME", str(h))
+    monkeypatch.setattr(loader, "_unsaved", {})
     callspec = getattr(request.node, "callspec", None)
     selector = callspec.params.get("ocl_device") if callspec is not None else None
     if selector:  # the default device of this test (and of the CLI it runs) is the one under test

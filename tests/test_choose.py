@@ -327,3 +327,21 @@ def test_of_two_copies_of_an_entry_the_faster_is_used_whatever_their_order(folde
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         c = choose(folders, FakeTimer({}), M=1024, N=1024, K=1024)
         assert c.origin == "exact" and c.params == T32 and c.entry.time_ms == 0.05
+
+
+def test_a_pick_the_profile_cannot_take_is_kept_for_the_process_not_timed_at_every_call(folders, monkeypatch):
+    """Trial 20: with the profile read-only, every load_kernel call timed the candidates again,
+    silently after the first warning, and could return another configuration each time."""
+    def refuse(*args, **kwargs):
+        raise profiles.ProfileError("cannot write profile.yaml (Read-only file system)")
+
+    monkeypatch.setattr(profiles, "save", refuse)
+    monkeypatch.setattr(loader, "_warned", set())
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    with pytest.warns(loader.AutotuneWarning, match=r"not saved: cannot write profile.yaml \(Read-only file "
+                      r"system\); this process uses it again without timing\)"):
+        first = loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
+    again = choose(folders, timer, M=3000, N=3000, K=3000)
+    assert len(timer.calls) == 1 and again.params == first.params == T64 and again.origin == "measured"
+    other = choose(folders, timer, M=2500, N=2500, K=2500)
+    assert len(timer.calls) == 2 and other.origin == "measured", "another size is timed"

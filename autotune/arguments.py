@@ -243,7 +243,9 @@ def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
     """``value`` as the numpy scalar the kernel takes; TypeError unless it is a number of that kind."""
     integral = dtype.kind in "iu"
     if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Number):
-        raise TypeError(f"{where} must be {'an integer' if integral else 'a number'} ({dtype}), got {_kind(value)}")
+        got = (f"a numpy array of shape {value.shape} (pass one element, e.g. a[0], or a number)"
+               if isinstance(value, np.ndarray) else _kind(value))  # _kind's advice is for buffers
+        raise TypeError(f"{where} must be {'an integer' if integral else 'a number'} ({dtype}), got {got}")
     out = cast(value, dtype)  # an int out of range: numpy would wrap it; a float: inf, said by a warning only
     if out is None:
         raise ValueError(f"{where}: {value} does not fit its type {dtype}" + ("" if integral else " (it would be inf)"))

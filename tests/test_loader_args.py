@@ -234,6 +234,10 @@ def test_a_scalar_argument_must_be_a_number_that_fits(queue, enqueued):
     for bad in (None, 1.5, x, np.zeros(1, np.int32), True):
         with pytest.raises(TypeError, match="argument k must be an integer"):
             m1(x, z, bad)
+    # trial 20: an array for a number was told to be copied to the device, as a buffer would be
+    with pytest.raises(TypeError, match=r"argument k must be an integer \(int32\), got a numpy array of shape "
+                       r"\(2,\) \(pass one element, e.g. a\[0\], or a number\)$"):
+        m1(x, z, np.zeros(2, np.int32))
     with pytest.raises(ValueError, match="argument k: 1099511627776 does not fit its type int32"):
         m1(x, z, 2 ** 40)
     assert enqueued == []

@@ -1,11 +1,12 @@
 """OpenCL platform/device discovery and selection, a stable key and file-name slug.
 
-Selectors (``--device``): ``P:D`` indices as `autotune devices` prints them, or a
+Selectors (``--device``): ``P:D`` indices as `autotune devices` prints them, a
 case-insensitive substring of "platform vendor device-name" (e.g. ``nvidia``, ``pocl``,
-``h200``). With no selector, ``$AUTOTUNE_DEVICE``, then the first GPU whose compiler builds a
-trivial kernel (:mod:`health`), then the first such CPU device. Several devices at once
-(:func:`select_many`): ``all`` (every GPU that builds, else every CPU device that builds) or
-selectors separated by commas.
+``h200``), or the device's profile slug (``nvidia-corporation-nvidia-h200``). With no
+selector, ``$AUTOTUNE_DEVICE``, then the first GPU whose compiler builds a trivial kernel
+(:mod:`health`), then the first such CPU device. Several devices at once (:func:`select_many`):
+``all`` (every GPU that builds, else every CPU device that builds) or selectors separated by
+commas.
 """
 
 from __future__ import annotations
@@ -195,11 +196,13 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
         match = next((item for item in found if needle in " ".join(
             (item[0].platform, item[1].platform.vendor, item[0].vendor, item[0].name,
              item[0].device_type)).lower()), None)
+        # a profile's file name (the slug `report -d` and `autotune devices` show) names it too
+        match = match or next((item for item in found if item[0].slug == needle), None)
     if match is not None:
         return _require_builds(match, found) if require_build else match
     listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
     raise DeviceError(
-        f"no OpenCL device matches {selector!r}{named}; use an index or a name substring: {listing}"
+        f"no OpenCL device matches {selector!r}{named}; use an index, a name substring or a profile slug: {listing}"
     )
 
 

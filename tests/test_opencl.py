@@ -359,3 +359,11 @@ def test_one_kernel_called_from_several_threads_binds_each_call_s_own_arguments(
     finally:
         sys.setswitchinterval(previous)
     assert [all(r) for r in results] == [True] * 4
+
+
+def test_a_devices_profile_slug_selects_it_as_report_d_takes_it(ocl_device):
+    """Trial 20: the run's closing `autotune report ... -d SLUG` line gave a slug that `show -d`
+    and `bench -d` refused."""
+    info, _ = device.select(ocl_device)
+    assert device.select(info.slug)[0].selector == device.select(info.slug.upper())[0].selector
+    assert device.select(info.slug)[0].slug == info.slug

@@ -498,7 +498,8 @@ class _Run:
         key = config_key(params)
         if key not in self.retried:
             return self.claims.take(params, self._ttl())
-        if self.claims.reopen(params, self._ttl()):
+        # a study whose claim of it was lost (given back by a run before this fix) is taken anew
+        if self.claims.reopen(params, self._ttl()) or self.claims.take(params, self._ttl()):
             return True
         del self.retried[key]  # another worker measures it again
         return False
@@ -721,8 +722,12 @@ class _Run:
         """The candidate in flight when the run was stopped: measured again next time."""
         if self.in_flight is not None:
             self.log.tell_interrupted(self.in_flight.trial)
+            params = self.in_flight.params
             try:
-                self.claims.release(self.in_flight.params)
+                if config_key(params) in self.retried:  # measured before (a timeout): it stays so
+                    self.claims.finish(params)
+                else:
+                    self.claims.release(params)
             except StorageError:
                 pass  # the database is gone: the claim expires instead
             self.in_flight = None

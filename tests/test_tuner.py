@@ -728,3 +728,23 @@ def test_the_interrupted_line_says_whose_best_was_saved_and_what_the_profile_did
     err = capsys.readouterr().err
     assert err == (f"autotune: interrupted after {measured} trials; {whose} saved to {report.profile_path} "
                    f"(partial; {report.profile_verdict}); run the same command again to resume\n")
+
+
+def test_a_timeout_measured_again_and_cut_off_by_timeout_is_measured_again_by_the_next_run(scale):
+    """Trial 19: a timeout measured again under a longer limit, then stopped by --timeout, lost
+    its claim; every later run skipped it as 'another worker had them', with no other worker."""
+    class Hangs(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if params["WPT"] == 4 and params["WG"] == 64 and not params["mad"]:
+                self.calls.append(dict(params))
+                return Measurement(Status.TIMEOUT, "no result", wall_s=limit_s, limit_s=limit_s)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    hang = {"WPT": 4, "WG": 64, "MODE": 0, "mad": False}
+    run(scale, Hangs(), sampler="grid", trials=100, storage=None, max_time_per_config=0.5)
+    cut = Hangs()
+    stopped = run(scale, cut, sampler="grid", trials=5, storage=None, max_time_per_config=5.0, timeout_s=3.0)
+    assert cut.calls[0] == hang and stopped.stopped_by == "timeout" and dict(stopped.cut_off[0]) == hang
+    again = Hangs()
+    report = run(scale, again, sampler="random", seed=1, trials=1, storage=None, max_time_per_config=5.0)
+    assert again.calls[0] == hang and report.failures == {"timeout": 1} and report.elsewhere == 0

@@ -542,10 +542,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
                  f"({_rate(report)})")
     if report.stopped_by == "timeout" and report.cut_off is not None:
-        params, limit = report.cut_off
-        lines.append(f"              {_fmt_params(params, report.spec, report.problem)} was being measured: the "
-                     f"next run of the study measures it first, for up to {limit:.0f} s (its limit per "
-                     "configuration), so give that run a --timeout longer than that")
+        lines.append(f"              {_cut_off(report)}")
     if report.stopped_by == "same wrong result":
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
@@ -555,6 +552,23 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append("  profile     not saved (--no-save)")
     lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)
+
+
+def _cut_off(report: Any) -> str:
+    """What becomes of the configuration --timeout stopped, and the --timeout that lets the next
+    run finish it: its limit per configuration beside a few seconds of start-up and the share of
+    --timeout kept for timing the leaders again (a tenth, at most 15 s)."""
+    params, limit, earlier = report.cut_off
+    need = limit + 5
+    enough = math.ceil(need / 0.9) if need / 0.9 < 150 else math.ceil(need + 15)
+    what = _fmt_params(params, report.spec, report.problem)
+    if earlier is not None:  # a timeout measured again: only a longer limit measures it again
+        return (f"{what} was being measured again (it timed out under {earlier:.3g} s before): a later run with a "
+                f"--max-time-per-config over {earlier:.3g} s measures it first; give that run a --timeout of at "
+                f"least {enough} s for a limit of {limit:.3g} s")
+    return (f"{what} was being measured: the next run of the study measures it first, for up to its limit per "
+            f"configuration ({limit:.3g} s in this run), so give that run a --timeout of at least {enough} s "
+            "for that limit")
 
 
 def _report_command(report: Any, storage: str | None) -> str | None:

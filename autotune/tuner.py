@@ -177,7 +177,9 @@ class TuneReport:
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
     baseline_confirmed: bool = False  # the baseline was timed in the same rounds
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
-    cut_off: tuple[Mapping[str, Value], float] | None = None  # in flight at --timeout, and its own limit (s)
+    # in flight at --timeout: its configuration, this run's limit per configuration (s), and the
+    # limit of the timeout the study held for it already (None: it had none)
+    cut_off: tuple[Mapping[str, Value], float, float | None] | None = None
     warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
 
     @property
@@ -213,7 +215,7 @@ class RunState:
     retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
     warm_from: tuple[str, ...] = ()  # other devices whose winners are measured first
     other_versions: int = 0  # a new study's trials made with earlier versions of the spec
-    cut_off: tuple[dict[str, Value], float] | None = None  # in flight at --timeout, and its own limit (s)
+    cut_off: tuple[dict[str, Value], float, float | None] | None = None  # as TuneReport.cut_off
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -675,7 +677,8 @@ class _Run:
         m = evaluator.evaluate(params, max(left, 1.0) if at_deadline and left is not None else limit, cutoff)
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
-            self.state.cut_off = (dict(params), limit)
+            earlier = self.log.get(params) if config_key(params) in self.retried else None
+            self.state.cut_off = (dict(params), limit, earlier.limit_s if earlier is not None else None)
             self.interrupted()
             raise _OutOfTime
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address

@@ -125,7 +125,8 @@ def test_a_candidate_cut_off_by_the_runs_timeout_is_named_and_measured_first_nex
     assert first.limits[2] < 30.0, "it was given what was left of the run, not its own limit"
     text = format_report(report)
     assert (f"{config_label(first.hung)} was being measured: the next run of the study measures it first, for up "
-            "to 30 s (its limit per configuration), so give that run a --timeout longer than that") in text, text
+            "to its limit per configuration (30 s in this run), so give that run a --timeout of at least 39 s for "
+            "that limit") in text, text  # 39 s less a tenth for the re-timing leaves 35: 30 and start-up
     second = Hangs(first.hung)
     again = run(scale, second, sampler="grid", trials=3, storage=None)
     assert second.calls[0] == first.hung and second.limits[0] == 30.0
@@ -745,6 +746,9 @@ def test_a_timeout_measured_again_and_cut_off_by_timeout_is_measured_again_by_th
     cut = Hangs()
     stopped = run(scale, cut, sampler="grid", trials=5, storage=None, max_time_per_config=5.0, timeout_s=3.0)
     assert cut.calls[0] == hang and stopped.stopped_by == "timeout" and dict(stopped.cut_off[0]) == hang
+    assert (f"{config_label(hang)} was being measured again (it timed out under 0.5 s before): a later run with a "
+            "--max-time-per-config over 0.5 s measures it first; give that run a --timeout of at least 12 s for a "
+            "limit of 5 s") in format_report(stopped)
     again = Hangs()
     report = run(scale, again, sampler="random", seed=1, trials=1, storage=None, max_time_per_config=5.0)
     assert again.calls[0] == hang and report.failures == {"timeout": 1} and report.elsewhere == 0

@@ -563,8 +563,8 @@ def _cut_off(report: Any) -> str:
     enough = math.ceil(need / 0.9) if need / 0.9 < 150 else math.ceil(need + 15)
     what = _fmt_params(params, report.spec, report.problem)
     if earlier is not None:  # a timeout measured again: only a longer limit measures it again
-        return (f"{what} was being measured again (it timed out under {earlier:.3g} s before): a later run with a "
-                f"--max-time-per-config over {earlier:.3g} s measures it first; give that run a --timeout of at "
+        return (f"{what} was being measured again (it timed out under {earlier:.3g} s before): a later run whose "
+                f"limit per configuration is over {earlier:.3g} s measures it first; give that run a --timeout of at "
                 f"least {enough} s for a limit of {limit:.3g} s")
     return (f"{what} was being measured: the next run of the study measures it first, for up to its limit per "
             f"configuration ({limit:.3g} s in this run), so give that run a --timeout of at least {enough} s "

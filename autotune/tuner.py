@@ -500,7 +500,7 @@ class _Run:
         key = config_key(params)
         if key not in self.retried:
             return self.claims.take(params, self._ttl())
-        # a study whose claim of it was lost (given back by a run before this fix) is taken anew
+        # a claim an older autotune deleted when --timeout cut the measurement off: taken anew
         if self.claims.reopen(params, self._ttl()) or self.claims.take(params, self._ttl()):
             return True
         del self.retried[key]  # another worker measures it again

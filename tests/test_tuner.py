@@ -746,8 +746,8 @@ def test_a_timeout_measured_again_and_cut_off_by_timeout_is_measured_again_by_th
     cut = Hangs()
     stopped = run(scale, cut, sampler="grid", trials=5, storage=None, max_time_per_config=5.0, timeout_s=3.0)
     assert cut.calls[0] == hang and stopped.stopped_by == "timeout" and dict(stopped.cut_off[0]) == hang
-    assert (f"{config_label(hang)} was being measured again (it timed out under 0.5 s before): a later run with a "
-            "--max-time-per-config over 0.5 s measures it first; give that run a --timeout of at least 12 s for a "
+    assert (f"{config_label(hang)} was being measured again (it timed out under 0.5 s before): a later run whose "
+            "limit per configuration is over 0.5 s measures it first; give that run a --timeout of at least 12 s for a "
             "limit of 5 s") in format_report(stopped)
     again = Hangs()
     report = run(scale, again, sampler="random", seed=1, trials=1, storage=None, max_time_per_config=5.0)

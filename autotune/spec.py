@@ -417,12 +417,12 @@ def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
     combinations = _combinations(spec, spec.behind(n for w in whens if w is not None for n in w.names), most)
     if not any(whens) or combinations is None:
         return []
-    problem, first = spec.default_problem(), {p.name: p.values[0] for p in spec.parameters}
+    problem = spec.default_problem()
     none: list[dict[str, Value]] = []
     ran = [w is None for w in whens]
     for chosen in combinations:
         try:
-            env = spec.env(problem, {**first, **chosen})
+            env = spec.env(problem, spec.complete(chosen))
             holds = [w is None or bool(w(env)) for w in whens]
         except (AutotuneError, TypeError):
             return []
@@ -451,10 +451,9 @@ def _failing(spec: KernelSpec, most: int = 10_000) -> list[str]:
     combinations = _combinations(spec, spec.behind(n for _, e in judged for n in e.names), most)
     if combinations is None or combinations == [{}]:  # too many, or none depends on a parameter
         return []
-    first = {p.name: p.values[0] for p in spec.parameters}
     failed: dict[str, tuple[dict[str, Value], str, int]] = {}  # derived name: first example, why, count
     for chosen in combinations:
-        env = {**problem, **first, **chosen}
+        env = {**problem, **spec.complete(chosen)}
         for name, e in judged:
             try:
                 env[name] = e(env)

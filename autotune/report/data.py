@@ -74,10 +74,14 @@ class Section:
         return [t for t in self.trials if t.m.ok]
 
     @property
+    def full(self) -> list[Trial]:
+        """The verified trials timed in full (not cut short by --prune)."""
+        return [t for t in self.ok if not t.m.pruned]
+
+    @property
     def best(self) -> Trial | None:
         """The fastest verified trial timed in full (a pruned one only when there is no other)."""
-        full = [t for t in self.ok if not t.m.pruned] or self.ok
-        return min(full, key=lambda t: t.m.median_ms, default=None)
+        return min(self.full or self.ok, key=lambda t: t.m.median_ms, default=None)
 
     def find(self, config: Mapping[str, Value]) -> Trial | None:
         """The trial that measured ``config`` (compared in its canonical form), if any."""
@@ -107,7 +111,7 @@ class Section:
 
     def top(self, count: int = 10) -> list[Trial]:
         """The ``count`` fastest verified trials timed in full, fastest first."""
-        return sorted((t for t in self.ok if not t.m.pruned), key=lambda t: t.m.median_ms)[:count]
+        return sorted(self.full, key=lambda t: t.m.median_ms)[:count]
 
     def failures(self) -> dict[str, int]:
         """Trials by outcome other than ok; ``timed once`` counts the pruned ones."""

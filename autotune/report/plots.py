@@ -57,7 +57,7 @@ def convergence(s: Section) -> bytes | None:
     fig = _figure(8, 4.6)
     ax = fig.add_subplot()
     ax.set_yscale("log")
-    full = [t for t in s.ok if not t.m.pruned]
+    full = s.full
     if full:
         ax.scatter([t.number for t in full], [t.m.median_ms for t in full], s=12, color=DOTS, label="verified trial")
     once = [t for t in s.ok if t.m.pruned]
@@ -169,7 +169,7 @@ def importances(s: Section) -> bytes | None:
 def importance_title(s: Section) -> str:
     """The importance figure's title: the method and how many trials it judged, marked as a rough
     guide when they are few."""
-    judged = sum(1 for t in s.ok if not t.m.pruned)
+    judged = len(s.full)
     few = f"; few, so a rough guide (steadier from {FEW_TRIALS})" if judged < FEW_TRIALS else ""
     return f"parameter importances ({s.importance_method}, {judged} verified trial{'s' * (judged != 1)}{few})"
 

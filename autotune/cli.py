@@ -11,7 +11,7 @@ import shlex
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -677,7 +677,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 "  (not a built-in kernel: give its spec's path to mark stale entries)"
             other = profiles.written_for_another(doc.get("device"), info.profile_header())
             elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
-            _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known)
+            _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known,
+                          None if other else info.profile_header())
             for exc in broken:
                 print(f"  {str(exc).removeprefix(f'{path}: ')} (load_kernel skips it; the next run of its problem "
                       "replaces it)")
@@ -694,9 +695,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
+def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
-    load_kernel cannot use as it is (KernelSpec.unusable; ``spec`` None: not known here) says why."""
+    load_kernel cannot use as it is (KernelSpec.unusable; ``spec`` None: not known here) says why,
+    and one measured on another device than ``mine`` says so (None: the title says it of all)."""
+    from .profiles import written_for_another
     from .spec import problem_label
 
     def order(e: Any) -> list[tuple[bool, int, str]]:
@@ -705,7 +708,9 @@ def _show_entries(title: str, entries: list[Any], spec: Any) -> None:
     rows = []
     for e in sorted(entries, key=order):
         why = None if spec is None else spec.unusable(e)
+        other = written_for_another(e.device, mine) if mine is not None else None
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
+            f" (measured on {other}: load_kernel uses it here, with a warning)" if other else "") + (
             f" (load_kernel skips it: {why}; the next run of this size replaces it)" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),

@@ -191,24 +191,22 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     # fastest), and this problem's is named and timed first
     older = [(e, p) for e, p in entries if e.spec_hash != spec.spec_hash and not e.picked]
     chosen = _choose(spec, info, problem, found, folders[0], timer, older)
-    if chosen.profile in docs:  # as it was read (a pick saved since has this device's block)
-        _written_for(chosen.profile, docs[chosen.profile].get("device"), spec, info, problem)
+    if chosen.entry is not None and chosen.profile is not None:  # read from a profile, not picked now
+        _measured_elsewhere(chosen.profile, chosen.entry.device, spec, info, problem)
     return chosen
 
 
-def _written_for(path: Path, header: Any, spec: KernelSpec, info: devices.DeviceInfo,
+def _measured_elsewhere(path: Path, measured_on: Any, spec: KernelSpec, info: devices.DeviceInfo,
                  problem: Mapping[str, Any]) -> None:
-    """Warn (once per profile and device) when ``header``, ``path``'s device block, describes
-    another device."""
-    key = (str(path), info.slug, "device")
-    if key in _warned:
-        return
-    _warned.add(key)
+    """Warn (once per profile, device and other device) when the entry used, from ``path``, was
+    ``measured_on`` another device."""
     mine = info.profile_header()
-    other = profiles.written_for_another(header, mine)
-    if other is not None:
-        _warn(f"{path} was written for {other}, not this {profiles.described(mine)}: its configurations "
-              f"are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
+    other = profiles.written_for_another(measured_on, mine)
+    key = (str(path), info.slug, f"measured on {other}")
+    if other is not None and key not in _warned:
+        _warned.add(key)
+        _warn(f"{path} holds {spec.name} entries measured on {other}, not this {profiles.described(mine)}: "
+              f"they are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
 
 
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],

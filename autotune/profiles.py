@@ -54,6 +54,10 @@ class Entry:
     picked: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
     study: str | None = None  # the study's identity (see record.study_key); None: kept in memory
+    #: The device it was measured on (its :data:`SAME_DEVICE` facts): the entry's own record,
+    #: written where the profile's device block came to name another device (a pick or run on
+    #: another machine rewrote the block), else the block's; None until it is saved.
+    device: Mapping[str, Any] | None = None
 
     def to_yaml(self) -> dict[str, Any]:
         d = asdict(self)
@@ -61,6 +65,7 @@ class Entry:
         d["build_flags"] = list(self.build_flags)
         d["throughput"] = {k: float(v) for k, v in self.throughput.items()}
         d["spread_ms"] = list(self.spread_ms) if self.spread_ms else None
+        d["device"] = dict(self.device) if self.device else None  # merge drops the block's own
         if not self.extra:
             d.pop("extra")
         if not self.picked:
@@ -68,7 +73,8 @@ class Entry:
         return {k: v for k, v in d.items() if v is not None}
 
     @classmethod
-    def from_yaml(cls, raw: Mapping[str, Any], where: str) -> Entry:
+    def from_yaml(cls, raw: Mapping[str, Any], where: str, header: Any = None) -> Entry:
+        """The entry ``raw`` of a profile whose device block is ``header``."""
         missing = [k for k in ("problem", "params", "time_ms", "spec_hash") if k not in raw]
         if missing:
             raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")
@@ -91,9 +97,16 @@ class Entry:
                 picked=bool(raw.get("picked", False)),
                 extra=dict(raw.get("extra") or {}),
                 study=str(raw["study"]) if raw.get("study") is not None else None,
+                device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
             )
         except (TypeError, ValueError, OverflowError) as exc:
             raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None
+
+
+def _device_facts(header: Any) -> dict[str, Any] | None:
+    """The :data:`SAME_DEVICE` facts a device block holds (None: it holds none)."""
+    facts = {k: header[k] for k in SAME_DEVICE if k in header} if isinstance(header, Mapping) else {}
+    return facts or None
 
 
 def _text(value: Any) -> str:
@@ -154,7 +167,7 @@ def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
     out = []
     for i, raw in enumerate((doc.get("kernels") or {}).get(kernel) or []):
         try:
-            out.append(Entry.from_yaml(raw, f"{where}: kernels.{kernel}[{i}]"))
+            out.append(Entry.from_yaml(raw, f"{where}: kernels.{kernel}[{i}]", doc.get("device")))
         except ProfileError as exc:
             if on_error is None:
                 raise
@@ -175,9 +188,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
     what :func:`_tidy` removed, if anything.
     """
-    new = {"device": _header(doc, device), "kernels": {}}
-    for name, items in (doc.get("kernels") or {}).items():
-        new["kernels"][name] = [dict(i) for i in items]
+    new = _rehome(doc, device)
     items = new["kernels"].setdefault(kernel, [])
     here, tidied = _tidy(items, kernel, entry)
     mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
@@ -198,6 +209,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
         # a tuning run's entry supersedes every other version's for its problem, picks included
         items[:] = [raw for raw in items if id(raw) not in others]
     items.sort(key=_order)
+    _own_device(items, new["device"])
     return new, "; ".join([verdict, *tidied])
 
 
@@ -270,7 +282,7 @@ SAME_DEVICE = ("name", "device_type", "compute_units")
 def written_for_another(header: Any, mine: Mapping[str, Any]) -> str | None:
     """The device a profile's block (``header``) describes where it is not ``mine``, in words;
     None where it is (or says nothing)."""
-    if isinstance(header, Mapping) and any(k in header and header[k] != mine[k] for k in SAME_DEVICE):
+    if isinstance(header, Mapping) and any(k in header and header[k] != mine.get(k) for k in SAME_DEVICE):
         return described(header)
     return None
 
@@ -279,13 +291,27 @@ def described(header: Mapping[str, Any]) -> str:
     return f"{header.get('name')} ({header.get('device_type')}, {header.get('compute_units')} compute units)"
 
 
-def _header(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The device block: ``device`` (else the old one), with the ceilings the old one kept."""
+def _rehome(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of the document with ``device``'s block (else the old one), with the ceilings the
+    old one kept. Where the block comes to name another device, each entry keeps the old one's
+    facts as its own record, so that load_kernel still warns that it was measured elsewhere."""
     old = dict(doc.get("device") or {})
     header = dict(device or old)
     if "ceilings" in old:
         header.setdefault("ceilings", old["ceilings"])
-    return header
+    was = _device_facts(old) if written_for_another(old, header) else None
+    kernels = {name: [{**raw, "device": was} if was and "device" not in raw else dict(raw) for raw in items]
+               for name, items in (doc.get("kernels") or {}).items()}
+    for items in kernels.values():
+        _own_device(items, header)
+    return {"device": header, "kernels": kernels}
+
+
+def _own_device(items: list[dict[str, Any]], header: Mapping[str, Any]) -> None:
+    """Drop the device records that name the profile's own device (its block says it)."""
+    for i, raw in enumerate(items):
+        if "device" in raw and _device_facts(raw["device"]) == _device_facts(header):
+            items[i] = {k: v for k, v in raw.items() if k != "device"}
 
 
 def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
@@ -296,9 +322,10 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
         >>> with_ceilings({}, {"name": "d"}, {"copy bandwidth": {"value": 9.0, "unit": "GB/s"}})["device"]
         {'name': 'd', 'ceilings': {'copy bandwidth': {'value': 9.0, 'unit': 'GB/s'}}}
     """
-    header = _header(doc, device)
+    new = _rehome(doc, device)
+    header = new["device"]
     header["ceilings"] = {**dict(header.get("ceilings") or {}), **{k: dict(v) for k, v in ceilings.items()}}
-    return {**doc, "device": header, "kernels": dict(doc.get("kernels") or {})}
+    return {**doc, **new}
 
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,

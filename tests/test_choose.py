@@ -194,12 +194,56 @@ def test_a_profile_written_for_another_device_is_used_with_a_warning_naming_both
     assert c.origin == "exact" and c.params == T64
     shipped = profiles.path_for(FAKE.slug, folders[1])
     assert [str(w.message) for w in caught] == [
-        f"{shipped} was written for {FAKE.name} (GPU, {FAKE.compute_units} compute units), not this {FAKE.name} "
-        f"(GPU, {bigger.compute_units} compute units): its configurations are used, but may be slow here "
+        f"{shipped} holds matmul entries measured on {FAKE.name} (GPU, {FAKE.compute_units} compute units), "
+        f"not this {FAKE.name} "
+        f"(GPU, {bigger.compute_units} compute units): they are used, but may be slow here "
         f"(`autotune run matmul -s M=1024,N=1024,K=1024,layout=row -d {FAKE.selector}` tunes this device)"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loader.choose(MM, FAKE, problem, folders, FakeTimer({}))  # its own device: nothing to say
+
+
+def _facts(info: Any) -> dict[str, Any]:
+    return {k: info.profile_header()[k] for k in profiles.SAME_DEVICE}
+
+
+def test_entries_measured_on_another_device_still_warn_after_a_pick_here_rewrote_the_device_block(folders):
+    """Trial 20: a pick at an untuned size rewrote the copied profile's device block to this
+    device's, and from then on the other device's entries loaded without the warning."""
+    loader._warned.clear()
+    bigger = replace(FAKE, compute_units=FAKE.compute_units * 2)
+    user = profiles.path_for(FAKE.slug, folders[0])
+    shipped = profiles.path_for(FAKE.slug, folders[1])
+    user.parent.mkdir(parents=True)
+    user.write_text(shipped.read_text())  # the other machine's profile, copied under this name
+    with pytest.warns(loader.AutotuneWarning):  # an untuned size: picked and saved here
+        c = loader.choose(MM, bigger, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders[:1],
+                          FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}))
+    assert c.origin == "measured"
+    doc = profiles.read(user)
+    assert doc["device"]["compute_units"] == bigger.compute_units  # the block is this device's now
+    by_size = {e.problem["M"]: e.device for e in profiles.entries(doc, "matmul")}
+    assert by_size == {256: _facts(FAKE), 1024: _facts(FAKE), 2048: _facts(FAKE), 3000: _facts(bigger),
+                       4096: _facts(FAKE)}
+    loader._warned.clear()  # another process
+    with pytest.warns(loader.AutotuneWarning, match=rf"{user} holds matmul entries measured on {FAKE.name} "
+                      rf"\(GPU, {FAKE.compute_units} compute units\), not this"):
+        assert loader.choose(MM, bigger, MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024}),
+                             folders[:1], FakeTimer({})).origin == "exact"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the pick was measured here: nothing to say
+        loader.choose(MM, bigger, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders[:1], FakeTimer({}))
+    # measuring a ceiling here rewrites the block too, and keeps the records
+    profiles.save_ceilings({"copy bandwidth": {"value": 1.0, "unit": "GB/s"}}, bigger.profile_header(), user)
+    assert [e.device for e in profiles.entries(profiles.read(user), "matmul")] == \
+        [e.device for e in profiles.entries(doc, "matmul")]
+    # back on the first device: its entries lose their records, the pick here gets one
+    profiles.save(record.entry(MM, MM.resolve_problem({"M": 512, "N": 512, "K": 512}),
+                               Measurement(Status.OK, "", (0.1,), params=T32), trials=5),
+                  "matmul", FAKE.profile_header(), user)
+    by_size = {e.problem["M"]: e.device for e in profiles.entries(profiles.read(user), "matmul")}
+    assert by_size[1024] == by_size[512] == _facts(FAKE) and by_size[3000] == _facts(bigger)
+    assert user.read_text().count("device:") == 2  # the block and the pick's record
 
 
 def test_an_exact_entry_that_leaves_out_a_parameter_is_not_used_and_the_warning_says_why(folders):
@@ -244,6 +288,7 @@ def test_an_entry_of_another_spec_version_is_named_timed_first_and_the_pick_save
     assert message.startswith(f"the matmul entry for {problem_label(problem)} in {user} was tuned "
                               "2026-11-20T10:00:00Z for another version of the spec"), message
     assert f"saved to {user} beside that entry, which the spec's old version still uses" in message
+    stale = replace(stale, device=_facts(FAKE))  # as read back: the device it was measured on
     kept, pick = [e for e in profiles.entries(profiles.read(user), "matmul") if e.problem == problem]
     assert kept == stale  # the tuning run's entry, untouched
     assert pick.picked and pick.spec_hash == MM.spec_hash

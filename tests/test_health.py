@@ -111,6 +111,15 @@ def test_show_orders_problems_by_size_and_marks_entries_of_another_spec_version(
     (title,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("reverse  [")]
     assert title.endswith(f"(written for {found[0][0].name} (CPU, 1{found[0][0].compute_units} compute units): "
                           "load_kernel uses it here, with a warning)"), title
+    # a run here rewrites the block; the entries it did not measure keep the other's facts, and say so
+    save_winner(found[0][0], {"N": 4096}, {"WG": 64}, kernel="reverse", spec_hash=current)
+    assert cli.main(["show", "reverse", "-d", "0:0"]) == 0
+    out = capsys.readouterr().out
+    rows = {r.split()[0]: r for r in out.splitlines() if r.startswith("  N=")}
+    assert "written for" not in out
+    other = f"{found[0][0].name} (CPU, 1{found[0][0].compute_units} compute units)"
+    assert f"(measured on {other}: load_kernel uses it here, with a warning)" in rows["N=100"], rows["N=100"]
+    assert "measured on" not in rows["N=4096"]
 
 
 def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came_from(monkeypatch) -> None:

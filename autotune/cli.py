@@ -661,7 +661,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return specs.load(kernel) if kernel in builtin else None
 
     shown = 0
-    for folder in profiles.search_folders(settings.profiles_dir()):
+    for folder in profiles.search_folders(settings.profiles_dir(), own.path if own is not None else None):
         path = profiles.path_for(info.slug, folder)
         doc = profiles.read(path, check_entries=False)  # a malformed entry is listed, not fatal
         kernels = doc.get("kernels") or {}

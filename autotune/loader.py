@@ -181,7 +181,7 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     ``folders``: where profiles are looked up, the user's (where a pick is saved) first;
     ``timer``: how candidates are timed (none: no measuring, the nearest problem's).
     """
-    folders = folders or profiles.search_folders(settings.profiles_dir())
+    folders = folders or profiles.search_folders(settings.profiles_dir(), spec.path)
     docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders),
                                   lambda exc: _warn(f"ignoring profile: {exc}")))
     entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))

@@ -390,9 +390,18 @@ def _umask() -> int:
     return mask
 
 
-def search_folders(user_folder: Path) -> list[Path]:
-    """Where profiles are looked up: the user's folder first, then the shipped ones."""
-    return [user_folder, data_dir("profiles")]
+def search_folders(user_folder: Path, spec_file: Path | None = None) -> list[Path]:
+    """Where profiles are looked up: the user's folder first, then the ``profiles`` folder
+    beside ``spec_file`` (an application shipping its own spec ships its profiles there), then
+    autotune's own.
+
+    Example:
+        >>> [str(f) for f in search_folders(Path("/home/me/.autotune/profiles"), Path("app/k.yaml"))][:2]
+        ['/home/me/.autotune/profiles', 'app/profiles']
+    """
+    shipped = data_dir("profiles")
+    beside = spec_file.parent / "profiles" if spec_file is not None else None
+    return [user_folder, *([beside] if beside not in (None, user_folder, shipped) else []), shipped]
 
 
 def collect(kernel: str, slug: str, folders: Iterable[Path],

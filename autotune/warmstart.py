@@ -39,7 +39,7 @@ def previous_winners(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, A
     from the old winner. Stored values the space no longer has are dropped; the caller checks
     the rest against the problem.
     """
-    found = profiles.collect(spec.name, info.slug, _folders(), lambda exc: None)  # reported when saving
+    found = profiles.collect(spec.name, info.slug, _folders(spec), lambda exc: None)  # reported when saving
     out: list[dict[str, Value]] = []
     for entry in profiles.ranked([e for e, _ in found], problem, spec.spec_hash):
         params = spec.from_stored(entry.params, entry.build_flags)
@@ -55,7 +55,7 @@ def other_devices(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]
     vendor first. Another type's winner says little here (a CPU's work-group sizes on a GPU)."""
     ranked: list[tuple[bool, str, dict[str, Value]]] = []
     seen: set[str] = set()
-    for header, entries in _other_profiles(spec.name, info.slug):
+    for header, entries in _other_profiles(spec, info.slug):
         name = str(header.get("name", ""))
         if header.get("device_type") != info.device_type or name in seen:
             continue
@@ -68,17 +68,17 @@ def other_devices(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]
     return [(name, params) for _, name, params in ranked[:limit]]
 
 
-def _other_profiles(kernel: str, slug: str) -> Iterable[tuple[Mapping[str, Any], list[profiles.Entry]]]:
-    """(device block, entries for ``kernel``) of every readable profile not of ``slug``; someone
+def _other_profiles(spec: KernelSpec, slug: str) -> Iterable[tuple[Mapping[str, Any], list[profiles.Entry]]]:
+    """(device block, ``spec``'s entries) of every readable profile not of ``slug``; someone
     else's broken file must not stop this run."""
-    paths = (path for folder in _folders() if folder.is_dir() for path in sorted(folder.glob("*.yaml"))
+    paths = (path for folder in _folders(spec) if folder.is_dir() for path in sorted(folder.glob("*.yaml"))
              if path != profiles.path_for(slug, folder))
     for path, doc in profiles.readable(paths, lambda exc: None):
-        found = profiles.entries(doc, kernel, str(path), lambda exc: None)
+        found = profiles.entries(doc, spec.name, str(path), lambda exc: None)
         header = doc.get("device")
         if found:  # a device block edited into something else names no device
             yield header if isinstance(header, Mapping) else {}, found
 
 
-def _folders() -> list[Path]:
-    return profiles.search_folders(settings.profiles_dir())
+def _folders(spec: KernelSpec) -> list[Path]:
+    return profiles.search_folders(settings.profiles_dir(), spec.path)

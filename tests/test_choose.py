@@ -390,3 +390,26 @@ def test_a_pick_the_profile_cannot_take_is_kept_for_the_process_not_timed_at_eve
     assert len(timer.calls) == 1 and again.params == first.params == T64 and again.origin == "measured"
     other = choose(folders, timer, M=2500, N=2500, K=2500)
     assert len(timer.calls) == 2 and other.origin == "measured", "another size is timed"
+
+
+def test_profiles_shipped_beside_an_applications_own_spec_are_used_and_a_pick_goes_to_the_users_folder(tmp_path):
+    """Trial 20: an application shipping its spec had no place for its tuned profiles but
+    AUTOTUNE_HOME or autotune's own folder."""
+    from autotune import settings
+    from conftest import SCALE_YAML, write_spec
+
+    loader._warned.clear()
+    spec = specs.load(write_spec(tmp_path / "app", SCALE_YAML))
+    shipped = profiles.path_for(FAKE.slug, tmp_path / "app" / "profiles")
+    tuned = {"WPT": 4, "WG": 32, "MODE": 0, "mad": True}
+    profiles.save(record.entry(spec, spec.resolve_problem({"N": 256}),
+                               Measurement(Status.OK, "", (0.01,), params=tuned), trials=30),
+                  "scale", FAKE.profile_header(), shipped)
+    c = loader.choose(spec, FAKE, spec.resolve_problem({"N": 256}))
+    assert (c.origin, c.params, c.profile) == ("exact", tuned, shipped)
+    with pytest.warns(loader.AutotuneWarning, match="verified and timed"):
+        c = loader.choose(spec, FAKE, spec.resolve_problem({"N": 512}), timer=lambda cands, own=(): Timed(
+            tuple(Measurement(Status.OK, "", (1.0,), params=dict(p)) for p in [*cands, *own]), ProgramCache()))
+    assert c.origin == "measured" and c.params == tuned
+    assert c.profile == profiles.path_for(FAKE.slug, settings.profiles_dir())  # the application's stays as shipped
+    assert [e.problem["N"] for e in profiles.entries(profiles.read(shipped), "scale")] == [256]

@@ -75,7 +75,7 @@ def test_tune_then_load_uses_the_tuned_kernel(queue):
 
 def test_load_without_profile_verifies_the_spec_s_default_and_baseline_with_one_warning(queue, monkeypatch):
     monkeypatch.setattr(autotune.loader, "_warned", set())  # once per process: other tests warned
-    monkeypatch.setattr(profiles, "search_folders", lambda user: [user])  # no shipped profile
+    monkeypatch.setattr(profiles, "search_folders", lambda user, spec_file=None: [user])  # no shipped profile
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         mm = matmul_check(queue, "col", 64, 128, 32)

@@ -695,7 +695,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None) -> None:
+def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None = None) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
     load_kernel cannot use as it is (KernelSpec.unusable; ``spec`` None: not known here) says why,
     and one measured on another device than ``mine`` says so (None: the title says it of all)."""

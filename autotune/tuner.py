@@ -766,15 +766,17 @@ class _Run:
 
     def _interleaved(self, evaluator: Evaluator, those: list[Measurement]) -> dict[str, list[float]]:
         """Each configuration's launch times over CONFIRM_ROUNDS rounds, another order each
-        round (fewer rounds when the run's time is up)."""
+        round; when the run's time is up, fewer, and a timing is given at most what is left (a
+        leader of seconds per launch overran --timeout by half of it, timed at its own limit)."""
         times: dict[str, list[float]] = {config_key(m.params): [] for m in those}
         limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
         for round_ in range(CONFIRM_ROUNDS):
-            left = self._time_left(for_search=False)
-            if left is not None and left <= 0:
-                break
             for m in those[round_:] + those[:round_]:
-                again = evaluator.evaluate(m.params, limit, None, verify=False)
+                left = self._time_left(for_search=False)
+                if left is not None and left <= 0:
+                    return times
+                again = evaluator.evaluate(m.params, limit if left is None else min(limit, max(left, 1.0)),
+                                           None, verify=False)
                 if again.ok:
                     times[config_key(m.params)].extend(again.times_ms)
         return times

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from dataclasses import replace
 
 import pytest
 
-from autotune import profiles, settings, study
+from autotune import profiles, settings, study, tuner
 from autotune import spec as specs
 from autotune.cli import format_report
 from autotune.diagnose import WRONG_WINDOW
@@ -752,3 +753,37 @@ def test_a_timeout_measured_again_and_cut_off_by_timeout_is_measured_again_by_th
     again = Hangs()
     report = run(scale, again, sampler="random", seed=1, trials=1, storage=None, max_time_per_config=5.0)
     assert again.calls[0] == hang and report.failures == {"timeout": 1} and report.elsewhere == 0
+
+
+def test_the_leaders_re_timing_ends_by_the_runs_timeout_with_a_slow_leader_among_them(scale, monkeypatch):
+    """Trial 19: with a leader of seconds per launch, the re-timing gave each timing the limit
+    per configuration, and a run with -t 20 took 29 s."""
+    import types
+
+    clock = [0.0]
+    monkeypatch.setattr(tuner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
+
+    class Slow(FakeEvaluator):
+        def __init__(self):
+            super().__init__()
+            self.limits, self.slow = [], None
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            if verify and len(self.calls) == 2:
+                self.slow = dict(params)
+            slow = params == self.slow  # the fastest on paper, 6 s per timing
+            clock[0] += 6.0 if slow else 0.5
+            if verify:
+                return replace(m, times_ms=(0.001,) * 3) if slow else m
+            self.limits.append(limit_s)
+            if slow and limit_s < 6.0:
+                clock[0] += limit_s - 6.0
+                return Measurement(Status.TIMEOUT, f"no result within {limit_s:.0f} s; worker killed")
+            return m
+
+    ev = Slow()
+    report = run(scale, ev, sampler="grid", trials=6, timeout_s=20.0, prune=0, storage=None)
+    assert report.stopped_by in ("trials", "timeout") and ev.confirms, "the leaders were timed again"
+    assert clock[0] <= 20.0 + 1.0, f"the run took {clock[0]} s of its 20"
+    assert all(lim <= 20.0 for lim in ev.limits)

@@ -229,13 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             return _COMMANDS[args.command](args)
     except TuningInterrupted as exc:
-        report = exc.args[0]
-        # a run stopped before it measured anything saves the study's best, from earlier runs
-        whose = "the study's best so far" if report.measured == 0 else "best so far"
-        saved = (f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})" if report.profile_path
-                 else "nothing saved")
-        print(f"autotune: interrupted after {report.measured} trials; {saved}; "
-              "run the same command again to resume", file=sys.stderr)
+        print(_interrupted(exc.args[0], getattr(args, "storage", None), not getattr(args, "no_save", False)),
+              file=sys.stderr)
         return _STOPPED_BY + exc.signum
     except OptionError as exc:  # as argparse's own usage errors
         print(f"autotune: error: {exc} (see `autotune {args.command} --help`)", file=sys.stderr)
@@ -254,6 +249,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         sys.stdout = previous
+
+
+def _count(n: int, thing: str) -> str:
+    """``1 trial``, ``2 trials``."""
+    return f"{n} {thing}{'s' * (n != 1)}"
+
+
+def _interrupted(report: Any, storage: str | None, save: bool) -> str:
+    """The line a stopped run ends with: what was saved, and whether the study can resume."""
+    n = _count(report.measured, "trial")
+    # a run stopped before it measured anything saves the study's best, from earlier runs
+    whose = "the study's best so far" if report.measured == 0 else "best so far"
+    saved = (f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})" if report.profile_path else
+             "profile not written (--no-save)" if not save else "no verified configuration to save")
+    if storage == ":memory:":
+        return f"autotune: interrupted after {n}; {saved}; the study was in memory (--storage :memory:): not kept"
+    return f"autotune: interrupted after {n}; {saved}; the study keeps its trials: run the same command again to resume"
 
 
 def _one_line_warnings(show: Any) -> Any:
@@ -441,8 +453,9 @@ def _progress(spec: Any, label: str = "") -> Any:
                 print(f"{who}no tuned {spec.name} on this device yet: starting from the winners on "
                       f"{', '.join(state.warm_from)}", flush=True)
             if state.retrying:
-                print(f"{who}{state.retrying} that timed out under a shorter --max-time-per-config are measured "
-                      "again first", flush=True)
+                are = "is" if state.retrying == 1 else "are"
+                print(f"{who}{_count(state.retrying, 'configuration')} that timed out under a shorter "
+                      f"--max-time-per-config {are} measured again first", flush=True)
             return
         n = f"{who}[{state.measured:>3}/{state.budget}]"
         shared = shared or state.study_measured != state.measured or state.study_budget is not None
@@ -519,13 +532,15 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
     failed = sum(report.failures.values())
     # proposals, not trials: a proposal another worker held is skipped, and may be proposed again
-    elsewhere = (f", {report.elsewhere} proposals skipped as another worker had them" if report.elsewhere else "")
+    elsewhere = (f", {_count(report.elsewhere, 'proposal')} skipped as another worker had them"
+                 if report.elsewhere else "")
     by = f"by worker {worker}" if worker else "this run"
     if report.warm_from:
         lines.append(f"  started     from the winners on {', '.join(report.warm_from)} (no tuned entry on this "
                      "device; --no-warm-start starts without them)")
     lines.append(f"  trials      {report.measured} measured {by} ({report.measured - failed} ok, {failed} failed), "
-                 f"{report.skipped_invalid} invalid skipped unbuilt, {report.repeats} repeats reused{elsewhere}; "
+                 f"{report.skipped_invalid} invalid skipped unbuilt, "
+                 f"{_count(report.repeats, 'repeat')} reused{elsewhere}; "
                  f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
     if report.pruned:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
@@ -809,7 +824,7 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
                                       args.target / 100, each=_replayed(args.target), starts=starts)
         if args.seeds > 1:
             budgets = sorted({min(100, args.trials), args.trials})  # no share past the budget
-            print(f"  {args.sampler}, {args.seeds} seeds: median {_count(summary.median_within(), args.trials)} "
+            print(f"  {args.sampler}, {args.seeds} seeds: median {_within(summary.median_within(), args.trials)} "
                   f"measured to within {args.target:g}%; "
                   + ", ".join(f"within {n}: {summary.share_within(n):.0%}" for n in budgets))
 
@@ -821,7 +836,8 @@ def _replayed(target: float) -> Any:
     return show
 
 
-def _count(n: float, budget: int) -> str:
+def _within(n: float, budget: int) -> str:
+    """A replay's measurements to within the target: ``37``, or ``> 400`` when it was not reached."""
     return f"{n:g}" if math.isfinite(n) else f"> {budget}"
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -271,11 +272,21 @@ def _stop_signals() -> Iterator[_StopSignals]:
         return
     _STOP_REQUESTED.clear()
     _STOP_SIGNAL[0] = signal.SIGINT
+    hook = sys.unraisablehook
+
+    def unraisable(u: Any) -> None:
+        # a stop's KeyboardInterrupt dropped in a finalizer: the run stops at the next trial
+        # (_STOP_REQUESTED), so Python's "Exception ignored" traceback would only alarm
+        if not (isinstance(u.exc_value, KeyboardInterrupt) and _STOP_REQUESTED.is_set()):
+            hook(u)
+
+    sys.unraisablehook = unraisable
     try:
         yield _StopSignals(_ignore_stops, _STOP_REQUESTED.is_set)
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
+        sys.unraisablehook = hook
         _STOP_REQUESTED.clear()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -729,7 +730,31 @@ def test_the_interrupted_line_says_whose_best_was_saved_and_what_the_profile_did
     assert cli.main(["run", "scale"]) == 128 + signal.SIGINT
     err = capsys.readouterr().err
     assert err == (f"autotune: interrupted after {measured} trials; {whose} saved to {report.profile_path} "
-                   f"(partial; {report.profile_verdict}); run the same command again to resume\n")
+                   f"(partial; {report.profile_verdict}); the study keeps its trials: run the same command "
+                   "again to resume\n")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--no-save"], "after 1 trial; profile not written (--no-save); the study keeps its trials: run the same "
+                    "command again to resume"),
+    (["--no-save", "--storage", ":memory:"], "after 1 trial; profile not written (--no-save); the study was in "
+                                             "memory (--storage :memory:): not kept"),
+    ([], "after 1 trial; no verified configuration to save; the study keeps its trials"),
+])
+def test_the_interrupted_line_says_what_was_not_saved_and_whether_the_study_resumes(scale, capsys, monkeypatch,
+                                                                                    argv, said):
+    """Trial 21: "nothing saved; run the same command again to resume" after --no-save (the
+    trials were in the study) and with --storage :memory: (nothing to resume)."""
+    from autotune import cli
+
+    report = replace(run(scale, FakeEvaluator(), trials=3, save=False), measured=1)
+
+    def stopped(args):
+        raise TuningInterrupted(report)
+
+    monkeypatch.setitem(cli._COMMANDS, "run", stopped)
+    assert cli.main(["run", "scale", *argv]) == 128 + signal.SIGINT
+    assert said in capsys.readouterr().err
 
 
 def test_a_timeout_measured_again_and_cut_off_by_timeout_is_measured_again_by_the_next_run(scale):
@@ -787,3 +812,30 @@ def test_the_leaders_re_timing_ends_by_the_runs_timeout_with_a_slow_leader_among
     assert report.stopped_by in ("trials", "timeout") and ev.confirms, "the leaders were timed again"
     assert clock[0] <= 20.0 + 1.0, f"the run took {clock[0]} s of its 20"
     assert all(lim <= 20.0 for lim in ev.limits)
+
+
+def test_a_stop_that_lands_in_a_finalizer_prints_no_traceback_and_is_still_seen(monkeypatch):
+    """Trial 21: one early Ctrl-C in about 16 printed Python's "Exception ignored in: ...
+    WeakKeyDictionary ... KeyboardInterrupt" traceback before the one-line message."""
+    import gc
+    import os
+    import signal as signals
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+
+    class StoppedWhileCollected:
+        def __del__(self):
+            os.kill(os.getpid(), signals.SIGINT)  # the handler runs here, inside the finalizer
+
+    class Faulty:
+        def __del__(self):
+            raise ValueError("a fault of its own")
+
+    with tuner._stop_signals() as stops:
+        StoppedWhileCollected()
+        gc.collect()
+        assert stops.requested(), "the run still stops at its next trial"
+        Faulty()
+    assert [type(u.exc_value) for u in seen] == [ValueError], "only other exceptions are reported"
+    assert sys.unraisablehook == seen.append

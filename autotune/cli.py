@@ -552,10 +552,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             "every valid configuration measured", "interrupted": "interrupted",
             "study trials": "the study's trial budget reached", "study timeout": "the study's --study-timeout "
             "passed (counted from the study's first worker)",
-            "same wrong result": f"the first {WRONG_WINDOW} configurations, the baseline first, all gave the same "
-            "wrong result"}
-    lines.append(f"  stopped     {stop.get(report.stopped_by, report.stopped_by)} after {report.wall_s:.1f} s "
-                 f"({_rate(report)})")
+            "same wrong result": f"the first {WRONG_WINDOW} configurations that ran to a result, the baseline "
+            "first, all gave the same wrong result"}
+    lines.append(f"  stopped     after {report.wall_s:.1f} s ({_rate(report)}): "
+                 f"{stop.get(report.stopped_by, report.stopped_by)}")
     if report.stopped_by == "timeout" and report.cut_off is not None:
         lines.append(f"              {_cut_off(report)}")
     if report.stopped_by == "same wrong result":

@@ -211,10 +211,26 @@ def test_a_new_study_whose_first_configurations_all_give_the_same_wrong_result_s
     assert report.stopped_by == "same wrong result" and report.measured == len(ev.calls) == WRONG_WINDOW
     assert ev.calls[0] == report.baseline.params and report.best is None
     summary = format_report(report)
-    assert f"the first {WRONG_WINDOW} configurations, the baseline first, all gave the same wrong result" in summary
+    assert (f"the first {WRONG_WINDOW} configurations that ran to a result, the baseline first, all gave the same "
+            "wrong result") in summary
     assert "run the same command again to search on" in summary
     again = run(scale, Wrong(), trials=8, storage=None)  # the user's call: the search goes on
     assert again.stopped_by == "trials" and again.measured == 8
+
+
+def test_a_timeout_or_build_error_among_the_first_configurations_does_not_hide_a_wrong_reference(scale):
+    """Trial 22: a hint that hangs, measured fourth, kept the check from firing, and the run spent
+    its whole budget on wrong results."""
+    class WrongAndHangs(Wrong):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            n = len(self.calls)
+            return (Measurement(Status.TIMEOUT, "no result within 5 s; worker killed", params=params) if n == 3 else
+                    Measurement(Status.COMPILE_ERROR, "k.cl:1: error: too many registers") if n == 5 else m)
+
+    ev = WrongAndHangs()
+    report = run(scale, ev, trials=30, storage=None)
+    assert report.stopped_by == "same wrong result" and report.measured == WRONG_WINDOW + 2
 
 
 @pytest.mark.parametrize("case", ["another failure among them", "the baseline verifies", "reads outside x"])

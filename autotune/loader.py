@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -181,6 +182,25 @@ def choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any
     ``folders``: where profiles are looked up, the user's (where a pick is saved) first;
     ``timer``: how candidates are timed (none: no measuring, the nearest problem's).
     """
+    # threads loading one untuned problem at once: the first times the candidates, the others
+    # then read its pick (each timing them gave each thread its own, the noise deciding)
+    with _one_at_a_time((spec.spec_hash, info.slug, problem_label(problem))):
+        return _choose_in(spec, info, problem, folders, timer)
+
+
+_choosing: dict[tuple[str, str, str], threading.Lock] = {}
+_CHOOSING = threading.Lock()
+
+
+def _one_at_a_time(key: tuple[str, str, str]) -> threading.Lock:
+    """The lock of one kernel version, device and problem."""
+    with _CHOOSING:
+        return _choosing.setdefault(key, threading.Lock())
+
+
+def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+               folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
+    """:func:`choose`, for one thread at a time."""
     folders = folders or profiles.search_folders(settings.profiles_dir(), spec.path)
     docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders),
                                   lambda exc: _warn(f"ignoring profile: {exc}")))

@@ -413,3 +413,30 @@ def test_profiles_shipped_beside_an_applications_own_spec_are_used_and_a_pick_go
     assert c.origin == "measured" and c.params == tuned
     assert c.profile == profiles.path_for(FAKE.slug, settings.profiles_dir())  # the application's stays as shipped
     assert [e.problem["N"] for e in profiles.entries(profiles.read(shipped), "scale")] == [256]
+
+
+def test_threads_loading_one_untuned_size_at_once_time_it_once_and_get_one_configuration(folders):
+    """Trial 22: four threads loading one untuned size each timed the candidates, and one of
+    them went on with another configuration than the one saved."""
+    import threading
+    import time
+
+    class Slow(FakeTimer):
+        def __call__(self, candidates, fallbacks=()):
+            time.sleep(0.2)  # the others arrive while the first is timing
+            self.ms = {128: 1.0, 64: 0.9, 32: 2.0} if not self.calls else {128: 0.5, 64: 0.9, 32: 2.0}
+            return super().__call__(candidates, fallbacks)
+
+    timer, got = Slow({}), []
+    problem = MM.resolve_problem({"M": 777, "N": 777, "K": 777})
+
+    def load():
+        got.append(choose(folders, timer, **problem))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(timer.calls) == 1
+    assert [c.params for c in got] == [T64] * 4

@@ -18,7 +18,7 @@ import inspect
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -80,7 +80,16 @@ class Arguments:
     def _checked(self, arg: str, value: Any) -> Any:
         need = self._needs[arg]
         if need.nbytes is None:
-            return _scalar(f"{self.spec.name}: argument {arg}", value, need.dtype)
+            where = f"{self.spec.name}: argument {arg}"
+            out = _scalar(where, value, need.dtype)
+            if need.size_of is not None and out != self.problem[need.size_of]:
+                # the kernel's launch and buffers are the loaded size's: another one reads or
+                # writes past them (a crash) or leaves part undone (wrong numbers, no error)
+                key, size = need.size_of, self.problem[need.size_of]
+                raise ValueError(f"{where} is {value}, but the kernel was loaded for {key}={size}, which the "
+                                 f"reference module's inputs() passes as {arg}: pass {size}, or load the kernel "
+                                 f"for {key}={value}")
+            return out
         return self._buffer(arg, value, need)
 
     def _buffer(self, arg: str, value: Any, need: _ArgNeed) -> cl.Buffer:
@@ -138,10 +147,12 @@ class Arguments:
 @dataclass(frozen=True)
 class _ArgNeed:
     """What one kernel argument takes: a buffer of ``nbytes`` or more (of ``dtype`` elements),
-    or (``nbytes`` None) a scalar of ``dtype``."""
+    or (``nbytes`` None) a scalar of ``dtype``; one that is the problem's size key ``size_of``
+    must be that size."""
 
     dtype: np.dtype[Any]
     nbytes: int | None
+    size_of: str | None = None
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -163,7 +174,28 @@ def _arg_needs(spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, .
 def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _ArgNeed]:
     """What the reference module's ``inputs()`` gives for ``problem``: the arrays the tuner
     verifies with, so the one definition of the sizes (a spec need not repeat them)."""
-    return {k: _need(v) for k, v in shaped_inputs(spec, problem).items()}
+    given = shaped_inputs(spec, problem)
+    needs = {k: _need(v) for k, v in given.items()}
+    for arg, key in _sizes_passed(spec, problem, given).items():
+        needs[arg] = replace(needs[arg], size_of=key)
+    return needs
+
+
+def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, str]:
+    """The integer arguments ``inputs()`` gives a size key's value, and that follow it (doubled
+    when it is): argument -> key. A number that only happens to equal a size does not follow it."""
+    out: dict[str, str] = {}
+    for key in (k.name for k in spec.problem if k.is_size):
+        args = [a for a, v in given.items() if _need(v).nbytes is None and _need(v).dtype.kind in "iu"
+                and v == problem[key] and a not in out]
+        if not args:
+            continue
+        try:
+            doubled = shaped_inputs(spec, spec.resolve_problem({**problem, key: 2 * problem[key]}))
+        except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
+            continue
+        out.update({a: key for a in args if doubled.get(a) == 2 * problem[key]})
+    return out
 
 
 def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any]:

@@ -404,3 +404,35 @@ def test_a_float_scalar_too_large_for_its_type_is_refused_not_made_inf():
         _scalar("argument a", 10 ** 40, np.dtype(np.float32))
     assert _scalar("argument a", float("inf"), np.dtype(np.float32)) == np.inf  # asked for
     assert _scalar("argument a", 2.5, np.dtype(np.float32)) == np.float32(2.5)
+
+
+SIZE_ARG_REF = '''
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float32),
+            "n": np.int32(n), "reps": np.int32(256), "seed": np.int32(rng.integers(1, 9))}
+
+def reference(problem, arrays):
+    return {"y": 2.0 * arrays["x"]}
+'''
+
+
+@needs_opencl
+def test_a_number_that_inputs_gives_as_a_problem_size_must_be_the_loaded_size(tmp_path: Path, queue):
+    """Trial 22: a kernel loaded for COLS=4096 and called with cols=8192 crashed the process
+    (and with 2048 gave wrong numbers without an error): only the number's type was checked."""
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, n, reps, seed]"),
+                                 ref=SIZE_ARG_REF))
+    needs = arguments._input_needs(spec, {"N": 256})
+    # reps is 256 too, but stays 256 at N = 512: a number of its own, as is the drawn seed
+    assert {a: needs[a].size_of for a in ("n", "reps", "seed")} == {"n": "N", "reps": None, "seed": None}
+    args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n", "reps", "seed"), queue.context, queue.device)
+    x, y = buffer(queue, 4 * 512), buffer(queue, 4 * 512)
+    for wrong in (512, 128):
+        with pytest.raises(ValueError, match=rf"argument n is {wrong}, but the kernel was loaded for N=256, which "
+                           r"the reference module's inputs\(\) passes as n: pass 256, or load the kernel for "
+                           rf"N={wrong}$"):
+            args.bind((x, y, wrong, 3, 5), {})
+    assert args.bind((x, y, 256, 3, 5), {})["n"] == 256

@@ -16,7 +16,15 @@ from dataclasses import replace
 from typing import Any
 
 from . import __version__
-from .errors import AutotuneError, AutotuneWarning, OptionError, ProblemError, ProfileError, TuningInterrupted
+from .errors import (
+    AutotuneError,
+    AutotuneWarning,
+    OptionError,
+    ProblemError,
+    ProfileError,
+    ProfileNotSaved,
+    TuningInterrupted,
+)
 from .proposer import Sampler
 
 _EXIT_ERROR, _EXIT_USAGE, _EXIT_INTERRUPTED = 1, 2, 130
@@ -360,7 +368,11 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
     """An ordinary run on one device: progress, then the summary."""
     from .tuner import tune
 
-    report = tune(spec, options, problem, progress=None if quiet else _progress(spec))
+    try:
+        report = tune(spec, options, problem, progress=None if quiet else _progress(spec))
+    except ProfileNotSaved as exc:  # the run's summary, then the error
+        print(format_report(exc.report, options.storage))
+        raise
     print(format_report(report, options.storage))
     return 0 if report.best is not None else _EXIT_ERROR
 
@@ -564,7 +576,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
     elif best is not None:  # a verified best goes to the profile unless saving was off
-        lines.append("  profile     not saved (--no-save)")
+        lines.append("  profile     not saved: " + ("see the error below" if report.profile_error else "--no-save"))
     lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)
 

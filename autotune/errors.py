@@ -59,6 +59,15 @@ class ProfileError(AutotuneError):
     """A profile YAML cannot be read or written (corrupt file, bad entry)."""
 
 
+class ProfileNotSaved(ProfileError):
+    """A run finished but its profile could not be written; ``report`` is the run's report (the
+    CLI prints its summary before the error)."""
+
+    def __init__(self, message: str, report: object) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 class StorageError(AutotuneError):
     """The study's database stopped answering during a run (a lost server, a broken file)."""
 

@@ -369,17 +369,21 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
             return verdict
         text = yaml.safe_dump(new, sort_keys=False, default_flow_style=None, width=100)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
+        backup = f"{tmp}.bak"  # the backup is replaced only once the profile is (an immutable file,
+        try:                   # say, keeps both as they were)
             with os.fdopen(fd, "w") as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a profile is shared data
             if doc:  # only a file that parsed to a profile may replace the backup
-                shutil.copy2(path, str(path) + ".bak")
+                shutil.copy2(path, backup)
             os.replace(tmp, path)
+            if doc:
+                os.replace(backup, str(path) + ".bak")
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
+            Path(backup).unlink(missing_ok=True)
             raise
     return verdict
 

@@ -43,6 +43,7 @@ from .errors import (
     OptionError,
     ProblemError,
     ProfileError,
+    ProfileNotSaved,
     StorageError,
     TuningInterrupted,
     warn,
@@ -172,6 +173,7 @@ class TuneReport:
     profile_path: Path | None = None
     profile_verdict: str | None = None
     profile_kept: profiles.Entry | None = None  # the profile's entry that this run's best did not displace
+    profile_error: bool = False  # saving was asked for and failed (ProfileNotSaved says why)
     pruned: int = 0
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
@@ -922,9 +924,10 @@ def _save(report: TuneReport, partial: bool, study: str | None) -> TuneReport:
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
                                 report.device.profile_header(), path, usable=report.spec.stores)
     except ProfileError as exc:
-        then = (f"the trials are kept in the study: make {path.parent} writable and run the same command "
-                "again, which resumes the study and saves its best") if study is not None else "the study was in memory"
-        raise ProfileError(f"{exc}; {then}") from None
+        then = (f"the trials are kept in the study: once {path.name} and its folder can be written, run the "
+                "same command again, which resumes the study and saves its best") if study is not None \
+            else "the study was in memory"
+        raise ProfileNotSaved(f"{exc}; {then}", replace(report, profile_error=True)) from None
     kept = None
     if verdict.startswith("kept"):  # the summary says which entry stays, and why: its best is not it
         kept = next((e for e in profiles.entries(profiles.read(path), report.spec.name, str(path), lambda _: None)

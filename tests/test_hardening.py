@@ -165,11 +165,49 @@ def test_a_profile_that_cannot_be_saved_at_the_end_says_how_to_keep_the_trials(s
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(profiles, "update", refuse)  # writable at the start, not at the end
-    with pytest.raises(ProfileError, match=r"Permission denied\); the trials are kept in the study: make .*"
-                                           r"profiles writable and run the same command again"):
+    with pytest.raises(ProfileError, match=r"Permission denied\); the trials are kept in the study: once "
+                                           r"\S+\.yaml and its folder can be written, run the same command again"):
         run(scale)
     with pytest.raises(ProfileError, match=r"Permission denied\); the study was in memory$"):
         run(scale, storage=":memory:")
+
+
+def test_a_run_whose_profile_cannot_be_written_prints_its_summary_then_the_error(scale, home, monkeypatch, capsys):
+    """Trial 22: with the profile file made immutable the run printed only the error: its
+    best, times and counts were not shown."""
+    from autotune import tuner
+
+    real = tuner.tune
+    monkeypatch.setattr(tuner, "tune", lambda spec, options, problem=None, progress=None: real(
+        spec, options, problem, progress, evaluator=Fast(), info=FAKE))
+    monkeypatch.setattr(profiles, "update", lambda *a: (_ for _ in ()).throw(PermissionError(1, "Operation not "
+                                                                                            "permitted")))
+    assert cli.main(["run", str(scale.path), "-n", "3", "-q"]) == 1
+    out, err = capsys.readouterr()
+    assert "  best " in out and "  profile     not saved: see the error below" in out
+    assert err.startswith("autotune: error: cannot write ") and "(Operation not permitted)" in err
+
+
+def test_a_profile_that_cannot_be_replaced_keeps_its_backup(tmp_path, monkeypatch):
+    """Trial 22: an immutable profile was not replaced, but its .bak was, by a copy of it."""
+    path = tmp_path / "dev.yaml"
+    for t in (3.0, 2.0):
+        profiles.save(profiles.Entry(problem={"N": 64}, params={"WPT": 1}, build_flags=(), time_ms=t, throughput={},
+                                     trials=1, tuned_at="", spec_hash="h"), "scale", {"name": "Dev"}, path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if not p.name.endswith(".lock")}
+    real = profiles.os.replace
+
+    def immutable(src, dst):
+        if str(dst) == str(path):
+            raise PermissionError(1, "Operation not permitted")
+        real(src, dst)
+
+    monkeypatch.setattr(profiles.os, "replace", immutable)
+    with pytest.raises(ProfileError, match=r"cannot write .*dev.yaml \(Operation not permitted\)"):
+        profiles.save(profiles.Entry(problem={"N": 64}, params={"WPT": 1}, build_flags=(), time_ms=1.0,
+                                     throughput={}, trials=1, tuned_at="", spec_hash="h"), "scale", {"name": "Dev"},
+                      path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if not p.name.endswith(".lock")} == before
 
 
 @pytest.mark.parametrize("options, message", [

@@ -17,6 +17,7 @@ buffers are freed on return.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from .launch import ProgramCache
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
 from .spec import KernelSpec, Value
+
+_TIMING_ONE_AT_A_TIME = threading.Lock()
 
 #: At most this many candidates are timed, those tuned for the nearest problems first.
 MAX_CANDIDATES = 12
@@ -58,15 +61,20 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
     A configuration that fails to build, launch or verify comes back as a failed Measurement.
     """
     workload = make_workload(spec, problem)
-    with warnings.catch_warnings():  # the build threads see this filter too
+    # one timing at a time in a process: threads timing at once would time each other's load,
+    # and the warning filter below is the process's (catch_warnings is not thread-safe)
+    with _TIMING_ONE_AT_A_TIME, warnings.catch_warnings():  # the build threads see this filter too
         warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log is normal for tuned variants
         bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
-        for params in [*candidates, *fallbacks]:  # built in the background, on TIMING.compile_threads
-            bench.prefetch(params)
-        timed = [bench.measure(params) for params in candidates]
-        fastest = Timed(tuple(timed), bench.cache).fastest
-        cutoff = fastest.median_ms if fastest is not None else None
-        timed += [bench.measure(params, cutoff_ms=cutoff) for params in fallbacks]
+        try:
+            for params in [*candidates, *fallbacks]:  # built in the background, on TIMING.compile_threads
+                bench.prefetch(params)
+            timed = [bench.measure(params) for params in candidates]
+            fastest = Timed(tuple(timed), bench.cache).fastest
+            cutoff = fastest.median_ms if fastest is not None else None
+            timed += [bench.measure(params, cutoff_ms=cutoff) for params in fallbacks]
+        finally:
+            bench.cache.close()  # no build outlives the filter
         return Timed(tuple(timed), bench.cache)
 
 

@@ -97,13 +97,22 @@ os.environ.setdefault("PYOPENCL_CACHE_FAILURE_FATAL", "")
 def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
                   cache_dir: str | None = None) -> cl.Program:
     """Build ``source``; raises pyopencl's error on failure, prints nothing on success.
-    ``cache_dir``: pyopencl's on-disk program cache (None: its default, shared by all users)."""
-    with warnings.catch_warnings():
-        # a non-empty build log is normal for tuned variants; failures are errors
-        warnings.simplefilter("ignore", cl.CompilerWarning)
-        # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
-        # compilers (PoCL's clang) print that to the terminal, burying the progress lines
+    ``cache_dir``: pyopencl's on-disk program cache (None: its default, shared by all users).
+
+    A non-empty build log (pyopencl's CompilerWarning) is normal for tuned variants: ignored
+    here, or on a build thread (:class:`ProgramCache`) by its owner, which holds the filter for
+    the threads' lifetime (catch_warnings, which saves and restores the process's filters, is
+    not thread-safe: threads that each used it left pyopencl's warnings on in an application)."""
+    # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
+    # compilers (PoCL's clang) print that to the terminal, burying the progress lines
+    if threading.current_thread().name.startswith(_BUILD_THREAD):
         return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
+
+
+_BUILD_THREAD = "autotune-build"
 
 
 def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: str | None) -> cl.Program:
@@ -128,18 +137,27 @@ class ProgramCache:
 
     ``prefetch`` starts builds on background threads (compile ahead: the next candidates build
     on the host while the device times the current one); ``get`` waits for such a build or
-    builds in the calling thread.
+    builds in the calling thread. Whoever makes one with threads ignores pyopencl's
+    CompilerWarning until :meth:`close` (see :func:`build_quietly`).
     """
 
     def __init__(self, threads: int = 0, cache_dir: str | None = None) -> None:
         self._programs: dict[tuple[str, tuple[str, ...]], Future[cl.Program]] = {}
         self.cache_dir = cache_dir
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="autotune-build") if threads else None
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix=_BUILD_THREAD) if threads else None
 
     def prefetch(self, ctx: cl.Context, source: str, options: list[str]) -> None:
         key = (source, tuple(options))
         if self._pool is not None and key not in self._programs:
             self._programs[key] = self._pool.submit(_build, ctx, source, key[1], self.cache_dir)
+
+    def close(self) -> None:
+        """Stop building ahead: builds not started are dropped, the one under way finishes (a
+        build outliving its owner would warn, or build for nobody). Built programs stay."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+            self._programs = {k: f for k, f in self._programs.items() if not f.cancelled()}
 
     def get(self, ctx: cl.Context, source: str, options: list[str]) -> cl.Program:
         key = (source, tuple(options))

@@ -107,10 +107,20 @@ def open_evaluator(setup: Setup, workload: Workload, isolate: bool, folder: Path
 
 
 class InProcessEvaluator:
-    """Measures in the calling process: no isolation, no time limit (``--no-isolation``)."""
+    """Measures in the calling process: no isolation, no time limit (``--no-isolation``).
+    Until :meth:`close`, pyopencl's CompilerWarning is ignored, its build threads' included."""
 
     def __init__(self, setup: Setup, workload: Workload) -> None:
-        self.bench = make_bench(setup, workload)
+        import pyopencl as cl
+
+        self._quiet = warnings.catch_warnings()
+        self._quiet.__enter__()
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        try:
+            self.bench = make_bench(setup, workload)
+        except BaseException:
+            self._quiet.__exit__(None, None, None)
+            raise
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
                  cutoff_ms: float | None = None, verify: bool = True) -> Measurement:
@@ -121,7 +131,10 @@ class InProcessEvaluator:
             self.bench.prefetch(params)
 
     def close(self) -> None:
-        pass
+        try:
+            self.bench.cache.close()
+        finally:
+            self._quiet.__exit__(None, None, None)
 
 
 def _worker_main(conn: Connection, setup: Setup) -> None:

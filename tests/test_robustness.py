@@ -6,7 +6,9 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
+import pyopencl as cl
 import pytest
 from test_loader_args import TWO_STEPS_CL, TWO_STEPS_REF, TWO_STEPS_YAML
 
@@ -278,10 +280,63 @@ def test_program_cache_prefetch_is_shared_with_get():
     from autotune.launch import CandidateError, ProgramCache
 
     ctx = cl.Context([device.select(None)[1]])
-    cache = ProgramCache(threads=2)
-    cache.prefetch(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
-    cache.prefetch(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=oops"])
-    program = cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
-    assert program is cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
-    with pytest.raises(CandidateError):
-        cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=oops"])
+    with warnings.catch_warnings():  # the owner of build threads holds the filter (build_quietly)
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        cache = ProgramCache(threads=2)
+        cache.prefetch(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
+        cache.prefetch(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=oops"])
+        program = cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
+        assert program is cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=3"])
+        with pytest.raises(CandidateError):
+            cache.get(ctx, "__kernel void f(__global int* x) { x[0] = V; }", ["-DV=oops"])
+        cache.close()
+
+
+class _WarningProgram:
+    """Stands in for pyopencl.Program: a build takes a moment and leaves a build log, as
+    Intel's compiler does for matmul's variants (pyopencl warns of it)."""
+
+    built: list[str] = []
+
+    def __init__(self, ctx, source):
+        self.source = source
+
+    def build(self, options=(), cache_dir=None):
+        import time
+
+        time.sleep(0.01)
+        warnings.warn("Non-empty compiler output encountered.", cl.CompilerWarning, stacklevel=2)
+        _WarningProgram.built.append(self.source)
+        return self
+
+
+def test_builds_ahead_leave_no_compiler_warning_and_the_callers_filters_as_they_were(monkeypatch):
+    """Trials 21 and 22: pyopencl's CompilerWarning reached the terminal during --no-isolation
+    runs with --compile-ahead (once after the run's last line) and an application's first
+    load_kernel: each build thread saved and restored the process's warning filters."""
+    from autotune import launch
+
+    monkeypatch.setattr(launch.cl, "Program", _WarningProgram)
+    before = list(warnings.filters)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(5):
+            with warnings.catch_warnings():  # what the owner of build threads does
+                warnings.simplefilter("ignore", cl.CompilerWarning)
+                cache = launch.ProgramCache(threads=4)
+                for i in range(16):
+                    cache.prefetch(None, f"source {i}", [])
+                cache.get(None, "source 0", [])
+                cache.close()
+                assert all(f.done() for f in cache._programs.values()), "no build outlives close()"
+        warnings.warn("the application's own", cl.CompilerWarning, stacklevel=1)
+    assert [str(w.message) for w in caught] == ["the application's own"]
+    assert warnings.filters == before
+    _WarningProgram.built.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        cache = launch.ProgramCache(threads=1)
+        for i in range(8):
+            cache.prefetch(None, f"source {i}", [])
+        cache.close()
+    assert len(_WarningProgram.built) < 8, "builds not started are dropped"

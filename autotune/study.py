@@ -192,7 +192,8 @@ def quiet_optuna() -> Iterator[None]:
 
 
 def _other_versions(storage: optuna.storages.BaseStorage, name: str) -> int:
-    """The trials held by studies of ``name``'s kernel, device and problem and another spec hash."""
+    """The measured trials held by studies of ``name``'s kernel, device and problem and another
+    spec hash (as a study counts them: not those a stop left unfinished)."""
     me = StudyId.parse(name)
     if me is None:
         return 0
@@ -201,7 +202,8 @@ def _other_versions(storage: optuna.storages.BaseStorage, name: str) -> int:
         other = StudyId.parse(summary.study_name)
         if other is not None and other != me and (other.kernel, other.slug, other.label) == (me.kernel, me.slug,
                                                                                              me.label):
-            total += summary.n_trials
+            study = optuna.load_study(study_name=summary.study_name, storage=storage)
+            total += len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
     return total
 
 

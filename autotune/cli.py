@@ -240,8 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_interrupted(exc.args[0], getattr(args, "storage", None), not getattr(args, "no_save", False)),
               file=sys.stderr)
         return _STOPPED_BY + exc.signum
-    except OptionError as exc:  # as argparse's own usage errors
-        print(f"autotune: error: {exc} (see `autotune {args.command} --help`)", file=sys.stderr)
+    except OptionError as exc:  # as argparse's own usage errors (trial 21: two prefixes for one kind)
+        print(f"autotune {args.command}: error: {exc} (see `autotune {args.command} --help`)", file=sys.stderr)
         return _EXIT_USAGE
     except AutotuneError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)

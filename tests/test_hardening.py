@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -57,6 +58,8 @@ def test_trials_a_killed_run_left_open_are_failed(scale):
     ("not a url", "cannot be opened"),
 ])
 def test_a_bad_storage_is_one_line(scale, url, message):
+    if url.startswith("postgresql") and importlib.util.find_spec("psycopg2") is None:
+        message = r"cannot be opened .*pip install \"autotune\[postgres\]\""  # the test extra installs it
     with pytest.raises(ProblemError, match=message) as caught:
         run(scale, storage=url)
     assert "\n" not in str(caught.value)
@@ -548,6 +551,12 @@ def test_a_worker_killed_holding_the_program_cache_lock_does_not_stall_later_bui
     # pyopencl locks its on-disk program cache with a file; a worker killed (timeout, crash)
     # while it holds it leaves the file behind, and every later build waited a minute for it
     # and then failed. The run's workers have a cache of their own, so the run removes it.
+    from pyopencl.characterize import has_src_build_cache
+
+    from autotune import device
+
+    if has_src_build_cache(device.select(os.environ["AUTOTUNE_DEVICE"])[1]):
+        pytest.skip("pyopencl leaves caching to this driver (NVIDIA's): it keeps no cache nor lock of its own")
     first, second, _, took = _kill_worker_between(
         scale, tmp_path, {"WPT": 1, "WG": 16}, {"WPT": 4, "WG": 32},  # a new program: a build
         dying=lambda: (tmp_path / "programs" / "lock").touch())  # held as it dies
@@ -614,8 +623,9 @@ def test_a_build_flag_the_compiler_rejects_is_a_compile_error_of_those_configura
                                          device=ocl_device))
     assert report.failures.get("compile_error", 0) > 0 and set(report.failures) == {"compile_error"}
     assert report.best is not None and report.best.params["mad"] is False
-    assert "INVALID_BUILD_OPTIONS; flags: -cl-no-such-flag)" in report.failure_examples["compile_error"], \
-        "the driver does not say which option it refuses: the spec's flags are named"
+    # Intel's and PoCL's drivers do not say which option they refuse (the spec's flags are
+    # named then); NVIDIA's does ("Don't understand command line argument ...")
+    assert "-cl-no-such-flag" in report.failure_examples["compile_error"]
 
 
 def test_a_baseline_not_valid_for_the_problem_is_named_in_a_warning(tmp_path):

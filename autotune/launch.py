@@ -101,8 +101,9 @@ def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
 
     A non-empty build log (pyopencl's CompilerWarning) is normal for tuned variants: ignored
     here, or on a build thread (:class:`ProgramCache`) by its owner, which holds the filter for
-    the threads' lifetime (catch_warnings, which saves and restores the process's filters, is
-    not thread-safe: threads that each used it left pyopencl's warnings on in an application)."""
+    the threads' lifetime: catch_warnings saves and restores the process's filters, so threads
+    that each use it can restore one another's, and a build that outlived its owner's filter
+    printed the warning (after a run's last line, in trial 21)."""
     # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
     # compilers (PoCL's clang) print that to the terminal, burying the progress lines
     if threading.current_thread().name.startswith(_BUILD_THREAD):

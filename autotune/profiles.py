@@ -369,8 +369,10 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
             return verdict
         text = yaml.safe_dump(new, sort_keys=False, default_flow_style=None, width=100)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        backup = f"{tmp}.bak"  # the backup is replaced only once the profile is (an immutable file,
-        try:                   # say, keeps both as they were)
+        # the backup is replaced only once the profile is: a file that cannot be replaced (made
+        # immutable, say) keeps both as they were
+        backup = f"{tmp}.bak"
+        try:
             with os.fdopen(fd, "w") as fh:
                 fh.write(text)
                 fh.flush()

@@ -30,7 +30,7 @@ from . import hostmemory
 from .errors import ProblemError, SpecError
 from .measure import host_inputs
 from .signatures import cast
-from .spec import KernelSpec
+from .spec import MAX_SIZE, KernelSpec
 
 
 class Arguments:
@@ -86,9 +86,9 @@ class Arguments:
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
                 key, size = need.size_of, self.problem[need.size_of]
+                other = f", or load the kernel for {key}={value}" if 0 < out <= MAX_SIZE else ""
                 raise ValueError(f"{where} is {value}, but the kernel was loaded for {key}={size}, which the "
-                                 f"reference module's inputs() passes as {arg}: pass {size}, or load the kernel "
-                                 f"for {key}={value}")
+                                 f"reference module's inputs() passes as {arg}: pass {size}{other}")
             return out
         return self._buffer(arg, value, need)
 

@@ -246,9 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AutotuneError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
         return _EXIT_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before a run had started (or in a command that is not one)
         print("autotune: interrupted", file=sys.stderr)
-        return _EXIT_INTERRUPTED
+        tuner = sys.modules.get("autotune.tuner")  # a SIGTERM its handler turned into this
+        return _STOPPED_BY + tuner.last_stop_signal() if tuner is not None else _EXIT_INTERRUPTED
     except _ReaderLeft:
         # `autotune list | head`: the reader left, not an error of ours; stdout to /dev/null so
         # that the interpreter's last flush at exit does not fail again. A broken pipe anywhere
@@ -273,6 +274,8 @@ def _interrupted(report: Any, storage: str | None, save: bool) -> str:
              "profile not written (--no-save)" if not save else "no verified configuration to save")
     if storage == ":memory:":
         return f"autotune: interrupted after {n}; {saved}; the study was in memory (--storage :memory:): not kept"
+    if not report.study_trials:
+        return f"autotune: interrupted after {n}; {saved}; the study has no trials yet: the same command starts it"
     return f"autotune: interrupted after {n}; {saved}; the study keeps its trials: run the same command again to resume"
 
 

@@ -18,14 +18,13 @@ buffers are freed on return.
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyopencl as cl
 
-from .launch import ProgramCache
+from .launch import ProgramCache, quiet_builds
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
 from .spec import KernelSpec, Value
@@ -61,10 +60,8 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
     A configuration that fails to build, launch or verify comes back as a failed Measurement.
     """
     workload = make_workload(spec, problem)
-    # one timing at a time in a process: threads timing at once would time each other's load,
-    # and the warning filter below is the process's (catch_warnings is not thread-safe)
-    with _TIMING_ONE_AT_A_TIME, warnings.catch_warnings():  # the build threads see this filter too
-        warnings.simplefilter("ignore", cl.CompilerWarning)  # a build log is normal for tuned variants
+    # one timing at a time in a process: threads timing at once would time each other's load
+    with _TIMING_ONE_AT_A_TIME, quiet_builds():  # a build log is normal for tuned variants
         bench = Bench(spec, problem, ctx, workload, facts, TIMING, device)
         try:
             for params in [*candidates, *fallbacks]:  # built in the background, on TIMING.compile_threads

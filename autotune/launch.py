@@ -17,8 +17,9 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -103,17 +104,28 @@ def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
     here, or on a build thread (:class:`ProgramCache`) by its owner, which holds the filter for
     the threads' lifetime: catch_warnings saves and restores the process's filters, so threads
     that each use it can restore one another's, and a build that outlived its owner's filter
-    printed the warning (after a run's last line, in trial 21)."""
+    printed the warning (after a run's last line, in trial 21). Other threads build one at a
+    time here (trial 23: six application threads loading a kernel at once let one through)."""
     # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
     # compilers (PoCL's clang) print that to the terminal, burying the progress lines
     if threading.current_thread().name.startswith(_BUILD_THREAD):
         return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cl.CompilerWarning)
+    with quiet_builds():
         return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
 
 
 _BUILD_THREAD = "autotune-build"
+_QUIET_BUILDS = threading.RLock()
+
+
+@contextmanager
+def quiet_builds() -> Iterator[None]:
+    """pyopencl's CompilerWarning ignored in the block, for the builds of this thread and of the
+    build threads it waits for; one thread at a time in a process, since the filter is the
+    process's."""
+    with _QUIET_BUILDS, warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield
 
 
 def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: str | None) -> cl.Program:

@@ -235,11 +235,13 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     """The choice among ``found`` (this spec version's entries) and ``older`` (tuned entries of
     other versions of the spec); a pick is saved in ``user``."""
     facts = info.facts()
-    # a tuning run's entry before a pick made at an earlier first use; the user's profile before
-    # the shipped ones; of two copies in one profile (a hand edit), the faster
+    # a tuning run's entry before a pick made at an earlier first use, and a finished run's
+    # before a stopped one's (trial 23: a run stopped after its baseline, in the user's profile,
+    # hid an application's shipped entry); the user's profile before the shipped ones; of two
+    # copies in one profile (a hand edit), the faster
     folder = {path: i for i, path in enumerate(dict.fromkeys(p for _, p in found))}
     here = sorted((ep for ep in found if dict(ep[0].problem) == dict(problem)),
-                  key=lambda ep: (ep[0].picked, folder[ep[1]], ep[0].time_ms))
+                  key=lambda ep: (ep[0].picked, ep[0].partial, folder[ep[1]], ep[0].time_ms))
     older_here = [ep for ep in older if dict(ep[0].problem) == dict(problem)]
     lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
     if here:

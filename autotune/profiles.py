@@ -300,7 +300,7 @@ def _rehome(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[st
     if "ceilings" in old:
         header.setdefault("ceilings", old["ceilings"])
     was = _device_facts(old) if written_for_another(old, header) else None
-    kernels = {name: [{**raw, "device": was} if was and "device" not in raw else dict(raw) for raw in items]
+    kernels = {name: [{**raw, "device": dict(was)} if was and "device" not in raw else dict(raw) for raw in items]
                for name, items in (doc.get("kernels") or {}).items()}
     for items in kernels.values():
         _own_device(items, header)
@@ -367,7 +367,7 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
         new, verdict = change(doc)
         if verdict == "kept":
             return verdict
-        text = yaml.safe_dump(new, sort_keys=False, default_flow_style=None, width=100)
+        text = yaml.dump(new, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=100)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         # the backup is replaced only once the profile is: a file that cannot be replaced (made
         # immutable, say) keeps both as they were
@@ -388,6 +388,14 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
             Path(backup).unlink(missing_ok=True)
             raise
     return verdict
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a value shared by several entries out in each: an anchor and its aliases (``&id001``,
+    ``*id001``) break the whole file when the entry holding the anchor is deleted by hand."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _umask() -> int:

@@ -296,6 +296,11 @@ def _stop_signals() -> Iterator[_StopSignals]:
 _STOP_SIGNAL = [int(signal.SIGINT)]
 
 
+def last_stop_signal() -> int:
+    """The signal of the last stop, SIGINT where there was none."""
+    return _STOP_SIGNAL[0]
+
+
 def _raise_interrupt(signum: int, frame: Any) -> None:
     _note_stop(signum, frame)
     raise KeyboardInterrupt

@@ -4,6 +4,7 @@ the timer is a fake)."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -222,6 +223,7 @@ def test_entries_measured_on_another_device_still_warn_after_a_pick_here_rewrote
     assert c.origin == "measured"
     doc = profiles.read(user)
     assert doc["device"]["compute_units"] == bigger.compute_units  # the block is this device's now
+    assert not re.search(r"[&*]id\d+", user.read_text()), "each entry's record written out (trial 23)"
     by_size = {e.problem["M"]: e.device for e in profiles.entries(doc, "matmul")}
     assert by_size == {256: _facts(FAKE), 1024: _facts(FAKE), 2048: _facts(FAKE), 3000: _facts(bigger),
                        4096: _facts(FAKE)}
@@ -440,3 +442,16 @@ def test_threads_loading_one_untuned_size_at_once_time_it_once_and_get_one_confi
         t.join()
     assert len(timer.calls) == 1
     assert [c.params for c in got] == [T64] * 4
+
+
+def test_a_stopped_runs_entry_in_the_users_profile_does_not_hide_a_finished_one_shipped(folders):
+    """Trial 23: a run stopped after its baseline saved that as a partial entry in the user's
+    profile, and load_kernel took it over the application's shipped, tuned entry."""
+    problem = MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024})
+    stopped = record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params=T32), trials=1, partial=True)
+    profiles.save(stopped, "matmul", FAKE.profile_header(), profiles.path_for(FAKE.slug, folders[0]))
+    c = choose(folders, FakeTimer({}), M=1024, N=1024, K=1024)
+    assert c.origin == "exact" and c.params == T64 and c.profile == profiles.path_for(FAKE.slug, folders[1])
+    finished = replace(stopped, partial=False, trials=40, time_ms=0.4)
+    profiles.save(finished, "matmul", FAKE.profile_header(), profiles.path_for(FAKE.slug, folders[0]))
+    assert choose(folders, FakeTimer({}), M=1024, N=1024, K=1024).params == T32, "a finished run here still wins"

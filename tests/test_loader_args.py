@@ -435,4 +435,6 @@ def test_a_number_that_inputs_gives_as_a_problem_size_must_be_the_loaded_size(tm
                            r"the reference module's inputs\(\) passes as n: pass 256, or load the kernel for "
                            rf"N={wrong}$"):
             args.bind((x, y, wrong, 3, 5), {})
+    with pytest.raises(ValueError, match=r"argument n is 0, .* passes as n: pass 256$"):  # N=0 is no size
+        args.bind((x, y, 0, 3, 5), {})
     assert args.bind((x, y, 256, 3, 5), {})["n"] == 256

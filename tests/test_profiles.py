@@ -207,3 +207,16 @@ def test_a_profile_that_cannot_be_read_is_a_profile_error_not_a_traceback(tmp_pa
         chosen = loader.choose(mm, FAKE, mm.resolve_problem({"M": 512}), [tmp_path])
     assert chosen.origin == "default"
     assert any("ignoring profile: cannot read" in str(w.message) for w in caught)
+
+
+def test_a_value_shared_by_entries_is_written_out_in_each_so_deleting_one_by_hand_breaks_nothing(tmp_path):
+    """Trial 23: entries sharing one device record were written as an anchor and aliases; the
+    entry holding the anchor deleted by hand made the whole profile unreadable."""
+    path, shared = tmp_path / "dev.yaml", {"name": "Other", "compute_units": 64}
+    profiles.update(path, lambda doc: ({"device": {"name": "Dev"}, "kernels": {"mm": [
+        {**entry({"N": n}, 1.0).to_yaml(), "device": shared} for n in (64, 128)]}}, "added"))
+    text = path.read_text()
+    assert "&" not in text and "*" not in text
+    first = text.index("- problem")
+    path.write_text(text[:first] + text[text.index("- problem", first + 1):])  # the first entry deleted
+    assert [e.device for e in profiles.entries(profiles.read(path), "mm")] == [shared]

@@ -340,3 +340,26 @@ def test_builds_ahead_leave_no_compiler_warning_and_the_callers_filters_as_they_
             cache.prefetch(None, f"source {i}", [])
         cache.close()
     assert len(_WarningProgram.built) < 8, "builds not started are dropped"
+
+
+def test_application_threads_building_at_once_leave_no_compiler_warning(monkeypatch):
+    """Trial 23: six threads loading one kernel at once let one CompilerWarning through: each
+    build saved and restored the process's warning filters, undoing another's."""
+    import threading
+
+    from autotune import launch
+
+    monkeypatch.setattr(launch.cl, "Program", _WarningProgram)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        def builds():
+            for i in range(20):
+                launch.build_quietly(None, f"source {i}")
+
+        threads = [threading.Thread(target=builds) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert [str(w.message) for w in caught] == []

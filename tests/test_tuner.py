@@ -750,20 +750,22 @@ def test_the_interrupted_line_says_whose_best_was_saved_and_what_the_profile_did
                    "again to resume\n")
 
 
-@pytest.mark.parametrize("argv, said", [
-    (["--no-save"], "after 1 trial; profile not written (--no-save); the study keeps its trials: run the same "
-                    "command again to resume"),
-    (["--no-save", "--storage", ":memory:"], "after 1 trial; profile not written (--no-save); the study was in "
-                                             "memory (--storage :memory:): not kept"),
-    ([], "after 1 trial; no verified configuration to save; the study keeps its trials"),
+@pytest.mark.parametrize("argv, measured, said", [
+    (["--no-save"], 1, "after 1 trial; profile not written (--no-save); the study keeps its trials: run the same "
+                       "command again to resume"),
+    (["--no-save", "--storage", ":memory:"], 1, "after 1 trial; profile not written (--no-save); the study was in "
+                                                "memory (--storage :memory:): not kept"),
+    ([], 1, "after 1 trial; no verified configuration to save; the study keeps its trials"),
+    ([], 0, "after 0 trials; no verified configuration to save; the study has no trials yet: the same command "
+            "starts it"),
 ])
 def test_the_interrupted_line_says_what_was_not_saved_and_whether_the_study_resumes(scale, capsys, monkeypatch,
-                                                                                    argv, said):
+                                                                                    argv, measured, said):
     """Trial 21: "nothing saved; run the same command again to resume" after --no-save (the
     trials were in the study) and with --storage :memory: (nothing to resume)."""
     from autotune import cli
 
-    report = replace(run(scale, FakeEvaluator(), trials=3, save=False), measured=1)
+    report = replace(run(scale, FakeEvaluator(), trials=3, save=False), measured=measured, study_trials=measured)
 
     def stopped(args):
         raise TuningInterrupted(report)
@@ -855,3 +857,17 @@ def test_a_stop_that_lands_in_a_finalizer_prints_no_traceback_and_is_still_seen(
         Faulty()
     assert [type(u.exc_value) for u in seen] == [ValueError], "only other exceptions are reported"
     assert sys.unraisablehook == seen.append
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_before_the_run_started_exits_with_its_signals_status(monkeypatch, capsys, signum):
+    """Trial 23: a SIGTERM in the run's first second (the study opening) exited 130, as a Ctrl-C."""
+    from autotune import cli
+
+    def starting(args):
+        with tuner._stop_signals():
+            tuner._raise_interrupt(signum, None)  # as the handler does while the study opens
+
+    monkeypatch.setitem(cli._COMMANDS, "run", starting)
+    assert cli.main(["run", "scale"]) == 128 + signum
+    assert capsys.readouterr().err == "autotune: interrupted\n"

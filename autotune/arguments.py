@@ -176,18 +176,20 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     verifies with, so the one definition of the sizes (a spec need not repeat them)."""
     given = shaped_inputs(spec, problem)
     needs = {k: _need(v) for k, v in given.items()}
-    for arg, key in _sizes_passed(spec, problem, given).items():
+    for arg, key in _sizes_passed(spec, problem, given, needs).items():
         needs[arg] = replace(needs[arg], size_of=key)
     return needs
 
 
-def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, str]:
-    """The integer arguments ``inputs()`` gives a size key's value, and that follow it (doubled
-    when it is): argument -> key. A number that only happens to equal a size does not follow it."""
+def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
+                  needs: Mapping[str, _ArgNeed]) -> dict[str, str]:
+    """The integer arguments ``inputs()`` gives (``given``, taking ``needs``) a size key's value,
+    and that follow it (doubled when it is): argument -> key. A number that only happens to
+    equal a size does not follow it."""
     out: dict[str, str] = {}
     for key in (k.name for k in spec.problem if k.is_size):
-        args = [a for a, v in given.items() if _need(v).nbytes is None and _need(v).dtype.kind in "iu"
-                and v == problem[key] and a not in out]
+        args = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"
+                and given[a] == problem[key] and a not in out]
         if not args:
             continue
         try:

@@ -796,7 +796,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.output or f"autotune-report-{spec.name}")
     written = report.write(spec, out, args.storage, problem, args.device)
     for s in written.sections:
-        print(f"{s.device_name}  {s.label}: {len(s.trials)} trial{'s' * (len(s.trials) != 1)}"
+        print(f"{s.device_name}  {s.label}: {_count(len(s.trials), 'trial')}"
               + (" (earlier spec)" if s.stale else ""))
     print(f"wrote {written.page} and {len(written.figures)} PNG files; open it in a browser")
     return 0

@@ -527,7 +527,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         if report.confirmed and report.runner_up is not None:
             ru = report.runner_up
-            beside = " with the baseline" if report.baseline_confirmed else ""
+            beside = {"beside": " with the baseline",
+                      "among": ", the baseline among them"}.get(report.baseline_timed, "")
             lines.append(f"  confirmed   the {report.confirmed} fastest timed again{beside}, interleaved; runner-up "
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
                          + ("; their spreads overlap, so another run may rank them the other way"

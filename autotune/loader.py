@@ -316,6 +316,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         return kept
     t0 = time.perf_counter()
     tuned = [c for c, _, _ in candidates[:firstuse.MAX_CANDIDATES]]
+    stopped = sum(e.partial for _, e, _ in candidates[:firstuse.MAX_CANDIDATES])
     own: dict[str, dict[str, Value]] = {}  # the spec's own, timed too: a pick never loses to them
     for what, params in (("baseline", spec.baseline_config), ("default", spec.default_config)):
         params = canonical(spec, params, problem, info.facts())
@@ -352,7 +353,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         saved = f"not saved: {exc}; this process uses it again without timing"
         _unsaved[key] = Choice(best.params, "measured", entry, path)
     _warn_once(spec, info, problem, (
-        f"{lead}: verified and timed {_timed(len(tuned), list(own))} there "
+        f"{lead}: verified and timed {_timed(len(tuned), stopped, list(own))} there "
         f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)} and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
@@ -362,12 +363,14 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
 NEAR_DEFAULT = "configuration nearest its default"
 
 
-def _timed(tuned: int, own: list[str]) -> str:
-    """What first use timed: ``3 tuned configurations and the spec’s default and baseline``."""
+def _timed(tuned: int, stopped: int, own: list[str]) -> str:
+    """What first use timed: ``3 tuned configurations and the spec’s default and baseline``;
+    ``stopped`` of the tuned are the best of runs that stopped early (partial entries)."""
     mine = f"the spec’s {' and '.join(own)}" if own else ""
     if not tuned:
         return mine
-    return f"{tuned} tuned configuration{'s' if tuned > 1 else ''}" + (f" and {mine}" if mine else "")
+    early = f" ({stopped} from a run stopped early)" if stopped else ""
+    return f"{tuned} tuned configuration{'s' if tuned > 1 else ''}{early}" + (f" and {mine}" if mine else "")
 
 
 def _skipped(wrong: list[Measurement]) -> str:

@@ -178,7 +178,8 @@ class TuneReport:
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
-    baseline_confirmed: bool = False  # the baseline was timed in the same rounds
+    # the baseline was timed in the same rounds: "beside" the leaders, "among" them, or "" not
+    baseline_timed: str = ""
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     # in flight at --timeout: its configuration, this run's limit per configuration (s), and the
     # limit of the timeout the study held for it already (None: it had none)
@@ -223,7 +224,7 @@ class RunState:
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
     confirmed: int = 0  # leaders timed again after the search
-    baseline_confirmed: bool = False  # and the baseline in the same rounds
+    baseline_timed: str = ""  # as TuneReport.baseline_timed
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
 
@@ -779,8 +780,9 @@ class _Run:
             # timed in these rounds as one of the leaders, or beside them
             if base is not None and (again := times.get(config_key(base.params))):
                 self.state.baseline = replace(base, times_ms=tuple(again))
-            self.state.baseline_confirmed = base is not None and bool(extra) and config_key(base.params) in times
-            self.state.confirmed = len(timed) - self.state.baseline_confirmed
+            if base is not None and config_key(base.params) in times:
+                self.state.baseline_timed = "beside" if extra else "among"
+            self.state.confirmed = len(timed) - (self.state.baseline_timed == "beside")
 
     def _interleaved(self, evaluator: Evaluator, those: list[Measurement]) -> dict[str, list[float]]:
         """Each configuration's launch times over CONFIRM_ROUNDS rounds, another order each
@@ -811,7 +813,7 @@ class _Run:
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed,
-            baseline_confirmed=s.baseline_confirmed, elsewhere=s.elsewhere, cut_off=s.cut_off,
+            baseline_timed=s.baseline_timed, elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)

@@ -455,3 +455,14 @@ def test_a_stopped_runs_entry_in_the_users_profile_does_not_hide_a_finished_one_
     finished = replace(stopped, partial=False, trials=40, time_ms=0.4)
     profiles.save(finished, "matmul", FAKE.profile_header(), profiles.path_for(FAKE.slug, folders[0]))
     assert choose(folders, FakeTimer({}), M=1024, N=1024, K=1024).params == T32, "a finished run here still wins"
+
+
+def test_the_first_use_warning_says_which_timed_configuration_is_a_stopped_runs_best(folders):
+    """Trial 21: the warning counted a stopped run's best among the "tuned configurations"."""
+    problem = MM.resolve_problem({"M": 512, "N": 512, "K": 512})
+    stopped = record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params=dict(T32, KWG=32)), trials=1,
+                           partial=True)
+    profiles.save(stopped, "matmul", FAKE.profile_header(), profiles.path_for(FAKE.slug, folders[1]))
+    with pytest.warns(loader.AutotuneWarning, match=r"timed 4 tuned configurations \(1 from a run stopped early\)"):
+        loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders,
+                      FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}))

@@ -691,9 +691,9 @@ class _Run:
         # the baseline is timed in full for the speed-up; others only while they could win
         cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None
         limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
-        left = self._time_left()
-        at_deadline = left is not None and left < limit  # --timeout bounds the whole run
-        m = evaluator.evaluate(params, max(left, 1.0) if at_deadline and left is not None else limit, cutoff)
+        given = _capped(limit, self._time_left())
+        at_deadline = given < limit  # --timeout bounds the whole run
+        m = evaluator.evaluate(params, given, cutoff)
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
             earlier = self.log.get(params) if config_key(params) in self.retried else None
@@ -795,8 +795,7 @@ class _Run:
                 left = self._time_left(for_search=False)
                 if left is not None and left <= 0:
                     return times
-                again = evaluator.evaluate(m.params, limit if left is None else min(limit, max(left, 1.0)),
-                                           None, verify=False)
+                again = evaluator.evaluate(m.params, _capped(limit, left), None, verify=False)
                 if again.ok:
                     times[config_key(m.params)].extend(again.times_ms)
         return times
@@ -817,6 +816,16 @@ class _Run:
             warm_from=s.warm_from,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
+
+
+def _capped(limit: float, left: float | None) -> float:
+    """A configuration's time limit within the ``left`` seconds of the run (None: no end), but
+    never under a second, which a build and a launch need to have a chance.
+
+        >>> _capped(10.0, None), _capped(10.0, 4.0), _capped(10.0, 0.2), _capped(0.5, 0.2)
+        (10.0, 4.0, 1.0, 0.5)
+    """
+    return limit if left is None else min(limit, max(left, 1.0))
 
 
 def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),

@@ -834,6 +834,35 @@ def test_the_leaders_re_timing_ends_by_the_runs_timeout_with_a_slow_leader_among
     assert all(lim <= 20.0 for lim in ev.limits)
 
 
+def test_near_the_runs_end_a_limit_under_a_second_is_kept_and_its_timeout_is_the_configurations(scale,
+                                                                                                monkeypatch):
+    """With --max-time-per-config 0.5 and 0.3 s of the run left, a candidate was given 1 s,
+    twice its limit, and its timeout was taken for the run's end (measured again next run),
+    while the leaders' re-timing gave the same candidate 0.5 s."""
+    import types
+
+    clock = [0.0]
+    monkeypatch.setattr(tuner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
+
+    class Late(FakeEvaluator):
+        def __init__(self):
+            super().__init__()
+            self.limits = []
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            self.limits.append(limit_s)
+            clock[0] += 4.35 if len(self.limits) < 3 else limit_s  # the third starts 0.3 s before the end
+            if len(self.limits) == 3:
+                self.calls.append(dict(params))
+                return Measurement(Status.TIMEOUT, f"no result within {limit_s} s; worker killed")
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    ev = Late()
+    report = run(scale, ev, sampler="grid", trials=10, timeout_s=10.0, max_time_per_config=0.5, storage=None)
+    assert ev.limits[:3] == [0.5, 0.5, 0.5]
+    assert report.failures == {"timeout": 1} and report.cut_off is None
+
+
 def test_a_stop_that_lands_in_a_finalizer_prints_no_traceback_and_is_still_seen(monkeypatch):
     """Trial 21: one early Ctrl-C in about 16 printed Python's "Exception ignored in: ...
     WeakKeyDictionary ... KeyboardInterrupt" traceback before the one-line message."""

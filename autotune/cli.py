@@ -563,6 +563,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {_clip(report.failure_examples.get(status, ''), 400)}")
     from .diagnose import WRONG_WINDOW
+    from .verify import too_tight
 
     stop = {"trials": "trial budget reached", "timeout": "--timeout reached", "exhausted":
             "every valid configuration measured", "interrupted": "interrupted",
@@ -574,7 +575,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                  f"{stop.get(report.stopped_by, report.stopped_by)}")
     if report.stopped_by == "timeout" and report.cut_off is not None:
         lines.append(f"              {_cut_off(report)}")
-    if report.stopped_by == "same wrong result":
+    if report.stopped_by == "same wrong result" and too_tight(report.failure_examples.get("wrong_result", "")):
+        lines.append("              each off by rounding alone: the spec's tolerance is at fault, not the kernel "
+                     "(see the wrong_result line); widen it and run again")
+    elif report.stopped_by == "same wrong result":
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
     if report.profile_path is not None:

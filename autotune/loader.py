@@ -53,6 +53,7 @@ from .launch import CandidateError, Launch, ProgramCache
 from .result import Measurement, Status
 from .space import canonical, check, closest_valid
 from .spec import KernelSpec, Value, config_label, problem_label
+from .verify import too_tight
 
 _warned: set[tuple[str, str, str]] = set()
 #: First-use picks that could not be saved (a read-only or damaged profile), by spec version,
@@ -336,11 +337,12 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
     if best is None or best.params is None:
         if wrong:
+            fix = ("the spec's tolerance must allow rounding" if too_tight(wrong[0].message) else
+                   f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, "
+                   "and the spec's constraints should rule out the wrong ones")
             raise ProblemError(
                 f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
-                f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); "
-                f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, "
-                "and the spec's constraints should rule out the wrong ones")
+                f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); {fix}")
         return None
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)

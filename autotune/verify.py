@@ -26,6 +26,18 @@ import numpy as np
 from .errors import SpecError
 from .spec import KernelSpec
 
+#: An output whose elements are off by at most this many units in the last place is off by
+#: rounding alone (adding in another order), not by a fault of the kernel's.
+ROUNDING_ULPS = 16
+#: What a wrong result's message says when the tolerance, not the kernel, is at fault.
+TOO_TIGHT = "tighter than rounding allows"
+
+
+def too_tight(message: str) -> bool:
+    """Whether a wrong result's message says its only error is rounding (see ROUNDING_ULPS)."""
+    return TOO_TIGHT in message
+
+
 Verdict = tuple[str | None, float, float]  # (why it is wrong or None, ‖got−want‖/‖want‖, share used)
 #: Every byte of an output (not ``inplace``) is this before a verifying launch (measure.Bench):
 #: NaN in every float type, so an element the kernels never write cannot pass.
@@ -135,7 +147,21 @@ class Expected:
         return (f"{self.name}: {int(np.count_nonzero(off))} of {got.size} elements off "
                 f"(first at {i}: got {float(got.flat[i]):.9g}, want {float(self.want.flat[i]):.9g}, "
                 + (f"allowed ±{allowed:.3g}" if allowed > 0 else "which must be exact")
-                + f"; {self.rule}" + (f"; worst element {worst:.3g}x its tolerance)" if worst > 1 else ")"))
+                + f"; {self.rule}" + (f"; worst element {worst:.3g}x its tolerance)" if worst > 1 else ")")
+                + self._rounding(diff, off))
+
+    def _rounding(self, diff: np.ndarray, off: np.ndarray) -> str:
+        """Advice when every element off is off by rounding alone (within ROUNDING_ULPS of the
+        reference): no kernel can meet such a tolerance unless it adds in the reference's order."""
+        info = np.finfo(self.want.dtype)
+        want = np.abs(self.want.ravel()[off]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ulps = float(np.max(diff.ravel()[off] / np.maximum(want, float(info.tiny)))) / float(info.eps)
+        if not ulps <= ROUNDING_ULPS:  # NaN (an unwritten element) included
+            return ""
+        return (f"; each element off is within {max(1, math.ceil(ulps))} ulp of the reference, as {info.dtype} "
+                f"arithmetic in another order gives: the tolerance is {TOO_TIGHT} ({info.dtype}'s precision is "
+                f"{float(info.eps):.3g}); widen tolerance.rtol in the spec (the default is 1e-5)")
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,

@@ -21,6 +21,7 @@ from autotune.launch import ProgramCache
 from autotune.result import Measurement, Status
 from autotune.space import config_key
 from autotune.spec import problem_label
+from autotune.verify import TOO_TIGHT
 from conftest import FAKE
 
 MM = specs.load("matmul")
@@ -48,8 +49,9 @@ class FakeTimer:
         ms = self.fallback_ms[key] if key in self.fallback_ms else self.ms.get(c["MWG"])
         if ms is None:
             return Measurement(Status.COMPILE_ERROR, "no", params=c)
-        if ms == "wrong":
-            return Measurement(Status.WRONG_RESULT, "C: 3 of 9 elements differ", params=c)
+        if ms in ("wrong", "rounding"):
+            why = "C: 3 of 9 elements differ" + (f"; the tolerance is {TOO_TIGHT}" if ms == "rounding" else "")
+            return Measurement(Status.WRONG_RESULT, why, params=c)
         return Measurement(Status.OK, "", (ms, ms, ms), params=c)
 
 
@@ -337,6 +339,16 @@ def test_when_every_candidate_gives_wrong_results_load_kernel_refuses_rather_tha
                        r"M=3000,N=3000,K=3000,layout=row -d fake` searches the whole space"):
         choose(folders, timer, M=3000, N=3000, K=3000)
     assert not profiles.path_for(FAKE.slug, folders[0]).exists()  # nothing saved
+
+
+def test_when_every_candidate_is_off_by_rounding_alone_the_refusal_names_the_tolerance(folders):
+    """Trial 24: a tolerance tighter than float32 was answered with "`autotune run` searches the
+    whole space for one that verifies", which none could."""
+    timer = FakeTimer({128: "rounding", 64: "rounding", 32: "rounding"},
+                      {"baseline": "rounding", "default": "rounding"})
+    with pytest.raises(loader.ProblemError, match=r"tighter than rounding allows\); the spec's tolerance must allow "
+                                                  r"rounding$"):
+        choose(folders, timer, M=3000, N=3000, K=3000)
 
 
 def test_a_single_valid_tuned_configuration_is_verified_there_too(folders):

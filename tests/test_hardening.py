@@ -352,6 +352,25 @@ def test_an_element_off_says_what_was_allowed(rtol, message):
     assert why is not None and why.endswith(message), why
 
 
+@pytest.mark.parametrize("off, rounding", [(1, True), (12, True), (5000, False), ("nan", False)])
+def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
+    """Trial 24: with rtol 1e-12 on a float32 output, every element 1 ulp off, the run said the
+    reference or the spec's args were likelier at fault, and load_kernel advised a tuning run."""
+    from autotune.expr import Expr
+    from autotune.verify import compare, too_tight
+    spec = replace(specs.load("reverse"), rtol=Expr.parse(1e-12), atol=Expr.parse(0))
+    want = np.linspace(-3, 3, 64, dtype=np.float32)
+    got = want.copy()
+    if off == "nan":
+        got[5] = np.nan
+    else:
+        got[::2] = want[::2] + np.spacing(want[::2]) * off
+    why, _, _ = compare(spec, "out", got, want, spec.default_problem())
+    assert why is not None and too_tight(why) == rounding, why
+    if rounding:
+        assert f"each element off is within {off} ulp of the reference" in why and "widen tolerance.rtol" in why
+
+
 @pytest.mark.parametrize("edit, message", [
     (("args: [x, y]", "args: [x, y]\nscratch: {x: '16'}"), "scratch.x: an input of the reference module has that name"),
     (("args: [x, y]", "args: [x, y]\nscratch: {t: '-4'}"), "scratch.t: '-4' gave -4 bytes"),

@@ -218,6 +218,21 @@ def test_a_new_study_whose_first_configurations_all_give_the_same_wrong_result_s
     assert again.stopped_by == "trials" and again.measured == 8
 
 
+def test_the_same_wrong_result_off_by_rounding_alone_blames_the_tolerance_not_the_reference(scale):
+    """Trial 24: a tolerance below float32's precision read as a wrong reference."""
+    from autotune.verify import TOO_TIGHT
+
+    class Rounding(Wrong):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return replace(m, message=m.message + f"; each element off is within 1 ulp: the tolerance is {TOO_TIGHT}")
+
+    report = run(scale, Rounding(), trials=30, storage=None)
+    summary = format_report(report)
+    assert report.stopped_by == "same wrong result" and "the spec's tolerance is at fault" in summary
+    assert "likelier at fault" not in summary, summary
+
+
 def test_a_timeout_or_build_error_among_the_first_configurations_does_not_hide_a_wrong_reference(scale):
     """Trial 22: a hint that hangs, measured fourth, kept the check from firing, and the run spent
     its whole budget on wrong results."""

@@ -35,7 +35,7 @@ import yaml
 from .errors import AutotuneError, ExpressionError, ProblemError, SpecError, warn
 from .expr import Expr
 from .resources import data_dir
-from .yamlload import read_yaml
+from .yamlload import AmbiguousBoolean, read_yaml
 
 Value = int | float | str | bool
 
@@ -550,11 +550,13 @@ def load(name_or_path: str | Path) -> KernelSpec:
     """Load and validate a spec by built-in name or path."""
     path = resolve(str(name_or_path))
     try:
-        raw = read_yaml(path, SpecError)
+        raw = read_yaml(path, SpecError, plain_booleans=True)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if isinstance(exc, AmbiguousBoolean):
+            raise SpecError(f"{where}: {problem}") from None
         raise SpecError(f"{where}: invalid YAML ({problem}); fix the syntax there") from None
     spec = parse(raw, path)
     builtin = data_dir("search_spaces") / f"{spec.name}.yaml"

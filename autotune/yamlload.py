@@ -92,11 +92,34 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def safe_load(text: str, where: str, error: type[AutotuneError]) -> Any:
+class AmbiguousBoolean(yaml.constructor.ConstructorError):
+    """A plain ``yes``, ``no``, ``on`` or ``off`` where the reader asked for plain booleans."""
+
+
+class _PlainBooleansLoader(_BoundedLoader):
+    """Refuses ``yes``, ``no``, ``on`` and ``off`` unquoted: booleans in YAML 1.1, which PyYAML
+    reads, and strings in YAML 1.2. A spec's ``CHECK: [yes, no]`` reached the compiler as
+    ``-DCHECK=1`` and ``-DCHECK=0`` while its template tested ``CHECK_YES`` (trial 24)."""
+
+    def construct_yaml_bool(self, node: yaml.ScalarNode) -> bool:
+        word = str(self.construct_scalar(node))
+        if word.lower() not in ("true", "false"):
+            raise AmbiguousBoolean(
+                None, None, f"{word!r} is a boolean in YAML 1.1 and a string in YAML 1.2, so it is refused: write "
+                f"true or false for a boolean (the compiler sees 1 or 0), or '{word}' in quotes for a string",
+                node.start_mark)
+        return word.lower() == "true"
+
+
+_PlainBooleansLoader.add_constructor("tag:yaml.org,2002:bool", _PlainBooleansLoader.construct_yaml_bool)
+
+
+def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans: bool = False) -> Any:
     """``yaml.safe_load(text)``, raising ``error("<where>: ...")`` for a document too large,
-    too deep or with a value Python cannot hold; YAML syntax errors propagate unchanged."""
+    too deep or with a value Python cannot hold; YAML syntax errors propagate unchanged.
+    ``plain_booleans``: refuse ``yes``/``no``/``on``/``off`` unquoted (:class:`AmbiguousBoolean`)."""
     try:
-        return yaml.load(text, Loader=_BoundedLoader)
+        return yaml.load(text, Loader=_PlainBooleansLoader if plain_booleans else _BoundedLoader)
     except _TooLarge as exc:
         raise error(f"{where}: refused: {exc}; write the values out or use fewer nested aliases") from None
     except RecursionError:  # PyYAML composes nested collections recursively
@@ -106,7 +129,7 @@ def safe_load(text: str, where: str, error: type[AutotuneError]) -> Any:
         raise error(f"{where}: a value cannot be read ({lines[0]}); fix it there") from None
 
 
-def read_yaml(path: Path, error: type[AutotuneError]) -> Any:
+def read_yaml(path: Path, error: type[AutotuneError], plain_booleans: bool = False) -> Any:
     """The YAML document in the file ``path``, as :func:`safe_load` reads it; a file that is not
     UTF-8 text, or cannot be read (a folder, no permission), raises ``error`` naming it."""
     try:
@@ -120,4 +143,4 @@ def read_yaml(path: Path, error: type[AutotuneError]) -> Any:
         raise error(
             f"{path}: not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); save it as UTF-8"
         ) from None
-    return safe_load(text, str(path), error)
+    return safe_load(text, str(path), error, plain_booleans)

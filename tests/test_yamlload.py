@@ -89,3 +89,18 @@ def test_ordinary_yaml_errors_keep_their_messages(tmp_path):
     profile.write_text("kernels: {mm: [\n")
     with pytest.raises(ProfileError, match=r"dev.yaml:\d+: corrupt profile"):
         profiles.read(profile)
+
+
+@pytest.mark.parametrize("values", ["[yes, no]", "[on, off]", "[Off, On]"])
+def test_a_spec_with_yes_no_on_off_unquoted_is_refused_with_both_readings(tmp_path, values):
+    """Trial 24: CHECK: [yes, no] was read as true/false (YAML 1.1), so the template's CHECK_YES was
+    never defined and every configuration wrote past its output."""
+    path = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", f"  MODE: [0]\n  CHECK: {values}\n"))
+    word = values[1:values.index(",")]
+    with pytest.raises(SpecError, match=rf"^{path}:\d+: '{word}' is a boolean in YAML 1.1 and a string in YAML 1.2, "
+                                        rf"so it is refused: write true or false .* or '{word}' in quotes"):
+        specs.load(path)
+    quoted = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  CHECK: ['yes', 'no']\n"))
+    assert {p.name: p.values for p in specs.load(quoted).parameters}["CHECK"] == ("yes", "no")
+    plain = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  CHECK: [true, False]\n"))
+    assert {p.name: p.values for p in specs.load(plain).parameters}["CHECK"] == (True, False)

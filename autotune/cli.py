@@ -610,14 +610,12 @@ def _report_command(report: Any, storage: str | None) -> str | None:
     """The `autotune report` command that shows this run's study (None for a study kept in memory)."""
     from shlex import quote
 
-    from .resources import data_dir
     from .spec import problem_label
 
     if storage == ":memory:":
         return None
     spec = report.spec
-    builtin = spec.path.resolve().parent == data_dir("search_spaces").resolve()
-    command = " ".join(["autotune report", quote(spec.name if builtin else str(spec.path)),
+    command = " ".join(["autotune report", quote(spec.name if spec.builtin else str(spec.path)),
                         "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
                         *(["--storage", quote(storage)] if storage else [])])
     # the quick start installs no plotting library: say so here rather than when it is run

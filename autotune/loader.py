@@ -418,14 +418,8 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:
     """The command that tunes ``problem`` on ``info``'s device: the built-in name, or the spec's path."""
-    name = spec.name if spec.path.parent == _builtin_folder() else str(spec.path)
+    name = spec.name if spec.builtin else str(spec.path)
     return f"autotune run {name} -s {problem_label(problem)}" + (f" -d {info.selector}" if info.selector else "")
-
-
-def _builtin_folder() -> Path:
-    from .resources import data_dir
-
-    return data_dir("search_spaces").resolve()
 
 
 def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKernel:

@@ -302,6 +302,17 @@ class KernelSpec:
         """The parameters ``full`` uses that the stored ``params`` leave out."""
         return [p.name for p in self.parameters if p.flag is None and p.name not in params and not _unused(p, full)]
 
+    @property
+    def builtin(self) -> bool:
+        """Whether this is one of autotune's own specs (run and loaded by name)."""
+        return self.path.resolve().parent == data_dir("search_spaces").resolve()
+
+    @property
+    def file_id(self) -> str:
+        """Which spec file this is, to tell two specs of one kernel name apart: ``builtin``
+        (wherever autotune is installed) or the file's absolute path."""
+        return "builtin" if self.builtin else str(self.path.resolve())
+
     def stores(self, entry: Any) -> bool:
         """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of
         this spec: its version, and parameters and values of its space."""

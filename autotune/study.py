@@ -22,6 +22,7 @@ import queue
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -45,6 +46,8 @@ MODEL_WINDOW = 200
 REFRESH_S = 1.0
 #: The stored study's user attribute: when its first worker started (for --study-timeout).
 _STARTED = "autotune_started_at"
+#: The stored study's user attribute: the spec file it tunes (KernelSpec.file_id).
+_SPEC_FILE = "autotune_spec_file"
 
 
 @dataclass(frozen=True)
@@ -191,20 +194,23 @@ def quiet_optuna() -> Iterator[None]:
         optuna.logging.set_verbosity(previous)
 
 
-def _other_versions(storage: optuna.storages.BaseStorage, name: str) -> int:
+def _other_versions(storage: optuna.storages.BaseStorage, name: str) -> dict[str, int]:
     """The measured trials held by studies of ``name``'s kernel, device and problem and another
-    spec hash (as a study counts them: not those a stop left unfinished)."""
+    spec hash (as a study counts them: not those a stop left unfinished), by the spec file
+    each study recorded ("" for a study from before they recorded one)."""
     me = StudyId.parse(name)
     if me is None:
-        return 0
-    total = 0
+        return {}
+    found: Counter[str] = Counter()
     for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
         other = StudyId.parse(summary.study_name)
         if other is not None and other != me and (other.kernel, other.slug, other.label) == (me.kernel, me.slug,
                                                                                              me.label):
             study = optuna.load_study(study_name=summary.study_name, storage=storage)
-            total += len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-    return total
+            trials = len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            if trials:
+                found[str(study.user_attrs.get(_SPEC_FILE, ""))] += trials
+    return dict(found)
 
 
 def supersedes(new: Measurement, old: Measurement) -> bool:
@@ -253,7 +259,10 @@ class StudyLog:
                 self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
 
     @classmethod
-    def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler) -> StudyLog:
+    def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler,
+             spec_file: str = "") -> StudyLog:
+        """The study ``name`` (created if new) in ``storage``; ``spec_file``: the spec file it
+        tunes (KernelSpec.file_id), recorded by its first worker."""
         work = optuna.create_study(study_name=name, direction="minimize", sampler=sampler)
         if storage == IN_MEMORY:
             return cls(work)
@@ -267,13 +276,15 @@ class StudyLog:
         work.add_trials(store.get_trials(deepcopy=False))
         if _STARTED not in store.user_attrs:  # the study's first worker: the clock of --study-timeout
             store.set_user_attr(_STARTED, time.time())
+            if spec_file:
+                store.set_user_attr(_SPEC_FILE, spec_file)
         return cls(work, store, getattr(opened, "engine", None), opened)
 
-    def other_versions(self) -> int:
+    def other_versions(self) -> dict[str, int]:
         """The trials of the studies of this kernel, device and problem made with other versions
-        of the spec (an edit starts a new study; those stay, and reverting the edit resumes one).
-        It reads every study's summary: asked only of a new study."""
-        return 0 if self._storage is None else _other_versions(self._storage, self.study.study_name)
+        of the spec (an edit starts a new study; those stay, and reverting the edit resumes one),
+        by spec file ("" unrecorded). It reads every study's summary: asked only of a new study."""
+        return {} if self._storage is None else _other_versions(self._storage, self.study.study_name)
 
     @property
     def started_at(self) -> float | None:

@@ -344,7 +344,13 @@ class _Run:
         self.valid_count, self.valid_exact = valid.count()
         self.n_startup = startup_trials(self.valid_count, options.trials)
         self.log = StudyLog.open(study_name(spec, info, problem), options.storage,
-                                 optuna.samplers.RandomSampler(options.seed))
+                                 optuna.samplers.RandomSampler(options.seed), spec.file_id)
+        others = self.log.other_versions() if not self.log.seen else {}
+        try:
+            _refuse_a_namesake(spec, others)
+        except ProblemError:
+            self.log.close()  # its writer thread
+            raise
         self.claims = Claims.open(self.log.engine, self.log.study.study_name)
         # a parameter the baseline's variant ignores is at its first value in what is measured
         baseline = canonical(spec, spec.baseline_config, problem, self.facts)
@@ -355,7 +361,7 @@ class _Run:
         if dict(problem) == spec.default_problem():
             self._check_suggestions()
         self.state = RunState(budget=options.trials, study_budget=options.study_trials,
-                              other_versions=self.log.other_versions() if not self.log.seen else 0)
+                              other_versions=sum(others.values()))
         self.limits = KernelLimits()
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))
@@ -816,6 +822,21 @@ class _Run:
             warm_from=s.warm_from,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)
+
+
+def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, int]) -> None:
+    """ProblemError where another spec file that still exists gives its kernel this spec's name
+    and has trials at this problem and device: each run's entries would replace the other's in
+    the profile, as one spec's newer version replaces the older (trial 24)."""
+    for other, trials in others.items():
+        if other in ("", spec.file_id) or (other != "builtin" and not Path(other).is_file()):
+            continue  # unrecorded, this file's own edits, or a file moved or renamed since
+        what = f"autotune's own {spec.name} spec" if other == "builtin" else other
+        raise ProblemError(
+            f"{spec.path} names its kernel {spec.name!r}, as {what} does, whose {trials} trial"
+            f"{'s' if trials != 1 else ''} at this size on this device are in the study database: the two would "
+            "replace each other's profile entries; give this spec another `kernel:` name"
+            + ("" if other == "builtin" else f" (or, if it replaces {other}, move that file away)"))
 
 
 def _capped(limit: float, left: float | None) -> float:

@@ -720,6 +720,24 @@ def test_lines_leave_out_the_parameters_a_configuration_ignores(tmp_path, capsys
     assert not any("MODE=0 WG=" in line for line in lines), lines
 
 
+def test_a_second_spec_file_with_the_same_kernel_name_is_refused_before_it_replaces_the_firsts_entries(tmp_path):
+    """Trial 24: a copy of a spec with another tolerance and the same `kernel:` replaced the
+    first's tuned entry, its start line calling it an edit of the template."""
+    first = write_spec(tmp_path / "a", SCALE_YAML)
+    options = TuneOptions(trials=3, seed=0, timeout_s=None)
+    done = tune(str(first), options, evaluator=Fast(), info=FAKE)
+    copy = write_spec(tmp_path / "b", SCALE_YAML.replace("kernel: scale", "kernel: scale\ntolerance: {rtol: 1e-4}"))
+    with pytest.raises(ProblemError, match=rf"^{copy} names its kernel 'scale', as {first} does, whose 3 trials at "
+                                           r"this size on this device are in the study database: the two would "
+                                           r"replace each other's profile entries; give this spec another `kernel:` "
+                                           rf"name \(or, if it replaces {first}, move that file away\)$"):
+        tune(str(copy), options, evaluator=Fast(), info=FAKE)
+    kept = profiles.entries(profiles.read(done.profile_path), "scale")
+    assert [e.spec_hash for e in kept] == [specs.load(first).spec_hash], "the first's entry is untouched"
+    first.rename(first.with_name("old.yaml"))  # the copy replaces it: the run goes ahead
+    assert tune(str(copy), options, evaluator=Fast(), info=FAKE).measured == 3
+
+
 def test_a_new_study_after_a_spec_edit_says_that_the_earlier_ones_trials_are_kept_apart(tmp_path, capsys):
     """Trial 10: after a template edit the run started from nothing without a word."""
     path = write_spec(tmp_path, SCALE_YAML)
@@ -784,3 +802,11 @@ def test_a_crash_whose_last_output_is_llvms_banner_says_it_need_not_be_the_compi
                                         "compiler fault)")
     assert last_output("double free or corruption") == "; its last output: double free or corruption"
     assert last_output("") == ""
+
+
+def test_a_namesake_of_autotunes_own_spec_is_refused_and_unrecorded_or_moved_files_are_not(scale, tmp_path):
+    from autotune.tuner import _refuse_a_namesake
+
+    with pytest.raises(ProblemError, match=r"as autotune's own scale spec does, whose 1 trial at .*`kernel:` name$"):
+        _refuse_a_namesake(scale, {"builtin": 1})
+    _refuse_a_namesake(scale, {"": 7, str(tmp_path / "moved.yaml"): 7, scale.file_id: 7})  # none refused

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import math
 import os
 import re
@@ -43,7 +44,10 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
     if not any(p.strip() for p in text.split(",")):
         raise ProblemError(f"--size {text!r} names no size; use e.g. 1024, 1024x512x256 or "
                            f"{size_keys[0] if size_keys else 'N'}=1024")
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    parts = [p.strip() for p in text.split(",")]
+    if "" in parts:  # as --device does: a doubled comma is likelier a slip than nothing
+        raise ProblemError(f"--size {text!r} has an empty item; separate items with single commas")
+    for part in parts:
         if "=" in part:
             key, _, value = (x.strip() for x in part.partition("="))
             if key in named:
@@ -148,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "workers that share a study; on a study resumed later it may already have passed)")
     run.add_argument("--max-time-per-config", type=_number(float), metavar="SECONDS",
                      help="kill and record as timeout a candidate that takes longer to build, "
-                     "verify and time (default: max(30 s, 10x the baseline's); 300 s for the baseline); a later "
+                     "verify and time, the baseline too (default: max(30 s, 10x the baseline's), and 300 s for the "
+                     "baseline); a later "
                      "run with a longer limit measures the study's timeouts again")
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process (faster start, but a hung or crashing "
@@ -232,6 +237,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     previous = sys.stdout
     sys.stdout = _Stdout(previous)
+    # a stop lands anywhere, inside SQLAlchemy too, which then logs "Error closing cursor" with a
+    # traceback through Python's last-resort handler (trial 25); its errors that matter are
+    # raised, and autotune says them in one line
+    quiet_sql = logging.NullHandler()
+    logging.getLogger("sqlalchemy").addHandler(quiet_sql)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
@@ -258,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         sys.stdout = previous
+        logging.getLogger("sqlalchemy").removeHandler(quiet_sql)
 
 
 def _count(n: int, thing: str) -> str:
@@ -371,12 +382,16 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
     """An ordinary run on one device: progress, then the summary."""
     from .tuner import tune
 
+    def summary(report: Any) -> str:  # a blank line parts it from the progress lines
+        text = format_report(report, options.storage)
+        return text.removeprefix("\n") if quiet else text
+
     try:
         report = tune(spec, options, problem, progress=None if quiet else _progress(spec))
     except ProfileNotSaved as exc:  # the run's summary, then the error
-        print(format_report(exc.report, options.storage))
+        print(summary(exc.report))
         raise
-    print(format_report(report, options.storage))
+    print(summary(report))
     return 0 if report.best is not None else _EXIT_ERROR
 
 
@@ -519,8 +534,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
     if best is None:  # the reason it stopped (the last line) says why nothing was measured
-        lines.append("no configuration passed verification" if report.study_trials else
-                     "nothing was measured before the run stopped")
+        lines.append("nothing was measured before the run stopped" if not report.study_trials else
+                     "no configuration passed verification" if "wrong_result" in report.failures
+                     or not report.failures else "no configuration ran to a result to verify (failures below)")
     else:
         lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}")
         lo, hi = best.spread
@@ -533,6 +549,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
                          + ("; their spreads overlap, so another run may rank them the other way"
                             if report.close_call else ""))
+        elif report.stopped_by.endswith("timeout") and report.measured - report.pruned - sum(
+                report.failures.values()) > 1:
+            lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so one "
+                         "timing each decided (and gave the speed-up); a longer --timeout leaves a tenth for it")
         lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
         if best.error is not None:
             lines.append(f"  error       {_describe_error(best)}")

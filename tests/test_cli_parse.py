@@ -22,6 +22,9 @@ def test_an_empty_size_or_a_key_given_twice_is_an_error_not_a_silent_choice(caps
 
     with pytest.raises(ProblemError, match="gives M twice"):
         parse_size("M=64,M=128", KEYS)
+    for text in ("M=64,,N=3", "512,", ",512"):  # trial 25: accepted silently, where --device refuses it
+        with pytest.raises(ProblemError, match=rf"^--size '{text}' has an empty item; separate items with single"):
+            parse_size(text, KEYS)
     for argv in (["run", "matmul", "-s", ""], ["report", "matmul", "-s", " "]):
         assert cli.main(argv) == 1
         assert "names no size" in capsys.readouterr().err
@@ -129,3 +132,28 @@ def test_an_infinite_time_limit_is_refused_as_not_finite(capsys, option):
 
     assert cli.main(["run", "reverse", option, "inf"]) == 2
     assert f"{option} must be a positive, finite number of seconds (got inf)" in capsys.readouterr().err
+
+
+def test_sqlalchemys_logged_errors_during_a_command_print_no_traceback():
+    """Trial 25: a SIGTERM landing inside a SQLAlchemy fetch made it log "Error closing cursor"
+    with a 30-line traceback before autotune's one line (1 stop in 13)."""
+    import subprocess
+    import sys
+
+    code = """
+import logging, sys
+import autotune.cli as cli
+def closing(args):
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        logging.getLogger("sqlalchemy.pool.impl.QueuePool").error("Error closing cursor", exc_info=True)
+    return 0
+cli._COMMANDS["devices"] = closing
+code = cli.main(["devices"])
+print("after", file=sys.stderr)
+logging.getLogger("sqlalchemy.pool.impl.QueuePool").error("outside a command")
+sys.exit(code)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "after\noutside a command\n", done.stderr

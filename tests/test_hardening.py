@@ -188,6 +188,7 @@ def test_a_run_whose_profile_cannot_be_written_prints_its_summary_then_the_error
     assert cli.main(["run", str(scale.path), "-n", "3", "-q"]) == 1
     out, err = capsys.readouterr()
     assert "  best " in out and "  profile     not saved: see the error below" in out
+    assert out.startswith("scale on "), "-q prints the summary alone, with no blank line first (trial 25)"
     assert err.startswith("autotune: error: cannot write ") and "(Operation not permitted)" in err
 
 

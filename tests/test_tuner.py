@@ -917,3 +917,38 @@ def test_a_stop_before_the_run_started_exits_with_its_signals_status(monkeypatch
     monkeypatch.setitem(cli._COMMANDS, "run", starting)
     assert cli.main(["run", "scale"]) == 128 + signum
     assert capsys.readouterr().err == "autotune: interrupted\n"
+
+
+@pytest.mark.parametrize("status, line", [
+    (Status.TIMEOUT, "no configuration ran to a result to verify (failures below)"),
+    (Status.WRONG_RESULT, "no configuration passed verification")])
+def test_a_run_with_nothing_verified_says_whether_anything_was_verified_at_all(scale, status, line):
+    """Trial 25: three timeouts under --max-time-per-config 0.01 were summed up as "no
+    configuration passed verification", sending the user to the reference."""
+    class Fails(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            self.calls.append(dict(params))
+            return Measurement(status, f"failed {len(self.calls)}", params=params)
+
+    report = run(scale, Fails(), sampler="random", trials=3)
+    assert report.best is None and f"\n{line}\n" in format_report(report), format_report(report)
+
+
+def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(scale, monkeypatch):
+    """Trial 25: `-t 5` ended with no `confirmed` line and a speed-up from the baseline's cold
+    first timing, and nothing said the confirmation had been skipped."""
+    import types
+
+    clock = [0.0]
+    monkeypatch.setattr(tuner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
+
+    class Slow(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            clock[0] += 3.0
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    report = run(scale, Slow(), sampler="grid", trials=20, timeout_s=10.0, prune=0)
+    assert report.stopped_by == "timeout" and report.measured == 3 and report.confirmed == 0
+    assert "\n  confirmed   no: the run's time was up before the fastest could be timed again" in format_report(report)
+    done = run(scale, FakeEvaluator(), sampler="grid", trials=3, prune=0)
+    assert "confirmed   no" not in format_report(done)

@@ -742,7 +742,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         what = f"{args.kernel} on " if args.kernel else ""
         on = f" -d {shlex.quote(args.device)}" if args.device else ""
         check = device.build_checks([(info, dev)])[info.selector]
-        advice = f"run `autotune run {args.kernel or 'KERNEL'}{on}` first" if check.ok else \
+        advice = (f"run `autotune run {args.kernel or 'KERNEL'}{on}` first (a run saves an entry once a "
+                  "configuration verifies)") if check.ok else \
             f"it cannot build OpenCL kernels ({check.message}), so it cannot be tuned here"
         print(f"no tuned entries for {what}{info.name}; {advice}")
     return 0
@@ -821,7 +822,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for s in written.sections:
         print(f"{s.device_name}  {s.label}: {_count(len(s.trials), 'trial')}"
               + (" (earlier spec)" if s.stale else ""))
-    print(f"wrote {written.page} and {len(written.figures)} PNG files; open it in a browser")
+    print(f"wrote {written.page} and {_count(len(written.figures), 'PNG file')}; open it in a browser")
     return 0
 
 

@@ -51,7 +51,7 @@ from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are,
 from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
 from .result import Measurement, Status
-from .space import canonical, check, closest_valid
+from .space import canonical, check, closest_valid, none_valid
 from .spec import KernelSpec, Value, config_label, problem_label
 from .verify import too_tight
 
@@ -389,8 +389,7 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
     default = canonical(spec, spec.default_config, problem, facts)
     params = default if _valid(spec, default, problem, facts) else _closest_default(spec, problem, facts)
     if params is None:
-        raise ProblemError(f"no configuration of {spec.name} is valid for {problem_label(problem)} on {info.name}; "
-                           "the spec's constraints exclude every one")
+        raise none_valid(spec, problem, facts, info.name)
     what = "default configuration" if params == default else "valid configuration nearest the default"
     _warn_once(spec, info, problem, (
         f"{lead}; using the {what}, not verified there "

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from .errors import AutotuneError, ExpressionError, SpecError
+from .errors import AutotuneError, ExpressionError, ProblemError, SpecError
 from .expr import Expr
-from .spec import KernelSpec, LaunchStep, Value
+from .spec import KernelSpec, LaunchStep, Value, problem_label
 
 Facts = Mapping[str, Any]
 
@@ -125,6 +125,18 @@ def is_launch_reason(reason: str) -> bool:
 
 
 _LAUNCH_SIZES = re.compile(r"(global|local) size .* (not divisible|must be positive)")
+
+
+def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, device: str) -> ProblemError:
+    """The error for a problem that rules out every configuration on ``device``: the default's
+    reason, and the fix (``run``, ``bench`` and ``load_kernel`` say the same)."""
+    why = check(spec, canonical(spec, spec.default_config, problem, facts), problem, facts)
+    return ProblemError(
+        f"no configuration of {spec.name} is valid for {problem_label(problem)} on {device} "
+        f"(the default's reason: {why}); every configuration is ruled out for this problem: "
+        + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
+           "device's work-group size)" if why and is_launch_reason(why) else
+           "choose a problem the spec allows, or widen its space"))
 
 
 def _over_work_group_limits(local: tuple[int, ...], facts: Facts) -> str | None:

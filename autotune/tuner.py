@@ -54,7 +54,7 @@ from .measure import TimingOptions, Workload, make_workload
 from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
-from .space import ValidSpace, canonical, check, config_key, geometry, is_launch_reason, space_size
+from .space import ValidSpace, canonical, check, config_key, geometry, none_valid, space_size
 from .spec import KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
@@ -864,13 +864,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     prob = spec.resolve_problem(problem)
     valid = ValidSpace(spec, prob, info.facts())
     if valid.first() is None:
-        why = check(spec, canonical(spec, spec.default_config, prob, info.facts()), prob, info.facts())
-        raise ProblemError(
-            f"no configuration of {spec.name} is valid for {problem_label(prob)} on {info.name} "
-            f"(the default's reason: {why}); every configuration is ruled out for this problem: "
-            + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
-               "device's work-group size)" if why and is_launch_reason(why) else
-               "choose a problem the spec allows, or widen its space"))
+        raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)

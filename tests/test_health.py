@@ -168,7 +168,8 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     assert cli.main(["show", "-d", "0:0"]) == 0
     assert "N=64" in capsys.readouterr().out
     assert cli.main(["show", "-d", "1:0"]) == 0  # nothing tuned there: the advice names it
-    assert "run `autotune run KERNEL -d 1:0` first" in capsys.readouterr().out
+    assert "run `autotune run KERNEL -d 1:0` first (a run saves an entry once a configuration verifies)" in \
+        capsys.readouterr().out
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
     assert "it cannot build OpenCL kernels (error: unknown target CPU 'generic'), so it cannot be tuned here" \
         in capsys.readouterr().out

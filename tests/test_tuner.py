@@ -173,9 +173,18 @@ def test_the_summarys_baseline_line_says_the_parameters_it_leaves_out_are_at_the
     assert "(WG=64; the others at their first values)" in line, line
 
 
-def test_no_valid_configuration_is_a_clear_error(scale):
-    with pytest.raises(ProblemError, match="no configuration of scale is valid"):
+def test_no_valid_configuration_is_a_clear_error_from_run_and_load_kernel_alike(scale, tmp_path):
+    """Trial 24: bench and load_kernel said only "the spec's constraints exclude every one"
+    where run named the default's reason and the fix."""
+    from autotune import loader
+
+    said = (r"^no configuration of scale is valid for N=3 on Fake GPU 9000 \(the default's reason: constraint "
+            r"'\(N // WPT\) % WG == 0'.*\); every configuration is ruled out for this problem: choose a problem "
+            r"the spec allows, or widen its space$")
+    with pytest.raises(ProblemError, match=said):
         tune(scale, TuneOptions(), problem={"N": 3}, evaluator=FakeEvaluator(), info=FAKE)
+    with pytest.raises(ProblemError, match=said):
+        loader.choose(scale, FAKE, scale.resolve_problem({"N": 3}), [tmp_path / "none"], None)
 
 
 def test_all_failing_saves_nothing(scale):

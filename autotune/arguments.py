@@ -82,15 +82,23 @@ class Arguments:
         if need.nbytes is None:
             where = f"{self.spec.name}: argument {arg}"
             out = _scalar(where, value, need.dtype)
-            if need.size_of is not None and out != self.problem[need.size_of]:
+            if need.must_be is not None and out != need.must_be:
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
-                key, size = need.size_of, self.problem[need.size_of]
-                other = f", or load the kernel for {key}={value}" if 0 < out <= MAX_SIZE else ""
-                raise ValueError(f"{where} is {value}, but the kernel was loaded for {key}={size}, which the "
-                                 f"reference module's inputs() passes as {arg}: pass {size}{other}")
+                raise ValueError(f"{where} is {value}, but " + self._loaded_for(arg, need, out))
             return out
         return self._buffer(arg, value, need)
+
+    def _loaded_for(self, arg: str, need: _ArgNeed, value: int) -> str:
+        """Why a size argument must be ``need.must_be``, and how to pass another."""
+        if need.size_of is not None:
+            key = need.size_of
+            other = f", or load the kernel for {key}={value}" if 0 < value <= MAX_SIZE else ""
+            return (f"the kernel was loaded for {key}={need.must_be}, which the reference module's inputs() "
+                    f"passes as {arg}: pass {need.must_be}{other}")
+        shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
+        return (f"the kernel was loaded for {shown}, for which the reference module's inputs() passes {arg}="
+                f"{need.must_be}: pass {need.must_be}, or load the kernel for the problem that gives {value}")
 
     def _buffer(self, arg: str, value: Any, need: _ArgNeed) -> cl.Buffer:
         """``value`` as a buffer the kernel may use whole: of this context, ``need.nbytes`` or
@@ -147,11 +155,12 @@ class Arguments:
 @dataclass(frozen=True)
 class _ArgNeed:
     """What one kernel argument takes: a buffer of ``nbytes`` or more (of ``dtype`` elements),
-    or (``nbytes`` None) a scalar of ``dtype``; one that is the problem's size key ``size_of``
-    must be that size."""
+    or (``nbytes`` None) a scalar of ``dtype``; one that follows the problem's sizes must be
+    ``must_be``, and one that is a size key's value names it in ``size_of``."""
 
     dtype: np.dtype[Any]
     nbytes: int | None
+    must_be: int | None = None
     size_of: str | None = None
 
 
@@ -177,26 +186,28 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     given = shaped_inputs(spec, problem)
     needs = {k: _need(v) for k, v in given.items()}
     for arg, key in _sizes_passed(spec, problem, given, needs).items():
-        needs[arg] = replace(needs[arg], size_of=key)
+        needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key)
     return needs
 
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
-                  needs: Mapping[str, _ArgNeed]) -> dict[str, str]:
-    """The integer arguments ``inputs()`` gives (``given``, taking ``needs``) a size key's value,
-    and that follow it (doubled when it is): argument -> key. A number that only happens to
-    equal a size does not follow it."""
-    out: dict[str, str] = {}
+                  needs: Mapping[str, _ArgNeed]) -> dict[str, str | None]:
+    """The integer arguments ``inputs()`` gives (``given``, taking ``needs``) that follow the
+    problem's sizes (change when one is doubled): argument -> the size key whose value it is
+    (None for one computed from sizes, ``W * H`` say: trial 27's wrote past its output). A
+    number that only happens to equal a size does not follow it."""
+    ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
+    out: dict[str, str | None] = {}
     for key in (k.name for k in spec.problem if k.is_size):
-        args = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"
-                and given[a] == problem[key] and a not in out]
-        if not args:
-            continue
+        if all(a in out for a in ints):
+            break
         try:
             doubled = shaped_inputs(spec, spec.resolve_problem({**problem, key: 2 * problem[key]}))
         except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
             continue
-        out.update({a: key for a in args if doubled.get(a) == 2 * problem[key]})
+        for a in ints:
+            if a not in out and a in doubled and doubled[a] != given[a]:
+                out[a] = key if given[a] == problem[key] and doubled[a] == 2 * problem[key] else None
     return out
 
 

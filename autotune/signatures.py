@@ -82,6 +82,25 @@ def check_launch(spec: KernelSpec) -> None:
             raise SpecError(f"{spec.path}: launch: kernel {step.entry} in {spec.template.name} takes {takes} "
                             f"arguments, but args lists {len(step.args)} ({', '.join(step.args)}); list one "
                             "name per kernel argument, in order")
+        _check_no_local_pointer(spec, step.entry, step.args)
+
+
+def _check_no_local_pointer(spec: KernelSpec, entry: str, args: tuple[str, ...]) -> None:
+    """SpecError where the kernel takes a ``__local`` pointer: every argument is bound to a
+    buffer in global memory or a number, and a buffer for a local pointer failed every
+    configuration with pyopencl's INVALID_ARG_VALUE and a traceback (trial 27)."""
+    for kernel, parts in _kernels(spec.source):
+        if kernel != entry or len(parts) != len(args):
+            continue
+        for name, text in zip(args, parts, strict=True):
+            if "*" in text and re.search(r"\b(__local|local)\b", text):
+                declared_as = re.findall(r"\w+", text)[-1]
+                raise SpecError(
+                    f"{spec.path}: launch: kernel {entry} takes {declared_as} as a local-memory pointer "
+                    f"({' '.join(text.split())}), bound to {name}; autotune passes buffers in global memory and "
+                    f"numbers only: declare the array inside the kernel instead (__local float {declared_as}[WG];"
+                    " its size from the parameters' macros), and give its bytes as local_memory: to check them "
+                    "against the device")
 
 
 def check_outputs(spec: KernelSpec) -> None:

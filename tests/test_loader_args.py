@@ -412,7 +412,8 @@ import numpy as np
 def inputs(problem, rng):
     n = problem["N"]
     return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float32),
-            "n": np.int32(n), "reps": np.int32(256), "seed": np.int32(rng.integers(1, 9))}
+            "n": np.int32(n), "reps": np.int32(256), "seed": np.int32(rng.integers(1, 9)),
+            "total": np.int32(3 * n)}
 
 def reference(problem, arrays):
     return {"y": 2.0 * arrays["x"]}
@@ -438,3 +439,11 @@ def test_a_number_that_inputs_gives_as_a_problem_size_must_be_the_loaded_size(tm
     with pytest.raises(ValueError, match=r"argument n is 0, .* passes as n: pass 256$"):  # N=0 is no size
         args.bind((x, y, 0, 3, 5), {})
     assert args.bind((x, y, 256, 3, 5), {})["n"] == 256
+    # trial 27: a number computed from the sizes (W * H) was not checked, and the kernel wrote past y
+    assert (needs["total"].must_be, needs["total"].size_of) == (768, None)
+    with_total = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n", "total"), queue.context, queue.device)
+    with pytest.raises(ValueError, match=r"argument total is 1536, but the kernel was loaded for N=256, for which the "
+                       r"reference module's inputs\(\) passes total=768: pass 768, or load the kernel for the problem "
+                       r"that gives 1536$"):
+        with_total.bind((x, y, 256, 1536), {})
+    assert with_total.bind((x, y, 256, 768), {})["total"] == 768

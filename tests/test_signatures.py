@@ -53,17 +53,26 @@ def _launch(*steps: tuple[str, tuple[str, ...]]) -> None:
     check_launch(spec)  # type: ignore[arg-type]
 
 
-MACRO_ARGS = "__kernel void m(ARGUMENTS) {}\n__kernel void s(__global struct pair* p, int n) {}\n"
+MACRO_ARGS = ("__kernel void m(ARGUMENTS) {}\n__kernel void s(__global struct pair* p, int n) {}\n"
+              "__kernel void h(__global const half* x, local half *buf, int n) {}\n")
 
 
 def test_a_launch_step_naming_no_kernel_or_the_wrong_number_of_arguments_is_refused():
     """Both failed every configuration they ran in, the second with a traceback from set_args."""
-    with pytest.raises(SpecError, match=r"launch: entry 'kk' is not a kernel of k.cl \(it defines bytes, k, m, s\)"):
+    with pytest.raises(SpecError, match=r"launch: entry 'kk' is not a kernel of k.cl \(it defines bytes, h, k, m, s\)"):
         _launch(("kk", ("x", "n", "m")))
     with pytest.raises(SpecError, match=r"kernel k in k.cl takes 3 arguments, but args lists 2 \(x, n\); list one"):
         _launch(("k", ("x", "n")))
     _launch(("k", ("x", "n", "m")), ("bytes", ("src", "dst")))
     _launch(("m", ("a", "b", "c")), ("s", ("p",)))  # parameters it cannot read are not counted
+
+
+def test_a_local_memory_pointer_argument_is_refused_with_the_way_to_declare_it():
+    """Trial 27: a scratch buffer bound to `__local half* buf` failed every configuration with
+    pyopencl's INVALID_ARG_VALUE traceback."""
+    with pytest.raises(SpecError, match=r"^k.yaml: launch: kernel h takes buf as a local-memory pointer \(local half "
+                                        r"\*buf\), bound to tmp; .* declare the array inside the kernel instead"):
+        _launch(("h", ("x", "tmp", "n")))
 
 
 def test_an_output_every_kernel_takes_as_const_is_refused():

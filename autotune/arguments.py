@@ -287,7 +287,8 @@ def _extent(value: Any) -> tuple[int, int, int]:
 def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
     """``value`` as the numpy scalar the kernel takes; TypeError unless it is a number of that kind."""
     integral = dtype.kind in "iu"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Number):
+    # numbers.Real for a float: a complex number has no float to pass (float() raised a bare TypeError)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Real):
         got = (f"a numpy array of shape {value.shape} (pass one element, e.g. a[0], or a number)"
                if isinstance(value, np.ndarray) else _kind(value))  # _kind's advice is for buffers
         raise TypeError(f"{where} must be {'an integer' if integral else 'a number'} ({dtype}), got {got}")

@@ -107,7 +107,7 @@ def _check_type(spec: KernelSpec, host: Any, name: str, got: np.ndarray, want: n
     out_float, ref_float = np.issubdtype(got.dtype, np.floating), np.issubdtype(want.dtype, np.floating)
     coarser = out_float and ref_float and want.dtype.itemsize < got.dtype.itemsize
     if out_float != ref_float or coarser:
-        fix = (f"compute it in {got.dtype} or float64" if out_float
+        fix = (f"compute it in {' or '.join(dict.fromkeys([str(got.dtype), 'float64']))}" if out_float
                else f"return it as {got.dtype}, the type inputs() gives the output")
         raise SpecError(f"{spec.reference}: reference() gives {name} as {want.dtype}, but the kernel writes "
                         f"{got.dtype} (as inputs() gives it); {fix}")

@@ -144,8 +144,9 @@ class Expected:
         scale = float(self.scale.flat[i]) if self.scale is not None else 0.0
         allowed = 1.0 / scale if scale > 0 else 0.0
         worst = float(share.max())  # elements allowed no error (exact_at) do not count here
+        digits = 17 if self.want.dtype.itemsize > 4 else 9  # enough to tell any two values apart
         return (f"{self.name}: {int(np.count_nonzero(off))} of {got.size} elements off "
-                f"(first at {i}: got {float(got.flat[i]):.9g}, want {float(self.want.flat[i]):.9g}, "
+                f"(first at {i}: got {float(got.flat[i]):.{digits}g}, want {float(self.want.flat[i]):.{digits}g}, "
                 + (f"allowed ±{allowed:.3g}" if allowed > 0 else "which must be exact")
                 + f"; {self.rule}" + (f"; worst element {worst:.3g}x its tolerance)" if worst > 1 else ")")
                 + self._rounding(diff, off))

@@ -105,8 +105,8 @@ class _PlainBooleansLoader(_BoundedLoader):
         word = str(self.construct_scalar(node))
         if word.lower() not in ("true", "false"):
             raise AmbiguousBoolean(
-                None, None, f"{word!r} is a boolean in YAML 1.1 and a string in YAML 1.2, so it is refused: write "
-                f"true or false for a boolean (the compiler sees 1 or 0), or '{word}' in quotes for a string",
+                None, None, f"{word!r} is a boolean in YAML 1.1 and a string in YAML 1.2, so it is refused: quote "
+                f"it ('{word}') for the string, or write true or false for a boolean (the compiler sees 1 or 0)",
                 node.start_mark)
         return word.lower() == "true"
 

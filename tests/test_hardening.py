@@ -353,6 +353,19 @@ def test_an_element_off_says_what_was_allowed(rtol, message):
     assert why is not None and why.endswith(message), why
 
 
+def test_a_double_output_off_shows_got_and_want_to_enough_digits_to_differ():
+    """Trial 27: `got 0.59790207, want 0.59790207` for a double output 1e-12 off."""
+    import re as regex
+
+    from autotune.expr import Expr
+    from autotune.verify import compare
+    spec = replace(specs.load("reverse"), rtol=Expr.parse(1e-14), atol=Expr.parse(0))
+    want = np.array([0.59790207, 1.0])
+    why, _, _ = compare(spec, "out", want + 1e-12, want, spec.default_problem())
+    got_text, want_text = regex.search(r"got (\S+), want (\S+),", why).groups()
+    assert got_text != want_text and float(want_text) == 0.59790207, why
+
+
 @pytest.mark.parametrize("off, rounding", [(1, True), (12, True), (5000, False), ("nan", False)])
 def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     """Trial 24: with rtol 1e-12 on a float32 output, every element 1 ulp off, the run said the

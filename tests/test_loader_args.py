@@ -404,6 +404,10 @@ def test_a_float_scalar_too_large_for_its_type_is_refused_not_made_inf():
         _scalar("argument a", 10 ** 40, np.dtype(np.float32))
     assert _scalar("argument a", float("inf"), np.dtype(np.float32)) == np.inf  # asked for
     assert _scalar("argument a", 2.5, np.dtype(np.float32)) == np.float32(2.5)
+    assert _scalar("argument a", np.float64(2.5), np.dtype(np.float32)) == np.float32(2.5)
+    # trial 27: a complex number raised float()'s bare TypeError, naming neither kernel nor argument
+    with pytest.raises(TypeError, match=r"^argument a must be a number \(float32\), got complex$"):
+        _scalar("argument a", 1j, np.dtype(np.float32))
 
 
 SIZE_ARG_REF = '''

@@ -98,8 +98,11 @@ def test_a_spec_with_yes_no_on_off_unquoted_is_refused_with_both_readings(tmp_pa
     path = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", f"  MODE: [0]\n  CHECK: {values}\n"))
     word = values[1:values.index(",")]
     with pytest.raises(SpecError, match=rf"^{path}:\d+: '{word}' is a boolean in YAML 1.1 and a string in YAML 1.2, "
-                                        rf"so it is refused: write true or false .* or '{word}' in quotes"):
+                                        rf"so it is refused: quote it \('{word}'\) for the string, or write true"):
         specs.load(path)
+    named = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  OFF: [1, 2]\n"))
+    with pytest.raises(SpecError, match=r"'OFF' is a boolean .* quote it \('OFF'\) for the string"):  # a name too
+        specs.load(named)
     quoted = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  CHECK: ['yes', 'no']\n"))
     assert {p.name: p.values for p in specs.load(quoted).parameters}["CHECK"] == ("yes", "no")
     plain = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  CHECK: [true, False]\n"))

@@ -549,13 +549,19 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
                          + ("; their spreads overlap, so another run may rank them the other way"
                             if report.close_call else ""))
-        elif report.stopped_by.endswith("timeout") and report.measured - report.pruned - sum(
+        elif not report.unsteady and report.stopped_by.endswith("timeout") and report.measured - report.pruned - sum(
                 report.failures.values()) > 1:
             lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so one "
                          "timing each decided (and gave the speed-up); a longer --timeout leaves a tenth for it")
         lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
         if best.error is not None:
             lines.append(f"  error       {_describe_error(best)}")
+    if report.unsteady:
+        first = report.unsteady[0]
+        more = f" (and {_count(len(report.unsteady) - 1, 'other')})" if len(report.unsteady) > 1 else ""
+        lines.append(f"  unsteady    {_fmt_full(first.params, report.spec, report.problem)}{more} passed "
+                     "verification in the search and failed when checked again, so it was left out (a race "
+                     f"between work-items gives a wrong result now and then): {_clip(first.message, 300)}")
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup

@@ -142,6 +142,6 @@ def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int]) -> str:
     found = {s for _, s in zones}
     examples = (["x[i - 1] at the first item"] if "before" in found else []) + (
         ["x[i + 1] at the last item"] if "after" in found else [])
-    return (f"{'; '.join(parts)}, so the result depends on the bytes there (here NaN, in an application another "
-            f"array's); work-items must not read outside an array (check the kernel's bounds, such as "
-            f"{' or '.join(examples)})")
+    return (f"{'; '.join(parts)}, so the result depends on the bytes there (here every bit set: NaN, or -1 or the "
+            f"largest integer; in an application another array's); work-items must not read outside an array "
+            f"(check the kernel's bounds, such as {' or '.join(examples)})")

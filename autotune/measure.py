@@ -235,9 +235,21 @@ class Bench:
             return Measurement(Status.WRONG_RESULT, overrun)
         checked = self._check_outputs()
         if isinstance(checked, Measurement) and (
-                why := self._read_outside(launch, checked.message) or self._read_unwritten(launch, checked.message)):
+                why := self._unreproducible(launch, checked.message) or self._read_outside(launch, checked.message)
+                or self._read_unwritten(launch, checked.message)):
             return replace(checked, message=why)
         return checked
+
+    def _unreproducible(self, launch: Launch, failure: str) -> str | None:
+        """The reason for ``failure`` where a second launch as verified leaves other outputs
+        (:meth:`_outputs_marks`): the result depends on timing, and the zones' diagnosis, which
+        compares launches, would blame a read outside an array (trial 27's racy histogram)."""
+        first = self._outputs_marks()
+        if self._run(launch) is not None or self._outputs_marks() == first:
+            return None
+        return ("the result changes from one launch to the next: a race between work-items (an element or a "
+                "local array updated by several without an atomic, or read before a barrier makes others' writes "
+                f"visible); the first launch: {failure}")
 
     def _run(self, launch: Launch, zeroed: Collection[guards.ZoneKey] = (), clear: Collection[str] = ()) -> str | None:
         """Launch once on poisoned outputs and scratch buffers (``clear``: those scratch buffers

@@ -180,6 +180,8 @@ class TuneReport:
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
     # the baseline was timed in the same rounds: "beside" the leaders, "among" them, or "" not
     baseline_timed: str = ""
+    # leaders whose output, checked again before the re-timing, was wrong (left out): a race
+    unsteady: tuple[Measurement, ...] = ()
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     # in flight at --timeout: its configuration, this run's limit per configuration (s), and the
     # limit of the timeout the study held for it already (None: it had none)
@@ -225,6 +227,7 @@ class RunState:
     runner_up: Measurement | None = None  # second after the leaders were timed again
     confirmed: int = 0  # leaders timed again after the search
     baseline_timed: str = ""  # as TuneReport.baseline_timed
+    unsteady: tuple[Measurement, ...] = ()  # as TuneReport.unsteady
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
 
@@ -775,11 +778,17 @@ class _Run:
         base = self.state.baseline
         extra = [base] if (base is not None and base.ok and base.median_ms <= BASELINE_RETIME_MS
                            and all(m.params != base.params for m in leaders)) else []
-        times = {k: t for k, t in self._interleaved(evaluator, leaders + extra).items() if t}
+        found, wrong = self._interleaved(evaluator, leaders + extra)
+        times = {k: t for k, t in found.items() if t}
+        self.state.unsteady = tuple(replace(m, status=Status.WRONG_RESULT, message=wrong[config_key(m.params)])
+                                    for m in leaders + extra if config_key(m.params) in wrong)
         # the baseline is verified too, and may win here: timed cold first, it can look slower
         # than leaders that are not (a memory-bound kernel on a CPU: a tuned 0.72x "speed-up")
         timed = [replace(m, times_ms=tuple(times[config_key(m.params)])) for m in leaders + extra
                  if config_key(m.params) in times]
+        if self.state.best is not None and config_key(self.state.best.params) in wrong:
+            rest = [m for m in leaders if config_key(m.params) not in wrong]
+            self.state.best = min(timed, key=lambda m: m.median_ms) if timed else rest[0] if rest else None
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
             self.state.best, self.state.runner_up = timed[0], timed[1]
@@ -790,21 +799,33 @@ class _Run:
                 self.state.baseline_timed = "beside" if extra else "among"
             self.state.confirmed = len(timed) - (self.state.baseline_timed == "beside")
 
-    def _interleaved(self, evaluator: Evaluator, those: list[Measurement]) -> dict[str, list[float]]:
+    def _interleaved(self, evaluator: Evaluator, those: list[Measurement]
+                     ) -> tuple[dict[str, list[float]], dict[str, str]]:
         """Each configuration's launch times over CONFIRM_ROUNDS rounds, another order each
         round; when the run's time is up, fewer, and a timing is given at most what is left (a
-        leader of seconds per launch overran --timeout by half of it, timed at its own limit)."""
+        leader of seconds per launch overran --timeout by half of it, timed at its own limit).
+        The first round checks each one's output again: a race that fails now and then passed
+        once in the search and was saved (trial 27); one that fails now is left out, with why
+        (the second dict)."""
         times: dict[str, list[float]] = {config_key(m.params): [] for m in those}
+        wrong: dict[str, str] = {}
         limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
         for round_ in range(CONFIRM_ROUNDS):
             for m in those[round_:] + those[:round_]:
+                key = config_key(m.params)
                 left = self._time_left(for_search=False)
                 if left is not None and left <= 0:
-                    return times
-                again = evaluator.evaluate(m.params, _capped(limit, left), None, verify=False)
-                if again.ok:
-                    times[config_key(m.params)].extend(again.times_ms)
-        return times
+                    return times, wrong
+                if key in wrong:
+                    continue
+                given = _capped(limit, left)
+                again = evaluator.recheck(m.params, given) if round_ == 0 else \
+                    evaluator.evaluate(m.params, given, None, verify=False)
+                if again.status is Status.WRONG_RESULT:
+                    wrong[key], times[key] = again.message, []
+                elif again.ok:
+                    times[key].extend(again.times_ms)
+        return times, wrong
 
     def report(self, stopped_by: str, wall_s: float, full_space: int) -> TuneReport:
         s = self.state
@@ -818,7 +839,7 @@ class _Run:
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed,
-            baseline_timed=s.baseline_timed, elsewhere=s.elsewhere, cut_off=s.cut_off,
+            baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from,
             full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
             study_name=self.log.study.study_name)

@@ -38,6 +38,11 @@ class Evaluator(Protocol):
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
                  cutoff_ms: float | None = None, verify: bool = True) -> Measurement: ...
 
+    def recheck(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
+        """Verify and time again a configuration the search measured (the leaders' first
+        round: a race passes a single check now and then)."""
+        ...
+
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None: ...
 
     def close(self) -> None: ...
@@ -125,6 +130,9 @@ class InProcessEvaluator:
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
                  cutoff_ms: float | None = None, verify: bool = True) -> Measurement:
         return self.bench.measure(params, cutoff_ms, verify)
+
+    def recheck(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
+        return self.evaluate(params, limit_s)
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
         for params in upcoming:
@@ -232,6 +240,9 @@ class IsolatedEvaluator:
         self._proc = self._conn = None
         if self.setup.program_cache:  # the dead worker's lock, if it held it (see Setup)
             (Path(self.setup.program_cache) / "lock").unlink(missing_ok=True)
+
+    def recheck(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
+        return self.evaluate(params, limit_s)
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
                  cutoff_ms: float | None = None, verify: bool = True) -> Measurement:

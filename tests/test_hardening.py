@@ -824,3 +824,19 @@ def test_a_namesake_of_autotunes_own_spec_is_refused_and_unrecorded_or_moved_fil
     with pytest.raises(ProblemError, match=r"as autotune's own scale spec does, whose 1 trial at .*`kernel:` name$"):
         _refuse_a_namesake(scale, {"builtin": 1})
     _refuse_a_namesake(scale, {"": 7, str(tmp_path / "moved.yaml"): 7, scale.file_id: 7})  # none refused
+
+
+def test_a_result_that_changes_between_two_launches_is_called_a_race_not_a_read_outside():
+    """Trial 27: a histogram merged without atomics failed verification as "data: read past its
+    end", since the zones' diagnosis compares launches whose results the race changed."""
+    from types import SimpleNamespace
+
+    from autotune.measure import Bench
+
+    marks = iter([[b"4047"], [b"4102"]])
+    racy = SimpleNamespace(_run=lambda launch: None, _outputs_marks=lambda: next(marks))
+    why = Bench._unreproducible(racy, None, "hist: 256 of 256 elements differ")  # type: ignore[arg-type]
+    assert why is not None and why.startswith("the result changes from one launch to the next: a race")
+    assert why.endswith("; the first launch: hist: 256 of 256 elements differ")
+    steady = SimpleNamespace(_run=lambda launch: None, _outputs_marks=lambda: [b"4047"])
+    assert Bench._unreproducible(steady, None, "hist: 256 of 256 elements differ") is None  # type: ignore[arg-type]

@@ -111,13 +111,14 @@ def test_a_configuration_that_reads_past_an_arrays_end_is_a_wrong_result_that_sa
 
 
 @pytest.mark.parametrize("mode, reason", [
-    (2, "x: read before its start, so the result depends on the bytes there (here NaN, in an application another "
-        "array's); work-items must not read outside an array (check the kernel's bounds, such as x[i - 1] at the "
-        "first item); with NaN there: y: 1 of 256 elements are not finite"),
-    (3, "x: read past its end (1024 bytes), so the result depends on the bytes there (here NaN, in an application "
-        "another array's); work-items must not read outside an array (check the kernel's bounds, such as x[i + 1] "
-        "at the last item); with NaN there: y: 1 of 256 elements are not finite (unwritten or overflow); with 0 "
-        "there, still: y: 1 of 256 elements off (first at 5:"),
+    (2, "x: read before its start, so the result depends on the bytes there (here every bit set: NaN, or -1 or "
+        "the largest integer; in an application another array's); work-items must not read outside an array "
+        "(check the kernel's bounds, such as x[i - 1] at the first item); with NaN there: y: 1 of 256 elements "
+        "are not finite"),
+    (3, "x: read past its end (1024 bytes), so the result depends on the bytes there (here every bit set: NaN, or "
+        "-1 or the largest integer; in an application another array's); work-items must not read outside an "
+        "array (check the kernel's bounds, such as x[i + 1] at the last item); with NaN there: y: 1 of 256 "
+        "elements are not finite (unwritten or overflow); with 0 there, still: y: 1 of 256 elements off (first at 5:"),
     (4, "y: written before its start, from byte 4 before its first byte (1024 bytes); work-items must not write "
         "outside it"),
 ])

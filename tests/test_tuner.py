@@ -961,3 +961,27 @@ def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(sca
     assert "\n  confirmed   no: the run's time was up before the fastest could be timed again" in format_report(report)
     done = run(scale, FakeEvaluator(), sampler="grid", trials=3, prune=0)
     assert "confirmed   no" not in format_report(done)
+
+
+def test_a_leader_whose_output_is_wrong_when_checked_again_is_left_out_and_named(scale):
+    """Trial 27: a histogram with a race passed its one check in the search, won, and gave wrong
+    results in 14 of 1,000 calls in the application."""
+    class Racy(FakeEvaluator):
+        racy = {"WPT": 2, "WG": 128, "mad": False}
+
+        def recheck(self, params, limit_s):
+            if all(params[k] == v for k, v in self.racy.items()):
+                return Measurement(Status.WRONG_RESULT, "hist: 2 of 256 elements differ", params=dict(params))
+            return super().recheck(params, limit_s)
+
+    ev = Racy()
+    report = run(scale, ev, sampler="grid", trials=1000)
+    fastest = min((c for c in ev.calls if c["WPT"] != 8 and not (c["WPT"] == 16 and c["WG"] == 16)),
+                  key=lambda c: 100.0 / (c["WPT"] * c["WG"]) + 0.01 * c["mad"])
+    assert {k: fastest[k] for k in Racy.racy} == Racy.racy, "the racy one is the fastest on paper"
+    assert report.best is not None and {k: report.best.params[k] for k in Racy.racy} != Racy.racy
+    assert [m.params for m in report.unsteady] == [fastest]
+    summary = format_report(report)
+    assert "\n  unsteady    WPT=2 WG=128 " in summary and "failed when checked again, so it was left out" in summary
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert (entry.params["WPT"], entry.params["WG"], entry.build_flags) != (2, 128, ()), "not saved"

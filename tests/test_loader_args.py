@@ -261,15 +261,18 @@ def test_sizes_are_those_of_inputs_without_drawing_them(name, monkeypatch):
     spec = specs.load(name)
     problem = spec.resolve_problem()
     real = spec.host_module().inputs(problem, np.random.default_rng(0))
-    made: list[Any] = []  # generators loader asks numpy for
-    monkeypatch.setattr(np.random, "default_rng", lambda *a: made.append(a) or np.random.Generator(np.random.PCG64()))
+    given: list[str] = []  # what inputs() was given to draw with: the stand-in, never a real generator
+    real_inputs = arguments.host_inputs
+    monkeypatch.setattr(arguments, "host_inputs", lambda s, p, rng: given.append(type(rng).__name__) or
+                        real_inputs(s, p, rng))
     monkeypatch.setattr(arguments, "_needs_cache", {})
     needs = arguments._arg_needs(spec, problem, tuple(real))
-    assert len(made) == 1  # the stand-in's own, for scalar draws: inputs() did not need a real one
+    assert given and set(given) == {"_ShapeRng"}, given  # once, and once per size key for a number argument
     for arg, value in real.items():
         value = np.asarray(value)
         assert (needs[arg].dtype, needs[arg].nbytes) == (value.dtype, value.nbytes if value.ndim else None), arg
-    assert arguments._arg_needs(spec, problem, tuple(real)) == needs and len(made) == 1  # cached
+    calls = len(given)
+    assert arguments._arg_needs(spec, problem, tuple(real)) == needs and len(given) == calls  # cached
 
 
 def test_a_reference_the_stand_in_does_not_fit_gets_a_real_generator(tmp_path: Path, monkeypatch):

@@ -176,13 +176,15 @@ def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
 
 
 def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
-          usable: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
+          usable: Callable[[Entry], bool] | None = None,
+          studied: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
     Returns the new document and the verdict: ``added``, ``added beside`` a tuning run's entry
     of another version of the spec (``entry`` is a first-use pick: the two are kept, each used
     by its own version, so reverting a template edit brings the tuned one back), ``replaced``
-    (better), ``replaced an entry … with another version of the spec`` (its template, reference
+    (better, or the same study's and ``studied``: its configuration is among those the study that
+    found ``entry`` measured), ``replaced an entry … with another version of the spec`` (its template, reference
     or space changed, or another spec has this kernel name), ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), or ``kept`` (the existing one is
     better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
@@ -194,7 +196,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
     others = {id(items[i]) for i in here if i not in mine}  # before any is replaced
     if mine:
-        verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable)
+        verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable, studied)
     elif entry.picked and any(not old.picked for old in here.values()):
         items.append(entry.to_yaml())
         verdict = "added beside the entry tuned for another version of the spec"
@@ -250,7 +252,7 @@ def _same_problem(items: list[dict[str, Any]], kernel: str, problem: Mapping[str
 
 
 def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
-                usable: Callable[[Entry], bool] | None) -> str:
+                usable: Callable[[Entry], bool] | None, studied: Callable[[Entry], bool] | None) -> str:
     """Merge ``entry`` over ``old``, ``items[i]``, an entry of the same problem and spec version."""
     # a choice among tuned configurations never displaces a tuned entry
     if entry.picked and not old.picked and (usable is None or usable(old)):
@@ -264,7 +266,11 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
     # or not: it resumed that study and timed its leaders again, the earlier winner among
     # them, where the stopped run's best was timed once and a finished one's at another
     # moment (on a noisy device, a lucky time kept over the run's own evidence)
-    resumed = not entry.partial and old.study is not None and old.study == entry.study
+    # (a study of the same name that never measured the old winner is not that study: its
+    # database was moved aside, or an older copy restored, and its baseline replaced a tuned
+    # entry 19x faster, trial 26)
+    resumed = (not entry.partial and old.study is not None and old.study == entry.study
+               and (studied is None or studied(old)))
     if better or (old.picked and not entry.picked) or resumed:
         items[i] = entry.to_yaml()
         return "replaced"
@@ -329,10 +335,10 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
 
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
-         usable: Callable[[Entry], bool] | None = None) -> str:
-    """Lock, re-read, merge, back up and atomically replace the profile at ``path``."""
+         usable: Callable[[Entry], bool] | None = None, studied: Callable[[Entry], bool] | None = None) -> str:
+    """Lock, re-read, merge (see :func:`merge`), back up and atomically replace the profile at ``path``."""
     try:
-        return update(path, lambda doc: merge(doc, kernel, entry, device, usable))
+        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, studied))
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror})") from None
 

@@ -924,7 +924,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         if options.save and report.best is not None:
             study = (record.study_key(options.storage or settings.default_storage(), report.study_name)
                      if options.storage != ":memory:" else None)
-            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"), study=study)
+            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"), study=study,
+                           studied=lambda old: (c := spec.from_stored(old.params, old.build_flags)) is not None
+                           and run.log.get(c) is not None)
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
@@ -968,13 +970,15 @@ def profile_entry(report: TuneReport, partial: bool, study: str | None = None) -
                         partial=partial, baseline=report.baseline, study=study)
 
 
-def _save(report: TuneReport, partial: bool, study: str | None) -> TuneReport:
-    """Save the best in the device's profile; a failure says whether the study (None: in memory)
-    keeps the trials."""
+def _save(report: TuneReport, partial: bool, study: str | None,
+          studied: Callable[[profiles.Entry], bool] | None = None) -> TuneReport:
+    """Save the best in the device's profile (``studied``: whether the study measured an
+    entry's configuration; see profiles.merge); a failure says whether the study (None: in
+    memory) keeps the trials."""
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
     try:
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
-                                report.device.profile_header(), path, usable=report.spec.stores)
+                                report.device.profile_header(), path, usable=report.spec.stores, studied=studied)
     except ProfileError as exc:
         then = (f"the trials are kept in the study: once {path.name} and its folder can be written, run the "
                 "same command again, which resumes the study and saves its best") if study is not None \

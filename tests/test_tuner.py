@@ -985,3 +985,16 @@ def test_a_leader_whose_output_is_wrong_when_checked_again_is_left_out_and_named
     assert "\n  unsteady    WPT=2 WG=128 " in summary and "failed when checked again, so it was left out" in summary
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
     assert (entry.params["WPT"], entry.params["WG"], entry.build_flags) != (2, 128, ()), "not saved"
+
+
+def test_a_study_of_the_same_name_that_never_measured_the_saved_winner_does_not_replace_it(scale, tmp_path):
+    """Trial 26: with studies.db moved aside (as its corrupt-database message advises), a run of
+    one trial measured the baseline, and its 'resumed study' replaced a tuned entry 19x faster."""
+    db = tmp_path / "s.db"
+    first = run(scale, FakeEvaluator(), sampler="random", seed=0, trials=12, storage=f"sqlite:///{db}")
+    db.rename(tmp_path / "aside.db")
+    again = run(scale, FakeEvaluator(), sampler="random", seed=0, trials=1, storage=f"sqlite:///{db}")
+    assert again.best.median_ms > first.best.median_ms and again.profile_verdict.startswith("kept"), \
+        again.profile_verdict
+    (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
+    assert entry.time_ms == first.best.median_ms

@@ -46,6 +46,10 @@ MODEL_WINDOW = 200
 REFRESH_S = 1.0
 #: The stored study's user attribute: when its first worker started (for --study-timeout).
 _STARTED = "autotune_started_at"
+#: Seconds a SQLite write waits for another connection's lock. Several workers write one study
+#: in turns of milliseconds; a lock held longer is a fault, and while sqlite waits Python cannot
+#: act on Ctrl-C or --timeout (60 s held a run for 250 s past -t 20: trial 26).
+BUSY_TIMEOUT_S = 10
 #: The stored study's user attribute: the spec file it tunes (KernelSpec.file_id).
 _SPEC_FILE = "autotune_spec_file"
 
@@ -99,14 +103,15 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
         home = settings.home().absolute()
         if path.absolute().is_relative_to(home):  # autotune's folder is made; another must exist,
             path.parent.mkdir(parents=True, exist_ok=True)  # since a typo would make a study elsewhere
+        elif path.parent.exists() and not path.parent.is_dir():
+            raise ProblemError(f"--storage {url!r}: {path.parent} is a file, not a folder; give a path in a folder")
         elif not path.parent.is_dir():
             raise ProblemError(f"--storage {url!r}: the folder {path.parent} does not exist; create it, "
                                "or give a path in an existing folder")
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):
-            # a generous busy timeout: several runs may write to one study database at once
-            storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+            storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
             _write_ahead(storage.engine)
             return storage
     except ProblemError:
@@ -165,20 +170,37 @@ def _open_server(url: str, tries: int = 5) -> optuna.storages.RDBStorage:
     raise AssertionError("unreachable")
 
 
+def _root_cause(exc: BaseException) -> str:
+    """``Type: first line`` of the innermost cause of ``exc`` (the driver's own error)."""
+    while (inner := exc.__cause__ or exc.__context__) is not None and inner is not exc:
+        exc = inner
+    return f"{type(exc).__name__}: {first_line(exc)}"
+
+
 def _storage_problem(url: str, exc: Exception) -> str:
-    first = first_line(exc)
+    """What is wrong with the study database at ``url``, and the fix, in one line. optuna says
+    "invalid data in the commit" for most SQLite faults: the driver's reason is its cause."""
+    first = _root_cause(exc)
     path = url[len("sqlite:///"):]
-    if url.startswith("sqlite:///") and Path(path).is_file() and not os.access(path, os.W_OK):
-        # optuna says "invalid data in the commit" for this
+    sqlite = url.startswith("sqlite:///")
+    if sqlite and Path(path).is_dir():
+        return f"--storage {url!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"
+    if sqlite and Path(path).is_file() and not os.access(path, os.W_OK):
         return (f"{path} is read-only ({first}); a run stores every trial in it: make it writable, or "
                 "copy it to a writable place and give that as --storage")
+    if "database is locked" in first:
+        return (f"{path} is locked: another process held it for over {BUSY_TIMEOUT_S} s ({first}); let that "
+                "process finish (a runaway sqlite3 shell, say), or give another --storage")
+    if "readonly database" in first or "unable to open database file" in first:
+        return (f"cannot write {path} ({first}); make it and its folder writable, or give --storage a "
+                "writable place")
     if "not a database" in first or "malformed" in first:
         return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
                 "(its studies are lost), or give another --storage")
     if not url.startswith("sqlite") and "://" in url and type(exc).__name__ == "OperationalError":
         return (f"--storage {url!r}: cannot reach the database ({first}); check that the server is "
                 "running and the URL's user, host or socket folder, and database name")
-    return (f"--storage {url!r} cannot be opened ({type(exc).__name__}: {first}); give an optuna "
+    return (f"--storage {url!r} cannot be opened ({first}); give an optuna "
             "storage URL such as sqlite:///PATH/studies.db whose database driver is installed "
             "(PostgreSQL: pip install \"autotune[postgres]\")")
 
@@ -270,14 +292,15 @@ class StudyLog:
         try:
             store = optuna.create_study(study_name=name, storage=opened, direction="minimize",
                                         load_if_exists=True)
+            _discard_orphans(store)
+            work.add_trials(store.get_trials(deepcopy=False))
+            if _STARTED not in store.user_attrs:  # the study's first worker: the clock of --study-timeout
+                store.set_user_attr(_STARTED, time.time())
+                if spec_file:
+                    store.set_user_attr(_SPEC_FILE, spec_file)
         except Exception as exc:  # a database that opened but cannot hold studies  # noqa: BLE001
+            # (a damaged page raised from _discard_orphans with a traceback: trial 26)
             raise ProblemError(_storage_problem(storage or settings.default_storage(), exc)) from None
-        _discard_orphans(store)
-        work.add_trials(store.get_trials(deepcopy=False))
-        if _STARTED not in store.user_attrs:  # the study's first worker: the clock of --study-timeout
-            store.set_user_attr(_STARTED, time.time())
-            if spec_file:
-                store.set_user_attr(_SPEC_FILE, spec_file)
         return cls(work, store, getattr(opened, "engine", None), opened)
 
     def other_versions(self) -> dict[str, int]:

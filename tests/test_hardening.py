@@ -117,6 +117,57 @@ def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_pa
         run(scale, storage=f"sqlite:///{db}")
 
 
+def test_a_study_database_another_process_keeps_locked_is_named_so_within_the_busy_timeout(scale, tmp_path,
+                                                                                          monkeypatch):
+    """Trial 26: a database held locked by another process was called a bad URL and a missing
+    driver after 62 s (the busy timeout was 60 s, and a run held 250 s past -t 20)."""
+    import sqlite3
+    import time as clock
+
+    from autotune import study
+
+    db = tmp_path / "studies.db"
+    run(scale, storage=f"sqlite:///{db}")
+    monkeypatch.setattr(study, "BUSY_TIMEOUT_S", 0.5)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        start = clock.monotonic()
+        with pytest.raises(ProblemError, match=rf"^{db} is locked: another process held it for over 0.5 s "
+                                               r"\(OperationalError: database is locked\); let that process finish"):
+            run(scale, storage=f"sqlite:///{db}")
+        assert clock.monotonic() - start < 10
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert run(scale, storage=f"sqlite:///{db}").study_trials >= 6, "it opens once the lock is let go"
+
+
+def test_a_study_database_with_a_damaged_page_is_one_line_not_a_traceback(scale, tmp_path):
+    """Trial 26: random bytes over one page past the header raised optuna's StorageInternalError
+    with 80 lines of traceback from the start of the run."""
+    import random
+
+    db = tmp_path / "studies.db"
+    run(scale, storage=f"sqlite:///{db}", trials=12)
+    data = bytearray(db.read_bytes())
+    page = 4096
+    rng = random.Random(0)
+    for start in range(2 * page, len(data), page):  # every page but the first (the schema's)
+        data[start:start + page] = bytes(rng.randrange(256) for _ in range(page))
+    db.write_bytes(bytes(data))
+    with pytest.raises(ProblemError, match=r"studies.db is not a usable study database \(DatabaseError: "):
+        run(scale, storage=f"sqlite:///{db}")
+
+
+def test_storage_naming_a_folder_or_a_file_as_its_folder_says_which(scale, tmp_path):
+    with pytest.raises(ProblemError, match=rf"names a folder; give a file in it, e.g. sqlite:///{tmp_path}/studies.db"):
+        run(scale, storage=f"sqlite:///{tmp_path}")
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ProblemError, match=rf"{tmp_path}/afile is a file, not a folder"):
+        run(scale, storage=f"sqlite:///{tmp_path}/afile/x.db")
+
+
 def test_a_read_only_study_database_is_named_as_such(scale, tmp_path, monkeypatch):
     """optuna reports a read-only SQLite file as "invalid data in the commit"; the message
     blamed the URL and the driver. (The fault is injected: root writes read-only files.)"""

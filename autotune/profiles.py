@@ -127,6 +127,9 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
     """
     if not path.exists():
         return {}
+    if path.is_symlink() and not path.resolve().is_file():  # /dev/null: it reads empty, takes nothing
+        raise ProfileError(f"{path} is a link to {path.resolve()}, not to a file; remove the link (rm {path}) "
+                           "and run again, or link it to a profile; autotune will not write through it")
     try:
         doc = read_yaml(path, ProfileError)
     except yaml.YAMLError as exc:
@@ -366,8 +369,12 @@ def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str
 
 
 def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]]) -> str:
-    """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace."""
+    """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace; a
+    link is followed, so that a profile shared by a link stays shared (the link was replaced by
+    a file of its own, trial 26)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() and path.resolve().is_file():
+        path = path.resolve()
     with FileLock(str(path) + ".lock", timeout=60):
         doc = read(path, check_entries=False)
         new, verdict = change(doc)

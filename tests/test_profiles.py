@@ -220,3 +220,23 @@ def test_a_value_shared_by_entries_is_written_out_in_each_so_deleting_one_by_han
     first = text.index("- problem")
     path.write_text(text[:first] + text[text.index("- problem", first + 1):])  # the first entry deleted
     assert [e.device for e in profiles.entries(profiles.read(path), "mm")] == [shared]
+
+
+def test_a_profile_that_is_a_link_is_written_through_and_a_link_to_no_file_is_named(tmp_path):
+    """Trial 26: a profile linked to a shared file became a file of its own at the next save
+    (the shared one unchanged); one linked to /dev/null was "empty, restore the .bak with cp",
+    which wrote into /dev/null."""
+    shared = tmp_path / "shared" / "p.yaml"
+    shared.parent.mkdir()
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, shared)
+    link = tmp_path / "dev.yaml"
+    link.symlink_to(shared)
+    assert profiles.save(entry({"N": 128}, 1.0), "mm", {"name": "Dev"}, link) == "added"
+    assert link.is_symlink()
+    assert sorted(e.problem["N"] for e in profiles.entries(profiles.read(shared), "mm")) == [64, 128]
+    null = tmp_path / "null.yaml"
+    null.symlink_to("/dev/null")
+    for call in (lambda: profiles.read(null), lambda: profiles.save(entry({"N": 8}, 1.0), "mm", {}, null)):
+        with pytest.raises(ProfileError, match=rf"^{null} is a link to /dev/null, not to a file; remove the link"):
+            call()
+    assert null.is_symlink()

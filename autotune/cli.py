@@ -536,7 +536,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     if best is None:  # the reason it stopped (the last line) says why nothing was measured
         lines.append("nothing was measured before the run stopped" if not report.study_trials else
                      "no configuration passed verification" if "wrong_result" in report.failures
-                     or not report.failures else "no configuration ran to a result to verify (failures below)")
+                     or report.unsteady or not report.failures else
+                     "no configuration ran to a result to verify (failures below)")
     else:
         lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}")
         lo, hi = best.spread

@@ -172,8 +172,10 @@ def _open_server(url: str, tries: int = 5) -> optuna.storages.RDBStorage:
 
 def _root_cause(exc: BaseException) -> str:
     """``Type: first line`` of the innermost cause of ``exc`` (the driver's own error)."""
-    while (inner := exc.__cause__ or exc.__context__) is not None and inner is not exc:
+    seen = {id(exc)}  # a chain can loop back
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
         exc = inner
+        seen.add(id(exc))
     return f"{type(exc).__name__}: {first_line(exc)}"
 
 

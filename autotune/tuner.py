@@ -862,7 +862,7 @@ def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, int]) -> None:
 
 def _capped(limit: float, left: float | None) -> float:
     """A configuration's time limit within the ``left`` seconds of the run (None: no end), but
-    never under a second, which a build and a launch need to have a chance.
+    not under a second unless the limit itself is: a build and a launch need that to have a chance.
 
         >>> _capped(10.0, None), _capped(10.0, 4.0), _capped(10.0, 0.2), _capped(0.5, 0.2)
         (10.0, 4.0, 1.0, 0.5)

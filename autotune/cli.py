@@ -383,8 +383,7 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
     from .tuner import tune
 
     def summary(report: Any) -> str:  # a blank line parts it from the progress lines
-        text = format_report(report, options.storage)
-        return text.removeprefix("\n") if quiet else text
+        return ("" if quiet else "\n") + format_report(report, options.storage)
 
     try:
         report = tune(spec, options, problem, progress=None if quiet else _progress(spec))
@@ -424,7 +423,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
         best = min(mine, key=lambda r: r.report.best.median_ms if r.report and r.report.best else math.inf,
                    default=None)
         if best is not None and best.report is not None:
-            print(format_report(best.report, options.storage, best.label if len(done) > 1 else None))
+            print("\n" + format_report(best.report, options.storage, best.label if len(done) > 1 else None))
         if len(done) > 1:
             wall = max(r.wall_s for r in done)
             total, held = sum(r.measured for r in done), max(r.study_trials for r in done)
@@ -530,7 +529,7 @@ def _describe_error(m: Any) -> str:
 def format_report(report: Any, storage: str | None = None, worker: str | None = None) -> str:
     """The end-of-run summary (``storage``: the run's --storage, for the report command;
     ``worker``: the label of the worker whose report it is, where several tuned together)."""
-    lines = [f"\n{report.spec.name} on {report.device.name} ({report.device.platform}), "
+    lines = [f"{report.spec.name} on {report.device.name} ({report.device.platform}), "
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
     if best is None:  # the reason it stopped (the last line) says why nothing was measured

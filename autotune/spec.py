@@ -38,6 +38,8 @@ from .resources import data_dir
 from .yamlload import AmbiguousBoolean, read_yaml
 
 Value = int | float | str | bool
+#: KernelSpec.file_id of autotune's own specs, wherever autotune is installed.
+BUILTIN_FILE = "builtin"
 
 #: The largest problem size: far past any device's memory, small enough for every expression.
 MAX_SIZE = 2**40
@@ -309,9 +311,9 @@ class KernelSpec:
 
     @property
     def file_id(self) -> str:
-        """Which spec file this is, to tell two specs of one kernel name apart: ``builtin``
-        (wherever autotune is installed) or the file's absolute path."""
-        return "builtin" if self.builtin else str(self.path.resolve())
+        """Which spec file this is, to tell two specs of one kernel name apart: BUILTIN_FILE or
+        the file's absolute path."""
+        return BUILTIN_FILE if self.builtin else str(self.path.resolve())
 
     def stores(self, entry: Any) -> bool:
         """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of

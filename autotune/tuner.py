@@ -55,7 +55,7 @@ from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .space import ValidSpace, canonical, check, config_key, geometry, none_valid, space_size
-from .spec import KernelSpec, Value, problem_label
+from .spec import BUILTIN_FILE, KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
 from .worker import Evaluator, Setup, open_evaluator, workload_folder
@@ -850,14 +850,14 @@ def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, int]) -> None:
     and has trials at this problem and device: each run's entries would replace the other's in
     the profile, as one spec's newer version replaces the older (trial 24)."""
     for other, trials in others.items():
-        if other in ("", spec.file_id) or (other != "builtin" and not Path(other).is_file()):
+        if other in ("", spec.file_id) or (other != BUILTIN_FILE and not Path(other).is_file()):
             continue  # unrecorded, this file's own edits, or a file moved or renamed since
-        what = f"autotune's own {spec.name} spec" if other == "builtin" else other
+        what = f"autotune's own {spec.name} spec" if other == BUILTIN_FILE else other
         raise ProblemError(
             f"{spec.path} names its kernel {spec.name!r}, as {what} does, whose {trials} trial"
             f"{'s' if trials != 1 else ''} at this size on this device are in the study database: the two would "
             "replace each other's profile entries; give this spec another `kernel:` name"
-            + ("" if other == "builtin" else f" (or, if it replaces {other}, move that file away)"))
+            + ("" if other == BUILTIN_FILE else f" (or, if it replaces {other}, move that file away)"))
 
 
 def _capped(limit: float, left: float | None) -> float:

@@ -599,7 +599,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             "first, all gave the same wrong result"}
     lines.append(f"  stopped     after {report.wall_s:.1f} s ({_rate(report)}): "
                  f"{stop.get(report.stopped_by, report.stopped_by)}")
-    if report.stopped_by == "timeout" and report.cut_off is not None:
+    if report.stopped_by.endswith("timeout") and report.cut_off is not None:
         lines.append(f"              {_cut_off(report)}")
     if report.stopped_by == "same wrong result" and too_tight(report.failure_examples.get("wrong_result", "")):
         lines.append("              each off by rounding alone: the spec's tolerance is at fault, not the kernel "
@@ -616,7 +616,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
 
 
 def _cut_off(report: Any) -> str:
-    """What becomes of the configuration --timeout stopped, and the --timeout that lets the next
+    """What becomes of the configuration a deadline stopped, and the --timeout that lets the next
     run finish it: its limit per configuration beside a few seconds of start-up and the share of
     --timeout kept for timing the leaders again (a tenth, at most 15 s)."""
     params, limit, earlier = report.cut_off
@@ -627,6 +627,10 @@ def _cut_off(report: Any) -> str:
         return (f"{what} was being measured again (it timed out under {earlier:.3g} s before): a later run whose "
                 f"limit per configuration is over {earlier:.3g} s measures it first; give that run a --timeout of at "
                 f"least {enough} s for a limit of {limit:.3g} s")
+    if report.stopped_by == "study timeout":  # a longer --timeout would not have helped (trial 28)
+        return (f"{what} was being measured: a later run of the study measures it first, once its --study-timeout "
+                "(counted from the study's first worker) leaves it time for its limit per configuration "
+                f"({limit:.3g} s in this run)")
     return (f"{what} was being measured: the next run of the study measures it first, for up to its limit per "
             f"configuration ({limit:.3g} s in this run), so give that run a --timeout of at least {enough} s "
             "for that limit")

@@ -95,7 +95,8 @@ LOCAL_RUN = 1
 
 
 class _OutOfTime(Exception):
-    """The run's --timeout ended a measurement."""
+    """A deadline ended a measurement: ``args[0]`` is its name, as :meth:`_Run._stop` gives it
+    ("timeout" or "study timeout")."""
 
 
 class _Exhausted(Exception):
@@ -667,8 +668,8 @@ class _Run:
                 best = self.state.best
                 try:
                     m = self.measure(evaluator, cand)
-                except _OutOfTime:
-                    return "timeout"
+                except _OutOfTime as ended:
+                    return str(ended.args[0])
                 if upcoming is not None and upcoming.follows_the_search and self.state.best is not best:
                     # chosen around the old best (and a model without this result): choose again
                     self.turns -= upcoming.kind in TURNS  # its turn is taken again
@@ -700,15 +701,16 @@ class _Run:
         # the baseline is timed in full for the speed-up; others only while they could win
         cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None
         limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
-        given = _capped(limit, self._time_left())
-        at_deadline = given < limit  # --timeout bounds the whole run
+        deadlines = self._deadlines(for_search=True)
+        given = _capped(limit, min(deadlines.values(), default=None))
+        at_deadline = given < limit  # --timeout (or --study-timeout) bounds the whole run
         m = evaluator.evaluate(params, given, cutoff)
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
             earlier = self.log.get(params) if config_key(params) in self.retried else None
             self.state.cut_off = (dict(params), limit, earlier.limit_s if earlier is not None else None)
             self.interrupted()
-            raise _OutOfTime
+            raise _OutOfTime(min(deadlines, key=deadlines.__getitem__))
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
             m = replace(m, message=m.message + self._crash_hint(params))
         # the claim is finished once the trial is stored: a worker that dies before that

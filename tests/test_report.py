@@ -330,7 +330,9 @@ def test_a_timeout_measured_again_is_one_trial_and_the_profile_row_names_its_tri
     (s,) = data.find_sections(scale, None)
     assert len(s.trials) == first.study_trials == second.study_trials, "as many trials as the run counts"
     assert "timeout" not in s.failures()
-    assert s.best is not None and s.best.m.median_ms == 0.01 and s.best.number >= first.study_trials
+    first_number = next(t.number for t in s.trials if t.m.params == s.best.m.params)
+    assert s.best is not None and s.best.m.median_ms == 0.01 and s.best.number == first_number
+    assert [t.number for t in s.trials] == list(range(1, len(s.trials) + 1)), "measured again, it keeps its number"
     assert main(["report", str(scale.path), "-o", str(tmp_path / "out")]) == 0
     written = (tmp_path / "out" / "index.html").read_text()
     assert re.search(rf"tuned [^;<]*; trial {s.best.number}</td>", written)
@@ -382,3 +384,25 @@ def test_a_profile_entry_of_another_study_or_a_stopped_run_is_not_reported_as_th
     stopped = replace(mine, entry=replace(mine.entry, partial=True))
     assert ", partial (the run was stopped before its leaders were timed again)" in page._profile(stopped, mine.best)
     assert "their first timings" in page._baseline(stopped, mine.best, mine.baseline)
+
+
+def test_trial_numbers_are_the_progress_lines_after_a_run_stopped_in_its_first_trial(scale):
+    """Trial 28: a run interrupted while its baseline was measured left a trial that measured
+    nothing; the next run's lines looked like a new study's (``[  1/3]``), and the report
+    called that baseline trial 2."""
+    from autotune.errors import TuningInterrupted
+
+    class StopsAtOnce(Evaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            raise KeyboardInterrupt
+
+    options = TuneOptions(sampler="random", trials=4, timeout_s=None)
+    with pytest.raises(TuningInterrupted):
+        tune(scale, options, problem={"N": 4096}, evaluator=StopsAtOnce(), info=FAKE)
+    lines = {}  # configuration → the count its progress line shows
+    tune(scale, options, problem={"N": 4096}, evaluator=Evaluator(), info=FAKE,
+         progress=lambda event, rec, state: event == "start" or lines.setdefault(
+             config_key(rec.params), state.study_measured))
+    (s,) = data.find_sections(scale, None)
+    assert {config_key(t.m.params): t.number for t in s.trials} == lines
+    assert s.baseline is not None and s.baseline.number == 1

@@ -135,6 +135,24 @@ def test_a_candidate_cut_off_by_the_runs_timeout_is_named_and_measured_first_nex
     assert again.failures == {"timeout": 1} and again.cut_off is None
 
 
+def test_a_candidate_cut_off_by_the_study_timeout_is_blamed_on_it(scale):
+    """Trial 28: a run that --study-timeout stopped mid-measurement said "--timeout reached" and
+    advised a longer --timeout, which the run had plenty of."""
+    class Hangs(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if len(self.calls) == 2:
+                self.calls.append(dict(params))
+                return Measurement(Status.TIMEOUT, f"no result within {limit_s:.0f} s; worker killed")
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    report = run(scale, Hangs(), sampler="grid", trials=50, timeout_s=600.0, study_timeout_s=20.0, storage=None)
+    assert report.stopped_by == "study timeout" and report.cut_off is not None
+    text = format_report(report)
+    assert "--timeout reached" not in text and "give that run a --timeout" not in text, text
+    assert "the study's --study-timeout passed" in text
+    assert "a later run of the study measures it first, once its --study-timeout" in text, text
+
+
 def test_profile_written_with_best_and_flags(scale):
     report = run(scale, FakeEvaluator(), sampler="grid", trials=1000)
     doc = profiles.read(report.profile_path)

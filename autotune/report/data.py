@@ -35,7 +35,7 @@ COPY, FP32 = "copy bandwidth", "fp32 FMA peak"
 @dataclass(frozen=True)
 class Trial:
     """One stored trial: its number in the study (from 1, as the run's progress lines count
-    measurements, where optuna counts from 0), its measurement and when it was stored."""
+    configurations: see :func:`_trials`), its measurement and when it was stored."""
 
     number: int
     m: Measurement
@@ -246,18 +246,24 @@ def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.B
 
 
 def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
-    """The measured trials (an interrupted or orphaned one measured nothing), one per
-    configuration: a timeout measured again later gives way to that measurement, as in the run."""
+    """The measured trials, one per configuration: a timeout measured again later gives way to
+    that measurement, as in the run.
+
+    Numbered as the run's progress lines count (``study N``): by configuration, in the order each
+    was first measured. A re-measured timeout keeps its number, and a trial a stopped run left
+    unfinished measured nothing and takes none (optuna's numbers count both, which put the
+    report one ahead of the lines after a stop: trial 28)."""
     out: dict[str, Trial] = {}
+    numbers: dict[str, int] = {}
     for t in sorted(stored, key=lambda t: t.number):
         status = t.user_attrs.get("status")
         if status is None or status == Status.INTERRUPTED.value:
             continue
-        trial = Trial(t.number + 1, Measurement.from_attrs(t.user_attrs, t.params, t.number), t.datetime_complete)
-        key = config_key(trial.m.params)
-        if key not in out or supersedes(trial.m, out[key].m):
-            out.pop(key, None)  # re-inserted: the list stays in trial order
-            out[key] = trial
+        m = Measurement.from_attrs(t.user_attrs, t.params, t.number)
+        key = config_key(m.params)
+        number = numbers.setdefault(key, len(numbers) + 1)
+        if key not in out or supersedes(m, out[key].m):  # in place: the list stays in number order
+            out[key] = Trial(number, m, t.datetime_complete)
     return list(out.values())
 
 

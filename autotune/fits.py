@@ -31,20 +31,25 @@ from .spec import KernelSpec, problem_label
 def check_fits(spec: KernelSpec, problem: Mapping[str, Any], info: DeviceInfo) -> None:
     """ProblemError where the problem's buffers cannot fit on the device, or its inputs and
     reference in the host's free memory: from their sizes, before anything is drawn."""
+    if (why := no_room(spec, problem, info)) is not None:
+        raise ProblemError(f"{why}; use a smaller --size")
+
+
+def no_room(spec: KernelSpec, problem: Mapping[str, Any], info: DeviceInfo) -> str | None:
+    """Why the problem's buffers, inputs and reference do not fit (see :func:`check_fits`);
+    None when they do."""
     free = hostmemory.available()  # before the sizes are found: their casts may take some
     inputs = shaped_inputs(spec, problem)
     arrays = [a for a in inputs.values() if isinstance(a, np.ndarray)]
     total, largest = sum(a.nbytes for a in arrays), max((a.nbytes for a in arrays), default=0)
     most = info.max_mem_alloc_size or info.global_mem_size
     if total > info.global_mem_size or largest > most:
-        raise ProblemError(
-            f"{problem_label(problem)} needs {size(total)} of buffers (the largest {size(largest)}); "
-            f"{info.name} has {size(info.global_mem_size)} and allocates at most {size(most)} at once; "
-            "use a smaller --size")
+        return (f"{problem_label(problem)} needs {size(total)} of buffers (the largest {size(largest)}); "
+                f"{info.name} has {size(info.global_mem_size)} and allocates at most {size(most)} at once")
     if free is not None and HOST_FACTOR * total > free:
-        raise ProblemError(f"{problem_label(problem)} needs about {size(HOST_FACTOR * total)} of host "
-                           f"memory for its inputs and reference; this machine has {size(free)} "
-                           "free; use a smaller --size")
+        return (f"{problem_label(problem)} needs about {size(HOST_FACTOR * total)} of host memory for its "
+                f"inputs and reference; this machine has {size(free)} free")
+    return None
 
 
 #: Host memory a workload may need, as a multiple of its inputs' bytes: float64 draws before

@@ -43,9 +43,9 @@ from typing import Any
 import pyopencl as cl
 
 from . import device as devices
-from . import firstuse, profiles, record, settings
+from . import firstuse, fits, profiles, record, settings
 from . import spec as specs
-from .arguments import Arguments
+from .arguments import Arguments, shaped_inputs
 from .errors import AutotuneError, ProblemError, ProfileError
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
@@ -259,8 +259,11 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
                 f"or space has changed since, or another spec has the kernel name {spec.name})")
     candidates = _candidates(spec, [*older, *found], problem, facts)
     if timer is not None and settings.measure_untuned():
-        picked = _measure(spec, info, problem, candidates, timer, user, lead)
-        if picked is not None:
+        # timing draws the inputs and the reference on the host: a size too big for that got
+        # the application killed by the kernel's OOM killer (trial 29), so it is not timed
+        if (room := fits.no_room(spec, problem, info)) is not None:
+            lead += f", and it cannot be timed there ({room})"
+        elif (picked := _measure(spec, info, problem, candidates, timer, user, lead)) is not None:
             return picked
     if candidates:
         return _nearest(spec, info, problem, *candidates[0], lead)
@@ -433,6 +436,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
                         f"not {type(queue).__name__}")
     spec = specs.load(name)
     prob = spec.resolve_problem(problem)
+    shaped_inputs(spec, prob)  # arguments too big for the address space: refused before choosing
     info = devices.of(queue.device)  # its selector, for the command that tunes it
     timer = firstuse.timer(spec, prob, _context(queue), queue.device, info.facts())
     return TunedKernel(spec, queue, prob, choose(spec, info, prob, timer=timer), info.facts())

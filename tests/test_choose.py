@@ -478,3 +478,18 @@ def test_the_first_use_warning_says_which_timed_configuration_is_a_stopped_runs_
     with pytest.warns(loader.AutotuneWarning, match=r"timed 4 tuned configurations \(1 from a run stopped early\)"):
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders,
                       FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}))
+
+
+def test_a_size_whose_inputs_do_not_fit_the_hosts_memory_is_not_timed_but_takes_the_nearest(folders, monkeypatch):
+    """Trial 29: first use at a size whose inputs and reference outgrow the host's free memory
+    drew them anyway, and Linux's OOM killer ended the application; `autotune run` refuses
+    that size, and the nearest problem's configuration runs there with the caller's buffers."""
+    from autotune import hostmemory
+
+    monkeypatch.setattr(hostmemory, "available", lambda: 2**30)  # 1 GiB free
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 8192, "N": 8192, "K": 8192}), folders, timer)
+    assert timer.calls == [] and c.origin == "nearest" and c.params == T128
+    (message,) = [str(w.message) for w in caught]
+    assert "cannot be timed there" in message and "of host memory" in message, message

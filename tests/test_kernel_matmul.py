@@ -140,3 +140,16 @@ def test_wrong_kernels_fail_verification(ocl_device: str, tmp_path: Any, mutant:
     bench = _bench(ocl_device, spec, {"M": m, "N": n, "K": k})
     result = bench.measure(spec.complete(config))
     assert result.status is Status.WRONG_RESULT, result.message
+
+
+def test_sizes_past_the_kernels_int_indexes_are_refused_up_front():
+    """Trial 29: M = 2**31 reached the compiler as a long literal, and the kernel failed to build
+    ("call to 'min' is ambiguous"); its indexes are ints, so such sizes cannot run."""
+    from autotune import spec as specs
+    from autotune.errors import ProblemError
+
+    mm = specs.load("matmul")
+    mm.resolve_problem({"M": 2**31 - 1, "N": 1, "K": 1})
+    for key in ("M", "N", "K"):
+        with pytest.raises(ProblemError, match="2 \\*\\* 31"):
+            mm.resolve_problem({"M": 1, "N": 1, "K": 1, key: 2**31})

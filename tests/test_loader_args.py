@@ -22,6 +22,7 @@ import pytest
 import autotune
 from autotune import arguments, device, loader
 from autotune import spec as specs
+from autotune.errors import ProblemError
 from autotune.kernels import mul1
 from autotune.launch import Launch
 from conftest import SCALE_YAML, needs_opencl, write_spec
@@ -454,3 +455,14 @@ def test_a_number_that_inputs_gives_as_a_problem_size_must_be_the_loaded_size(tm
                        r"that gives 1536$"):
         with_total.bind((x, y, 256, 1536), {})
     assert with_total.bind((x, y, 256, 768), {})["total"] == 768
+
+
+@needs_opencl
+def test_arguments_too_big_for_the_address_space_are_refused_before_any_warning(queue):
+    """Trial 29: load_kernel warned that it was "using the default configuration" and told how
+    to tune the size, then raised because the size's arguments cannot exist on this machine."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ProblemError, match="more memory than this machine can give"):
+            autotune.load_kernel("matmul", queue, M=2**30, N=2**30, K=2**30)
+    assert not [w for w in caught if issubclass(w.category, autotune.AutotuneWarning)]

@@ -34,12 +34,13 @@ from .errors import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
-    from .loader import TunedKernel, load_kernel
+    from .loader import Run, TunedKernel, load_kernel
     from .tuner import TuneOptions, TuneReport, tune
 
 #: The API's parts that need pyopencl and optuna, imported on first use: the command line
 #: answers --help, and a Ctrl-C, without loading them.
-_LAZY = {"TunedKernel": "loader", "load_kernel": "loader", "TuneOptions": "tuner", "TuneReport": "tuner",
+_LAZY = {"Run": "loader", "TunedKernel": "loader", "load_kernel": "loader", "TuneOptions": "tuner",
+         "TuneReport": "tuner",
          "tune": "tuner"}
 
 
@@ -56,6 +57,7 @@ __all__ = [
     "ExpressionError",
     "ProblemError",
     "ProfileError",
+    "Run",
     "SpecError",
     "TuneOptions",
     "TuneReport",

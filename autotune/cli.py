@@ -281,7 +281,9 @@ def _interrupted(report: Any, storage: str | None, save: bool) -> str:
     n = _count(report.measured, "trial")
     # a run stopped before it measured anything saves the study's best, from earlier runs
     whose = "the study's best so far" if report.measured == 0 else "best so far"
-    saved = (f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})" if report.profile_path else
+    saved = (f"{whose} not saved: {report.profile_path} {_verdict(report)}"
+             if report.profile_path and str(report.profile_verdict).startswith("kept") else
+             f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})" if report.profile_path else
              "profile not written (--no-save)" if not save else "no verified configuration to save")
     if storage == ":memory:":
         return f"autotune: interrupted after {n}; {saved}; the study was in memory (--storage :memory:): not kept"
@@ -514,8 +516,13 @@ def _verdict(report: Any) -> str:
     kept = report.profile_kept
     if kept is None:
         return str(report.profile_verdict)
-    config = _fmt_config(kept.params, kept.build_flags, report.spec, report.problem)
-    than = "as fast as" if report.best is not None and kept.time_ms >= report.best.median_ms else "faster than"
+    spec, best = report.spec, report.best
+    config = _fmt_config(kept.params, kept.build_flags, spec, report.problem)
+    if best is not None and config == _fmt_config(spec.without_flags(best.params), spec.enabled_flags(best.params),
+                                                   spec, report.problem):
+        return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
+                "is this run's best configuration, measured before, and stays")
+    than = "as fast as" if best is not None and kept.time_ms >= best.median_ms else "faster than"
     return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
             f"is {than} this run's best and stays ({config})")
 

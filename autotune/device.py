@@ -155,8 +155,10 @@ def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.
         + f"; {runtimes.cpu_fix()}")
 
 
-def _require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]]
-                    ) -> tuple[DeviceInfo, cl.Device]:
+def require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]],
+                   use: str = "use --device") -> tuple[DeviceInfo, cl.Device]:
+    """``item``, or DeviceError where its compiler cannot build a trivial kernel, naming the
+    devices that can (``use`` leads them: the CLI's option, or an application's queue)."""
     d = item[0]
     check = build_checks([item])[d.selector]
     if check.ok:
@@ -164,7 +166,7 @@ def _require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[Device
     built = build_checks(found)  # one look (or probe) for all the others
     others = [f"{o.selector} ({o.name}, {o.platform})" for o, _ in found
               if o.selector != d.selector and built[o.selector].ok]
-    fix = f"use --device {' or '.join(others)}" if others else runtimes.cpu_fix()
+    fix = f"{use} {' or '.join(others)}" if others else runtimes.cpu_fix()
     raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot build OpenCL kernels: "
                       f"{check.message}; {fix}")
 
@@ -199,7 +201,7 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
         # a profile's file name (the slug `report -d` and `autotune devices` show) names it too
         match = match or next((item for item in found if item[0].slug == needle), None)
     if match is not None:
-        return _require_builds(match, found) if require_build else match
+        return require_builds(match, found) if require_build else match
     listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
     raise DeviceError(
         f"no OpenCL device matches {selector!r}{named}; use an index, a name substring or a profile slug: {listing}"

@@ -18,6 +18,7 @@ buffers are freed on return.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,10 @@ _TIMING_ONE_AT_A_TIME = threading.Lock()
 
 #: At most this many candidates are timed, those tuned for the nearest problems first.
 MAX_CANDIDATES = 12
+#: Once one candidate has verified, no more are started after this many seconds of first use:
+#: on a CPU a large problem's candidates take tens of seconds each (trial 29: correlate's
+#: default problem took 149 s for its default and baseline, with nothing printed meanwhile).
+BUDGET_S = 20.0
 #: One warm-up, then at least 3 launches and 20 ms of device time, at most 10 launches.
 TIMING = TimingOptions(warmup=1, min_repeats=3, max_repeats=10, min_time_s=0.02, compile_threads=4)
 
@@ -43,6 +48,7 @@ class Timed:
 
     measurements: tuple[Measurement, ...]
     cache: ProgramCache  # the programs built for them, for the caller to reuse
+    untimed: int = 0  # the last candidates given, not timed: BUDGET_S was up
 
     @property
     def fastest(self) -> Measurement | None:
@@ -55,7 +61,8 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
                     fallbacks: Sequence[Mapping[str, Value]] = ()) -> Timed:
     """Build, verify and time each of ``candidates`` at ``problem``, then each of
     ``fallbacks``, cut short once two launches are slower than the fastest candidate (a naive
-    baseline on a large problem costs a few launches, not a full timing).
+    baseline on a large problem costs a few launches, not a full timing); none is started
+    once :data:`BUDGET_S` has passed and one has verified.
 
     A configuration that fails to build, launch or verify comes back as a failed Measurement.
     """
@@ -66,10 +73,14 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
         try:
             for params in [*candidates, *fallbacks]:  # built in the background, on TIMING.compile_threads
                 bench.prefetch(params)
-            timed = [bench.measure(params) for params in candidates]
-            fastest = Timed(tuple(timed), bench.cache).fastest
-            cutoff = fastest.median_ms if fastest is not None else None
-            timed += [bench.measure(params, cutoff_ms=cutoff) for params in fallbacks]
+            timed: list[Measurement] = []
+            end = time.perf_counter() + BUDGET_S
+            for i, params in enumerate([*candidates, *fallbacks]):
+                fastest = Timed(tuple(timed), bench.cache).fastest
+                if fastest is not None and time.perf_counter() > end:
+                    return Timed(tuple(timed), bench.cache, len(candidates) + len(fallbacks) - i)
+                cutoff = fastest.median_ms if fastest is not None and i >= len(candidates) else None
+                timed.append(bench.measure(params, cutoff_ms=cutoff))
         finally:
             bench.cache.close()  # no build outlives the filter
         return Timed(tuple(timed), bench.cache)

@@ -124,6 +124,7 @@ class TunedKernel:
         try:
             self._launch = Launch(self._context, spec, self.params, self.problem, facts, choice.programs)
         except CandidateError as exc:
+            builds_here(devices.of(queue.device))  # or the device is at fault, not the configuration
             raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
         first = self._launch.geometry.steps[0]
         self.global_size, self.local_size = first.global_size, first.local_size
@@ -337,6 +338,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except (cl.Error, MemoryError):  # no room for the buffers of this size: take the nearest
         return None
     best = timed.fastest
+    if all(m.status is Status.COMPILE_ERROR for m in timed.measurements):
+        builds_here(info)  # before a warning that names a configuration to use, and how to tune it
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
     if best is None or best.params is None:
         if wrong:
@@ -359,9 +362,19 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         _unsaved[key] = Choice(best.params, "measured", entry, path)
     _warn_once(spec, info, problem, (
         f"{lead}: verified and timed {_timed(len(tuned), stopped, list(own))} there "
-        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)} and took the fastest "
+        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_untimed(timed.untimed)} and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
+
+
+def builds_here(info: devices.DeviceInfo) -> None:
+    """DeviceError where the device cannot build OpenCL at all (trial 29: a queue on PoCL 3 on a
+    CPU its LLVM does not know was told the configuration does not build, and how to tune it
+    there). Asked only once a build failed: the check probes in a child process the first time."""
+    found = devices.list_devices()
+    item = next(((d, dev) for d, dev in found if d.selector == info.selector), None)
+    if item is not None:
+        devices.require_builds(item, found, use="load it on a queue of")
 
 
 #: How first use names the valid configuration most like an invalid default.
@@ -376,6 +389,12 @@ def _timed(tuned: int, stopped: int, own: list[str]) -> str:
         return mine
     early = f" ({stopped} from a run stopped early)" if stopped else ""
     return f"{tuned} tuned configuration{'s' if tuned > 1 else ''}{early}" + (f" and {mine}" if mine else "")
+
+
+def _untimed(count: int) -> str:
+    """What the first-use warning says of the candidates left untimed when its time was up."""
+    return (f" (the last {count} of them not timed: first use starts none after {firstuse.BUDGET_S:.0f} s)"
+            if count else "")
 
 
 def _skipped(wrong: list[Measurement]) -> str:

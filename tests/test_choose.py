@@ -493,3 +493,50 @@ def test_a_size_whose_inputs_do_not_fit_the_hosts_memory_is_not_timed_but_takes_
     assert timer.calls == [] and c.origin == "nearest" and c.params == T128
     (message,) = [str(w.message) for w in caught]
     assert "cannot be timed there" in message and "of host memory" in message, message
+
+
+def test_a_device_that_cannot_build_at_all_is_named_before_any_warning(folders, monkeypatch):
+    """Trial 29: a queue on a device whose compiler builds nothing (PoCL 3 on a newer CPU) got
+    "using the valid configuration nearest the default … `autotune run … -d 1:0` tunes it",
+    then "the chosen configuration does not build here"."""
+    from autotune import device, health
+
+    other = replace(FAKE, selector="0:1", name="other")
+    monkeypatch.setattr(device, "list_devices", lambda: [(FAKE, None), (other, None)])
+    monkeypatch.setattr(device, "build_checks", lambda found, recheck=False: {
+        FAKE.selector: health.BuildCheck(False, "error: unknown target CPU 'generic'"),
+        other.selector: health.BuildCheck(True)})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(loader.AutotuneError, match=r"cannot build OpenCL kernels: error: unknown target CPU "
+                           r"'generic'; load it on a queue of 0:1 \(other"):
+            loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, FakeTimer({}))
+    assert not caught
+
+
+def test_first_use_starts_no_candidate_once_its_time_is_up_and_one_has_verified(monkeypatch):
+    """Trial 29: on a CPU, first use at correlate's default problem ran 149 s before the
+    application saw anything; it now stops starting candidates after firstuse.BUDGET_S."""
+    from autotune import firstuse
+
+    clock = [0.0]
+
+    class SlowBench:  # each measurement takes 15 s of the fake clock; the second fails to build
+        def __init__(self, *args: Any) -> None:
+            self.cache = ProgramCache()
+
+        def prefetch(self, params: Any) -> None:
+            pass
+
+        def measure(self, params: Any, cutoff_ms: Any = None) -> Measurement:
+            clock[0] += 15.0
+            ok = params["MWG"] != 64
+            return Measurement(Status.OK if ok else Status.COMPILE_ERROR, "", (1.0,) if ok else (), params=params)
+
+    monkeypatch.setattr(firstuse, "Bench", SlowBench)
+    monkeypatch.setattr(firstuse, "make_workload", lambda spec, problem: None)
+    monkeypatch.setattr(firstuse.time, "perf_counter", lambda: clock[0])
+    problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
+    timed = firstuse.time_candidates(MM, problem, None, None, {}, [T64, T128, T32], [MM.default_config])
+    assert [m.params["MWG"] for m in timed.measurements] == [64, 128] and timed.untimed == 2
+    assert loader._untimed(0) == "" and "the last 2 of them not timed" in loader._untimed(2)

@@ -466,3 +466,10 @@ def test_arguments_too_big_for_the_address_space_are_refused_before_any_warning(
         with pytest.raises(ProblemError, match="more memory than this machine can give"):
             autotune.load_kernel("matmul", queue, M=2**30, N=2**30, K=2**30)
     assert not [w for w in caught if issubclass(w.category, autotune.AutotuneWarning)]
+
+
+def test_the_documented_types_are_importable_from_the_package():
+    """Trial 29: the README says a call returns a ``Run``; ``autotune.Run`` raised AttributeError."""
+    for name in autotune.__all__:
+        assert getattr(autotune, name) is not None
+    assert autotune.Run is loader.Run and autotune.TunedKernel is loader.TunedKernel

@@ -1016,3 +1016,20 @@ def test_a_study_of_the_same_name_that_never_measured_the_saved_winner_does_not_
         again.profile_verdict
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
     assert entry.time_ms == first.best.median_ms
+
+
+def test_the_interrupted_line_does_not_say_saved_where_the_profile_kept_its_entry(scale, capsys, monkeypatch):
+    """Trial 28: "best so far saved to …yaml (partial; kept …)" where nothing was written; and a
+    kept entry of this run's own best configuration was called faster than it."""
+    from autotune import cli
+
+    run(scale, FakeEvaluator(), sampler="grid", trials=1000)  # the profile's entry: the best there is
+    again = run(scale, FakeEvaluator(), sampler="grid", trials=3, storage=None)
+    assert again.profile_verdict.startswith("kept")
+    monkeypatch.setitem(cli._COMMANDS, "run", lambda args: (_ for _ in ()).throw(TuningInterrupted(again)))
+    assert cli.main(["run", "scale"]) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    assert " saved to " not in err and f"best so far not saved: {again.profile_path} kept" in err, err
+    same = run(scale, FakeEvaluator(), sampler="grid", trials=1000, storage=None)
+    assert same.profile_verdict.startswith("kept")
+    assert "is this run's best configuration, measured before, and stays" in format_report(same)

@@ -654,10 +654,20 @@ def _report_command(report: Any, storage: str | None) -> str | None:
     spec = report.spec
     command = " ".join(["autotune report", quote(spec.name if spec.builtin else str(spec.path)),
                         "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
-                        *(["--storage", quote(storage)] if storage else [])])
+                        *(["--storage", quote(_absolute(storage))] if storage else [])])
     # the quick start installs no plotting library: say so here rather than when it is run
     needs = "" if importlib.util.find_spec("matplotlib") else '  (after pip install "autotune[report]")'
     return command + needs
+
+
+def _absolute(storage: str) -> str:
+    """A SQLite URL with its path made absolute, so that the command works from any folder
+    (trial 28: ``sqlite:///rel.db`` was echoed as given)."""
+    prefix = "sqlite:///"
+    path = storage[len(prefix):] if storage.startswith(prefix) else ""
+    if path and not path.startswith("/") and path != ":memory:":
+        return prefix + os.path.abspath(path)
+    return storage
 
 
 def _valid_space(report: Any) -> str:

@@ -178,6 +178,8 @@ def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path
     url = f"sqlite:///{tmp_path / 'other.db'}"
     assert format_report(run, url).endswith(f"-d {SLUG} --storage {url}")
     assert "autotune report" not in format_report(run, ":memory:")
+    assert format_report(run, "sqlite:///rel.db").endswith(f"--storage sqlite:///{tmp_path / 'rel.db'}"), \
+        "a relative path is made absolute: the command works from another folder (trial 28)"
 
 
 def test_without_matplotlib_the_report_command_says_what_to_install(scale, monkeypatch):

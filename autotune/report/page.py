@@ -107,7 +107,7 @@ def _profile(s: Section, best: Trial | None) -> str:
     """The profile's entry, and which trial measured its configuration: the run saves the
     winner of the leaders' re-timing, which need not be the fastest single measurement."""
     assert s.entry is not None
-    text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trials, tuned {s.entry.tuned_at}"
+    text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trial{'s' * (s.entry.trials != 1)}, tuned {s.entry.tuned_at}"
     if not s.entry_ours:  # the same configuration may be among this study's trials: not its result
         return text + "; saved by another study of this problem (another --storage, or another copy of the spec)"
     if s.entry.partial:

@@ -40,8 +40,7 @@ if TYPE_CHECKING:
 #: The API's parts that need pyopencl and optuna, imported on first use: the command line
 #: answers --help, and a Ctrl-C, without loading them.
 _LAZY = {"Run": "loader", "TunedKernel": "loader", "load_kernel": "loader", "TuneOptions": "tuner",
-         "TuneReport": "tuner",
-         "tune": "tuner"}
+         "TuneReport": "tuner", "tune": "tuner"}
 
 
 def __getattr__(name: str) -> Any:

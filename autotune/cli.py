@@ -518,13 +518,14 @@ def _verdict(report: Any) -> str:
         return str(report.profile_verdict)
     spec, best = report.spec, report.best
     config = _fmt_config(kept.params, kept.build_flags, spec, report.problem)
-    if best is not None and config == _fmt_config(spec.without_flags(best.params), spec.enabled_flags(best.params),
-                                                   spec, report.problem):
-        return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
-                "is this run's best configuration, measured before, and stays")
-    than = "as fast as" if best is not None and kept.time_ms >= best.median_ms else "faster than"
+    as_fast = best is not None and kept.time_ms >= best.median_ms
+    same = best is not None and config == _fmt_config(spec.without_flags(best.params), spec.enabled_flags(best.params),
+                                                      spec, report.problem)
+    # the same configuration, timed before (trial 28: "faster than this run's best" read as another one)
+    than = (f"is this run's best configuration, timed {'as fast' if as_fast else 'faster'} before," if same else
+            f"is {'as fast as' if as_fast else 'faster than'} this run's best")
     return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
-            f"is {than} this run's best and stays ({config})")
+            f"{than} and stays ({config})")
 
 
 def _describe_error(m: Any) -> str:

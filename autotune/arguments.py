@@ -168,12 +168,18 @@ class _ArgNeed:
 _needs_cache: dict[tuple[str, str, tuple[tuple[str, Any], ...]], dict[str, _ArgNeed]] = {}
 
 
-def _arg_needs(spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, _ArgNeed]:
-    """What each of ``names`` takes for ``problem`` (cached per process: see :func:`_input_needs`)."""
+def input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _ArgNeed]:
+    """What each argument ``inputs()`` gives takes for ``problem``, cached per process (see
+    :func:`_input_needs`); ProblemError where they need more memory than this machine can give."""
     key = (str(spec.path), spec.spec_hash, tuple(sorted(problem.items())))
     if key not in _needs_cache:
         _needs_cache[key] = _input_needs(spec, problem)
-    needs = _needs_cache[key]
+    return _needs_cache[key]
+
+
+def _arg_needs(spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, _ArgNeed]:
+    """What each of ``names`` takes for ``problem`` (:func:`input_needs`)."""
+    needs = input_needs(spec, problem)
     unknown = [n for n in names if n not in needs]
     if unknown:  # the tuner could not have run it either (Launch._arg)
         raise SpecError(f"{spec.path}: args: {', '.join(unknown)} not returned by the reference module's inputs()")

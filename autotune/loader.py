@@ -45,7 +45,7 @@ import pyopencl as cl
 from . import device as devices
 from . import firstuse, fits, profiles, record, settings
 from . import spec as specs
-from .arguments import Arguments, shaped_inputs
+from .arguments import Arguments, input_needs
 from .errors import AutotuneError, ProblemError, ProfileError
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
@@ -455,7 +455,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
                         f"not {type(queue).__name__}")
     spec = specs.load(name)
     prob = spec.resolve_problem(problem)
-    shaped_inputs(spec, prob)  # arguments too big for the address space: refused before choosing
+    input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)
     info = devices.of(queue.device)  # its selector, for the command that tunes it
     timer = firstuse.timer(spec, prob, _context(queue), queue.device, info.facts())
     return TunedKernel(spec, queue, prob, choose(spec, info, prob, timer=timer), info.facts())

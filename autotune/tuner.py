@@ -485,9 +485,14 @@ class _Run:
                 out[name] = limit - elapsed - reserve if for_search else max(limit - elapsed, reserve - confirming)
         return out
 
+    def _nearer_deadline(self, for_search: bool = True) -> tuple[str, float] | None:
+        """The nearer deadline's name (as :meth:`_deadlines`) and seconds left (None: no deadline)."""
+        return min(self._deadlines(for_search).items(), key=lambda item: item[1], default=None)
+
     def _time_left(self, for_search: bool = True) -> float | None:
         """Seconds left before the nearer deadline (None: no deadline)."""
-        return min(self._deadlines(for_search).values(), default=None)
+        nearer = self._nearer_deadline(for_search)
+        return nearer[1] if nearer is not None else None
 
     def _stop(self) -> str | None:
         if self.state.measured >= self.options.trials:
@@ -701,16 +706,17 @@ class _Run:
         # the baseline is timed in full for the speed-up; others only while they could win
         cutoff = self.options.prune * best.median_ms if self.options.prune and best and not is_baseline else None
         limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
-        deadlines = self._deadlines(for_search=True)
-        given = _capped(limit, min(deadlines.values(), default=None))
-        at_deadline = given < limit  # --timeout (or --study-timeout) bounds the whole run
+        nearer = self._nearer_deadline()
+        given = _capped(limit, nearer[1] if nearer is not None else None)
+        at_deadline = nearer is not None and given < limit  # --timeout (or --study-timeout) bounds the whole run
         m = evaluator.evaluate(params, given, cutoff)
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
             earlier = self.log.get(params) if config_key(params) in self.retried else None
             self.state.cut_off = (dict(params), limit, earlier.limit_s if earlier is not None else None)
             self.interrupted()
-            raise _OutOfTime(min(deadlines, key=deadlines.__getitem__))
+            assert nearer is not None  # at_deadline
+            raise _OutOfTime(nearer[0])
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
             m = replace(m, message=m.message + self._crash_hint(params))
         # the claim is finished once the trial is stored: a worker that dies before that

@@ -281,15 +281,22 @@ def _interrupted(report: Any, storage: str | None, save: bool) -> str:
     n = _count(report.measured, "trial")
     # a run stopped before it measured anything saves the study's best, from earlier runs
     whose = "the study's best so far" if report.measured == 0 else "best so far"
-    saved = (f"{whose} not saved: {report.profile_path} {_verdict(report)}"
-             if report.profile_path and str(report.profile_verdict).startswith("kept") else
-             f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})" if report.profile_path else
-             "profile not written (--no-save)" if not save else "no verified configuration to save")
+    saved = _saved(report, whose, save)
     if storage == ":memory:":
         return f"autotune: interrupted after {n}; {saved}; the study was in memory (--storage :memory:): not kept"
     if not report.study_trials:
         return f"autotune: interrupted after {n}; {saved}; the study has no trials yet: the same command starts it"
     return f"autotune: interrupted after {n}; {saved}; the study keeps its trials: run the same command again to resume"
+
+
+def _saved(report: Any, whose: str, save: bool) -> str:
+    """What became of ``whose`` best at a stop: saved as partial, kept out by a faster entry
+    (trial 28: that read "saved"), or not written."""
+    if report.profile_path is None:
+        return "profile not written (--no-save)" if not save else "no verified configuration to save"
+    if str(report.profile_verdict).startswith("kept"):
+        return f"{whose} not saved: {report.profile_path} {_verdict(report)}"
+    return f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})"
 
 
 def _one_line_warnings(show: Any) -> Any:

@@ -9,7 +9,8 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
   then the spec's baseline and default, are verified and timed there once, on buffers of their
   own, and the fastest that verified is kept (ProblemError when every one gives wrong
   results); the pick is saved to the user's profile, so later processes find it at once (see
-  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off). Tuning runs'
+  :mod:`autotune.firstuse`; ``AUTOTUNE_MEASURE_UNTUNED=0`` turns this off), until a tuning run
+  writes an entry among the candidates after it: then it is timed again beside them. Tuning runs'
   entries from another version of the spec (its template edited since, say) are not used as
   they are, but their configurations are among those timed (after this version's at the same
   distance); the problem's own is named in the warning and timed first, and the pick never
@@ -246,26 +247,44 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
                   key=lambda ep: (ep[0].picked, ep[0].partial, folder[ep[1]], ep[0].time_ms))
     older_here = [ep for ep in older if dict(ep[0].problem) == dict(problem)]
     lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
+    timing = timer if settings.measure_untuned() else None
+    candidates = None
+    earlier: Choice | None = None  # a first-use pick that tuning runs since may beat
     if here:
         entry, path = here[0]
         params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and _valid(spec, params, problem, facts):
-            return Choice(params, "measured" if entry.picked else "exact", entry, path)
-        why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
-        lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
+            earlier = Choice(params, "measured" if entry.picked else "exact", entry, path)
+            if not entry.picked or timing is None:
+                return earlier
+            candidates = _candidates(spec, [*older, *found], problem, facts)
+            if (since := _tuned_since(entry, candidates)) is None:
+                return earlier
+            # trial 29: a pick made before a run tuned a nearby size kept a configuration 15x
+            # slower than that run's; the pick is timed again beside the newer ones
+            candidates = [(params, entry, path), *(c for c in candidates if c[0] != params)]
+            lead = (f"the {spec.name} configuration picked at first use for {problem_label(problem)} "
+                    f"({entry.tuned_at}) predates the entry tuned for {problem_label(since.problem)} "
+                    f"({since.tuned_at})")
+        else:
+            why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
+            lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
     elif older_here:
         entry, path = older_here[0]
         lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned "
                 f"{entry.tuned_at or 'earlier'} for another version of the spec (its template, reference "
                 f"or space has changed since, or another spec has the kernel name {spec.name})")
-    candidates = _candidates(spec, [*older, *found], problem, facts)
-    if timer is not None and settings.measure_untuned():
+    if candidates is None:
+        candidates = _candidates(spec, [*older, *found], problem, facts)
+    if timing is not None:
         # timing draws the inputs and the reference on the host: a size too big for that got
         # the application killed by the kernel's OOM killer (trial 29), so it is not timed
         if (room := fits.no_room(spec, problem, info)) is not None:
             lead += f", and it cannot be timed there ({room})"
-        elif (picked := _measure(spec, info, problem, candidates, timer, user, lead)) is not None:
+        elif (picked := _measure(spec, info, problem, candidates, timing, user, lead)) is not None:
             return picked
+    if earlier is not None:  # verified here before: better than a configuration not verified
+        return earlier
     if candidates:
         return _nearest(spec, info, problem, *candidates[0], lead)
     return _fallback(spec, info, problem, facts, lead)
@@ -295,6 +314,13 @@ def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], prob
         if params is not None and all(params != c for c, _, _ in out) and _valid(spec, params, problem, facts):
             out.append((params, entry, path))
     return out
+
+
+def _tuned_since(pick: profiles.Entry, candidates: Sequence[tuple[dict[str, Value], profiles.Entry, Path]]
+                 ) -> profiles.Entry | None:
+    """The entry among those first use would time that a tuning run wrote after ``pick`` was
+    made, if any (timestamps in one ISO form compare as strings)."""
+    return next((e for _, e, _ in candidates[:firstuse.MAX_CANDIDATES] if e.tuned_at > pick.tuned_at), None)
 
 
 def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],

@@ -186,7 +186,8 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     Returns the new document and the verdict: ``added``, ``added beside`` a tuning run's entry
     of another version of the spec (``entry`` is a first-use pick: the two are kept, each used
     by its own version, so reverting a template edit brings the tuned one back), ``replaced``
-    (better, or the same study's and ``studied``: its configuration is among those the study that
+    (better, a later first-use pick over an earlier one, or the same study's and ``studied``: its
+    configuration is among those the study that
     found ``entry`` measured), ``replaced an entry … with another version of the spec`` (its template, reference
     or space changed, or another spec has this kernel name), ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), or ``kept`` (the existing one is
@@ -274,7 +275,9 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
     # entry 19x faster, trial 26)
     resumed = (not entry.partial and old.study is not None and old.study == entry.study
                and (studied is None or studied(old)))
-    if better or (old.picked and not entry.picked) or resumed:
+    # a later pick timed the earlier one's configuration beside those tuned since (loader)
+    renewed = old.picked and entry.picked and entry.tuned_at > old.tuned_at
+    if better or (old.picked and not entry.picked) or resumed or renewed:
         items[i] = entry.to_yaml()
         return "replaced"
     if entry.trials > old.trials and entry.study == old.study:  # the study measured more (a stopped run)

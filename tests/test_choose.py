@@ -99,6 +99,57 @@ def test_the_specs_baseline_and_default_are_timed_too_and_win_where_they_are_fas
     assert choose(folders, timer, M=3001, N=3000, K=3000).params == T64
 
 
+def _tune_after_the_picks(folder: Path, n: int, params: dict[str, Any], ms: float) -> None:
+    """A tuning run's entry for n x n x n, written after the picks in ``folder`` (dated back)."""
+    path = profiles.path_for(FAKE.slug, folder)
+    doc = yaml.safe_load(path.read_text())
+    for raw in doc["kernels"]["matmul"]:
+        raw["tuned_at"] = "2001-01-01T00:00:00Z"
+    path.write_text(yaml.safe_dump(doc))
+    m = Measurement(Status.OK, "", (ms,), params=params)
+    entry = replace(record.entry(MM, MM.resolve_problem({"M": n, "N": n, "K": n}), m, trials=50),
+                    tuned_at="2002-01-01T00:00:00Z")
+    profiles.save(entry, "matmul", FAKE.profile_header(), path)
+
+
+def test_a_first_use_pick_is_timed_again_once_a_later_run_tuned_a_nearby_size(folders, monkeypatch):
+    """Trial 29: a size picked at first use kept its configuration (17.95 ms) after a tuning run
+    at a nearby size found one that ran it in 1.15 ms."""
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0, 16: 0.3})
+    assert choose(folders, timer, M=3000, N=3000, K=3000).params == T64
+    t16 = dict(T32, MWG=16, NWG=16)
+    _tune_after_the_picks(folders[0], 2900, t16, 0.25)  # a later run, at a nearby size
+    monkeypatch.setattr(loader, "_warned", set())
+    with pytest.warns(loader.AutotuneWarning, match=r"picked at first use for M=3000,N=3000,K=3000,layout=row "
+                      r"\(2001-01-01T00:00:00Z\) predates the entry tuned for M=2900,N=2900,K=2900,layout=row \(2002"):
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
+    assert c.params == t16 and c.origin == "measured"
+    assert timer.calls[1][0] == 64 and 16 in timer.calls[1]  # the old pick, timed again beside it
+    saved = [e for e in profiles.entries(profiles.read(profiles.path_for(FAKE.slug, folders[0])), "matmul")
+             if e.problem["M"] == 3000]
+    assert [(e.picked, e.params["MWG"], e.time_ms) for e in saved] == [(True, 16, 0.3)]  # one pick, replaced
+    assert choose(folders, timer, M=3000, N=3000, K=3000).params == t16 and len(timer.calls) == 2  # once
+
+
+def test_a_renewed_pick_replaces_the_earlier_one_even_when_timed_slower(folders):
+    """Noise: the earlier pick's configuration, timed again slower, is still the newer pick;
+    kept as it was, every later process would time the candidates again."""
+    choose(folders, FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}), M=3000, N=3000, K=3000)
+    _tune_after_the_picks(folders[0], 2900, T128, 5.0)  # a later run, slower here
+    timer = FakeTimer({128: 1.0, 64: 0.95, 32: 2.0})
+    assert choose(folders, timer, M=3000, N=3000, K=3000).params == T64 and len(timer.calls) == 1
+    assert choose(folders, timer, M=3000, N=3000, K=3000).params == T64 and len(timer.calls) == 1
+
+
+def test_an_earlier_pick_is_kept_as_it_is_where_measuring_is_off(folders, monkeypatch):
+    choose(folders, FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}), M=3000, N=3000, K=3000)
+    _tune_after_the_picks(folders[0], 2900, T32, 0.1)
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    timer = FakeTimer({})
+    c = choose(folders, timer, M=3000, N=3000, K=3000)
+    assert (c.origin, c.params, timer.calls) == ("measured", T64, [])  # verified there, unlike the nearest
+
+
 def test_only_configurations_valid_for_the_size_are_candidates(folders):
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
     c = choose(folders, timer, M=100, N=100, K=100)  # 128 x 128 tiles do not fit in 100 rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -64,7 +65,8 @@ def test_report_writes_one_page_with_figures_and_the_same_pngs(scale, tmp_path, 
     for png in pngs:
         assert non_white(png) > 0.02, f"{png.name} is blank"
     assert "autotune bench scale -s N=4096" in page, "the page says how to get the missing roofline"
-    assert "Top 10 configurations" in page and "wrong result" in page and "compile error" in page
+    assert "Top 10 configurations timed in full</h3><p>8 timed once (cut short by --prune) are not ranked." in page
+    assert "wrong result" in page and "compile error" in page
     assert f"wrote {out / 'index.html'}" in capsys.readouterr().out
 
 
@@ -88,10 +90,10 @@ def test_section_records_what_the_study_holds(scale):
     assert s.importance_method and set(s.importances) <= {"WPT", "WG", "mad"}
     assert s.variant_first()[0] in s.importances
     judged = len(s.ok) - 8  # the ones timed once are not judged
-    assert plots.importance_title(s) == f"parameter importances ({s.importance_method}, {judged} verified trials)"
+    assert plots.importance_title(s) == f"parameter importances ({s.importance_method}, {judged} trials timed in full)"
     # trial 15: importances over 8 trials were shown as if they were as sure as over hundreds
     few = replace(s, trials=tuple(s.top(6)))
-    assert plots.importance_title(few).endswith(", 6 verified trials; few, so a rough guide (steadier from 20))")
+    assert plots.importance_title(few).endswith(", 6 trials timed in full)\nfew, so a rough guide (steadier from 20)")
 
 
 def test_every_problem_gets_a_section_smallest_first_unless_one_is_asked_for(scale, tmp_path):
@@ -102,6 +104,11 @@ def test_every_problem_gets_a_section_smallest_first_unless_one_is_asked_for(sca
     out = tmp_path / "out"
     assert main(["report", str(scale.path), "-o", str(out)]) == 0
     assert (out / "index.html").read_text().count("<section") == 2
+    (out / "notes.png").write_bytes(b"mine")  # not a report's figure: left alone
+    assert main(["report", str(scale.path), "-o", str(out), "-s", "4096"]) == 0
+    figures = [p.name for p in out.glob("??-*.png")]
+    assert figures and all("4096" in f for f in figures), "trial 28: the earlier report's N=1024 figures stayed"
+    assert "notes.png" in os.listdir(out)
 
 
 def test_studies_of_two_devices_are_grouped_by_device_and_d_picks_one(scale):

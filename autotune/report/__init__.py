@@ -39,6 +39,7 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
     figures = [_figures(s) for s in sections]
     try:
         out.mkdir(parents=True, exist_ok=True)
+        _clear(out)
         written = []
         for i, (s, figs) in enumerate(zip(sections, figures, strict=True)):
             for kind, png in figs.items():
@@ -52,6 +53,19 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
     except OSError as exc:
         raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder") from None
     return Written(index, tuple(written), tuple(sections))
+
+
+#: The figures a report writes, by name: an earlier report's, left beside a new one in the same
+#: folder, looked like part of it (trial 28).
+FIGURE_NAME = re.compile(r"\d{2,}-.+-(convergence|importance|parameters|ceiling)\.png")
+
+
+def _clear(out: Path) -> None:
+    """Remove an earlier report's figures from ``out`` (only where its page is there too)."""
+    if (out / "index.html").is_file():
+        for old in out.iterdir():
+            if FIGURE_NAME.fullmatch(old.name) and old.is_file():
+                old.unlink()
 
 
 def _figures(s: Section) -> dict[str, bytes]:

@@ -151,4 +151,7 @@ def _top(s: Section) -> str:
         rows.append(f'<tr><td class="n">{rank}</td><td class="n">{t.number}</td><td class="n">{t.m.median_ms:.4g}</td>'
                     f'<td class="n">{lo:.4g} – {hi:.4g}</td><td class="n">{100 * (hi - lo) / t.m.median_ms:.1f}%</td>'
                     f"<td>{_e(_metrics(s, t.m.median_ms))}</td><td><code>{_e(params)}</code> {_e(flags)}</td></tr>")
-    return f"<h3>Top {len(top)} configuration{'s' * (len(top) != 1)}</h3><table>{head}{''.join(rows)}</table>"
+    once = len(s.ok) - len(s.full)  # the page's counts include them (trial 28)
+    note = f"<p>{once} timed once (cut short by --prune) {'is' if once == 1 else 'are'} not ranked.</p>" * bool(once)
+    return (f"<h3>Top {len(top)} configuration{'s' * (len(top) != 1)} timed in full</h3>{note}"
+            f"<table>{head}{''.join(rows)}</table>")

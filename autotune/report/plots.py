@@ -153,7 +153,7 @@ def importances(s: Section) -> bytes | None:
     names = [n for n in s.variant_first() if n in s.importances]
     if not names:
         return None
-    fig = _figure(6.5, 0.3 * len(names) + 1.0 + 0.2 * bool(s.importance_where))
+    fig = _figure(6.5, 0.3 * len(names) + 1.0 + 0.2 * bool(s.importance_where) + 0.2 * (len(s.full) < FEW_TRIALS))
     ax = fig.add_subplot()
     ax.barh(range(len(names)), [s.importances[n] for n in names], color=BEST)
     where = s.importance_where
@@ -170,8 +170,9 @@ def importance_title(s: Section) -> str:
     """The importance figure's title: the method and how many trials it judged, marked as a rough
     guide when they are few."""
     judged = len(s.full)
-    few = f"; few, so a rough guide (steadier from {FEW_TRIALS})" if judged < FEW_TRIALS else ""
-    return f"parameter importances ({s.importance_method}, {judged} verified trial{'s' * (judged != 1)}{few})"
+    # on its own line: one line was cut off at the figure's right edge (trial 28)
+    few = f"\nfew, so a rough guide (steadier from {FEW_TRIALS})" if judged < FEW_TRIALS else ""
+    return f"parameter importances ({s.importance_method}, {judged} trial{'s' * (judged != 1)} timed in full){few}"
 
 
 def headline_metrics(s: Section) -> tuple[str | None, str | None]:

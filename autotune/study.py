@@ -83,8 +83,9 @@ class StudyId:
 LOCK_WAIT_S = 120.0
 
 
-def open_storage(url: str | None) -> optuna.storages.BaseStorage:
+def open_storage(url: str | None, reading: bool = False) -> optuna.storages.BaseStorage:
     """The optuna storage; SQLite files are created under a lock (concurrent first runs).
+    ``reading``: for a command that only reads studies (its advice for a bad file differs).
 
     Raises ProblemError, in one line, for a URL that names no usable database: a bad URL, a
     driver that is not installed, a file that is not a study database, a folder not writable.
@@ -124,7 +125,7 @@ def open_storage(url: str | None) -> optuna.storages.BaseStorage:
         raise ProblemError(f"cannot write the study database for {url!r} ({exc.strerror}: {exc.filename}); "
                            "set AUTOTUNE_HOME or --storage to a writable place") from None
     except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
-        raise ProblemError(_storage_problem(url, exc)) from None
+        raise ProblemError(_storage_problem(url, exc, reading)) from None
 
 
 def _write_ahead(engine: Any) -> None:
@@ -179,7 +180,7 @@ def _root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first_line(exc)}"
 
 
-def _storage_problem(url: str, exc: Exception) -> str:
+def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
     """What is wrong with the study database at ``url``, and the fix, in one line. optuna says
     "invalid data in the commit" for most SQLite faults: the driver's reason is its cause."""
     first = _root_cause(exc)
@@ -196,6 +197,9 @@ def _storage_problem(url: str, exc: Exception) -> str:
     if "readonly database" in first or "unable to open database file" in first:
         return (f"cannot write {path} ({first}); make it and its folder writable, or give --storage a "
                 "writable place")
+    if ("not a database" in first or "malformed" in first) and reading:  # trial 28: not "move it aside"
+        return (f"{path} is not a usable study database ({first}); give --storage the database "
+                "the runs used (a run's summary names it on its `report` line)")
     if "not a database" in first or "malformed" in first:
         return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
                 "(its studies are lost), or give another --storage")

@@ -302,7 +302,9 @@ def test_unknown_kernel_and_bad_storage_are_one_line_errors(capsys, tmp_path):
     assert "cannot be opened" in error_of(capsys, "report", "matmul", "--storage", "nosuchdb://x/y")
     bad = tmp_path / "bad.db"
     bad.write_text("not a database")
-    assert "is not a usable study database" in error_of(capsys, "report", "matmul", "--storage", f"sqlite:///{bad}")
+    err = error_of(capsys, "report", "matmul", "--storage", f"sqlite:///{bad}")
+    assert "is not a usable study database" in err and "give --storage the database the runs used" in err
+    assert "move it aside" not in err, "trial 28: a report only reads; it has nothing to start afresh"
 
 
 def test_without_matplotlib_it_says_how_to_install_it(scale, capsys, monkeypatch):

@@ -163,7 +163,7 @@ def open_existing(url: str | None) -> tuple[str, optuna.storages.BaseStorage]:
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
         raise ProblemError(f"no study database at {url[len('sqlite:///'):]}; tune first (`autotune run "
                            "KERNEL`), or give the --storage the run used")
-    return url, open_storage(url)
+    return url, open_storage(url, reading=True)
 
 
 def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, Any] | None = None,

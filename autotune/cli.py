@@ -616,6 +616,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                  f"{stop.get(report.stopped_by, report.stopped_by)}")
     if report.stopped_by.endswith("timeout") and report.cut_off is not None:
         lines.append(f"              {_cut_off(report)}")
+    if report.claimed:  # trial 28: a killed run's claims stopped the next under budget, unsaid
+        lines.append(f"              {report.claimed} of them claimed, not stored yet: being measured by another "
+                     f"worker, or left by a run that ended mid-trial (a claim lapses {report.claim_s:.0f} s after "
+                     "it was taken; a run after that measures it)")
     if report.stopped_by == "same wrong result" and too_tight(report.failure_examples.get("wrong_result", "")):
         lines.append("              each off by rounding alone: the spec's tolerance is at fault, not the kernel "
                      "(see the wrong_result line); widen it and run again")

@@ -188,6 +188,10 @@ class TuneReport:
     # limit of the timeout the study held for it already (None: it had none)
     cut_off: tuple[Mapping[str, Value], float, float | None] | None = None
     warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
+    # at a stop by --study-trials: the study's count held configurations claimed, not stored
+    # (another worker measuring, or a run killed mid-trial), and how long such a claim lasts (s)
+    claimed: int = 0
+    claim_s: float = 0.0
 
     @property
     def close_call(self) -> bool:
@@ -525,6 +529,10 @@ class _Run:
         claimed = self.claims.count()
         return max(self.log.measured_total, claimed or 0)
 
+    def _unstored(self) -> int:
+        """Claims the study's count holds that no stored trial answers yet."""
+        return max(0, self._study_count() - self.study_total())
+
     def _ttl(self) -> float:
         """How long a claim lasts: longer than any measurement this worker lets run."""
         return (self.limit if self.limit is not None else BASELINE_LIMIT_S) + GRACE_S
@@ -848,9 +856,9 @@ class _Run:
             study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed,
             baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,
-            warm_from=s.warm_from,
-            full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by, wall_s=wall_s,
-            study_name=self.log.study.study_name)
+            warm_from=s.warm_from, claimed=self._unstored() if stopped_by == "study trials" else 0,
+            claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
+            wall_s=wall_s, study_name=self.log.study.study_name)
 
 
 def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, int]) -> None:

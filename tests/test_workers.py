@@ -192,6 +192,26 @@ def test_a_dead_workers_expired_claim_is_measured_by_the_next_worker(scale, home
     assert next(c for c in dead.held() if c.params == left).done
 
 
+def test_a_stop_by_the_study_budget_says_how_many_of_its_count_are_claims_not_stored(scale, home):
+    """Trial 28: after a run was killed mid-trial, the next stopped under its --study-trials
+    budget without saying why (the dead run's claim counted until it lapsed)."""
+    storage = f"sqlite:///{home}/shared.db"
+    calls: list[dict[str, Any]] = []
+    tune(scale, TuneOptions(trials=2, timeout_s=None, storage=storage, seed=1, save=False),
+         evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    name = study_name(scale, FAKE, scale.resolve_problem({}))
+    left = next(c for c in enumerate_valid(scale, scale.resolve_problem({}), FAKE.facts()) if c not in calls)
+    assert Claims(sa.create_engine(storage), name, "gone:1").take(left, ttl_s=60)  # killed mid-trial
+    late = tune(scale, TuneOptions(trials=5, timeout_s=None, storage=storage, seed=2, save=False, study_trials=3),
+                evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    assert (late.stopped_by, late.measured, late.study_trials, late.claimed) == ("study trials", 0, 2, 1)
+    assert ("1 of them claimed, not stored yet: being measured by another worker, or left by a run that ended "
+            "mid-trial (a claim lapses") in cli.format_report(late)
+    done = tune(scale, TuneOptions(trials=1, timeout_s=None, storage=storage, seed=3, save=False),
+                evaluator=Slow(calls, threading.Lock()), info=FAKE)
+    assert done.claimed == 0 and "claimed, not stored" not in cli.format_report(done)
+
+
 class Sabotage(Slow):
     """Breaks the study's database after a few measurements (a lost server, as far as the
     run can tell: its claims table is gone)."""

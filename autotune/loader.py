@@ -110,7 +110,8 @@ class TunedKernel:
     Attributes:
         params: the configuration in use (parameters and build-flag switches).
         origin: ``exact``, ``measured``, ``nearest`` or ``default`` (how it was chosen).
-        global_size, local_size: the NDRange of the (first) launch step.
+        global_size, local_size: the NDRange of the (first) launch step (``local_size`` None
+            where the spec gives no ``local:``: the runtime chooses).
         arg_names: the arguments ``__call__`` takes, in order.
     """
 

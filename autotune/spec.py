@@ -246,7 +246,7 @@ class KernelSpec:
                     size = 0
                 if not 0 < size <= MAX_SIZE or (isinstance(value, float) and value != size):
                     shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
-                    raise ProblemError(f"{name}={shown}: sizes must be positive integers up to 2**40")
+                    raise ProblemError(f"{name}={shown}: {self.name}'s {name} must be a positive integer up to 2**40")
                 problem[name] = size
             elif str(value) in key.choices:
                 problem[name] = str(value)

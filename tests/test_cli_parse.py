@@ -91,7 +91,7 @@ def test_a_zero_size_gets_no_hint_that_would_fail_the_same_way(capsys):
 
     assert cli.main(["run", "matmul", "-s", "0", "--storage", ":memory:"]) == 1
     err = capsys.readouterr().err
-    assert "sizes must be positive" in err and "M=0" not in err
+    assert "must be a positive integer" in err and "M=0" not in err
 
 
 @pytest.mark.parametrize("argv", [["run", "reverse", "--storage", ""], ["report", "reverse", "--storage", " "],

@@ -154,7 +154,7 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
     (["run", "/tmp/does/not/exist.yaml"], "does not exist", 1),
     (["run", "matmul", "--size", "abc"], "--size 'abc'", 1),
-    (["run", "matmul", "--size", "M=0"], "sizes must be positive", 1),
+    (["run", "matmul", "--size", "M=0"], "matmul's M must be a positive integer", 1),
     (["run", "matmul", "--size", "layout=diag"], "layout='diag': choose one of row, col", 1),
     (["run", "matmul", "--device", "no-such-gpu"], "no OpenCL device matches 'no-such-gpu'", 1),
     (["run", "matmul", "--device", ""], "is empty; give an index such as 0:0", 2),

@@ -160,16 +160,18 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
                 f"another with --device (`autotune devices` shows which build), or {runtimes.cpu_fix()}")
     first = located[0]
     file = template.parent / first.file
-    if not file.is_file():  # a name the compiler made up: the template itself
+    if not file.is_file():  # a name the compiler made up: the template itself, or its own header
         file = template
     lines = file.read_text().splitlines()
     code = lines[first.line - 1].strip() if 0 < first.line <= len(lines) else ""
     where = f"{file.name}:{first.line}: error: {first.text}" + (f" in `{code}`" if code else "")
+    if not code and file == template:  # trial 30: saxpy.cl:115 named in an 8-line template
+        where = f"{first.file}:{first.line} (the compiler's, not {template.name}): error: {first.text}"
     clash = _clash(message, expand_includes(template), macros)
     undeclared = next((n for n in derived if re.search(_UNDECLARED.format(n=re.escape(n)), first.text)), None)
     if clash is not None:
         fix = (f"`{clash}` is defined by autotune as a macro (-D{clash}={macros[clash]}), since "
-               "every problem key and parameter is; rename it in the template")
+               "every problem key and parameter is; rename it in the template, or the key or parameter in the spec")
     elif undeclared is not None:
         fix = (f"`{undeclared}` is a derived value of the spec, and those are not passed to the compiler "
                "(only problem keys and parameters are, as macros): compute it in the template from those")

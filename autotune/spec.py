@@ -85,6 +85,17 @@ CEILINGS = ("copy", "fp32", "sgemm")
 _STEP_KEYS = {"entry", "global", "local", "args", "when"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: "N\n" is not a name
 
+#: Words of OpenCL C that a -D macro of the same name would break in every build (trial 30: a
+#: parameter `float` failed inside the compiler's own header): keywords, qualifiers, scalar and
+#: vector types, and the work-item functions every kernel calls.
+OPENCL_WORDS = re.compile(
+    r"(?:(?:u?char|u?short|u?int|u?long|float|double|half)(?:2|3|4|8|16)?|bool|void|size_t|ptrdiff_t|"
+    r"u?intptr_t|(?:__)?(?:global|local|constant|private|kernel|read_only|write_only|read_write)|"
+    r"auto|break|case|const|continue|default|do|else|enum|extern|for|goto|if|inline|register|restrict|"
+    r"return|signed|sizeof|static|struct|switch|typedef|union|unsigned|volatile|while|true|false|"
+    r"image[123]d_t|image[12]d_array_t|image1d_buffer_t|sampler_t|event_t|barrier|"
+    r"get_(?:global|local)_(?:id|size)|get_group_id|get_num_groups|get_work_dim|get_global_offset)\Z")
+
 
 @dataclass(frozen=True)
 class ProblemKey:
@@ -626,7 +637,9 @@ class _Validator:
     def mapping(self, key: str, raw: Any, allow_empty: bool = False) -> dict[str, Any]:
         if raw is None and allow_empty:
             return {}
-        if not isinstance(raw, dict) or (not raw and not allow_empty):
+        if isinstance(raw, dict) and not raw and not allow_empty:  # trial 30: "expected a mapping, got {}"
+            raise self.fail(key, "is empty: give at least one name: value entry")
+        if not isinstance(raw, dict):
             raise self.fail(key, f"expected a mapping of name: value, got {raw!r}")
         odd = [k for k in raw if not isinstance(k, str)]
         if odd:
@@ -804,12 +817,24 @@ class _Validator:
             raise self.fail("reference", "give a .py file next to the spec, or a built-in name")
         return ref
 
+    def free_name(self, where: str, name: str, macro: bool = True) -> None:
+        """SpecError where ``name`` (that of a parameter, problem key or, not ``macro``, a build
+        flag) is taken: by a device fact, which constraints would then no longer see (trial 30:
+        a parameter local_mem_size stood in for the device's), or by OpenCL C."""
+        if name in DEVICE_FACTS:
+            raise self.fail(where, f"{name} is the name of a device fact, which constraints and launch "
+                            "expressions read; under this name they would read this value instead: rename it")
+        if macro and OPENCL_WORDS.match(name):
+            raise self.fail(where, f"{name} is a word of OpenCL C, and autotune passes this name to the compiler "
+                            f"as a macro (-D{name}=…), which would break every build: rename it")
+
     def problem(self, raw: Any) -> tuple[ProblemKey, ...]:
         keys = []
         for name, value in self.mapping("problem", raw).items():
             where = f"problem.{name}"
             if not _IDENT.match(str(name)):
                 raise self.fail(where, "problem keys must be identifiers")
+            self.free_name(where, str(name))
             if isinstance(value, dict):
                 self.check_keys(where + ".", value, ["default", "choices"])
                 choices = tuple(str(c) for c in self.sequence(where + ".choices", value.get("choices")))
@@ -831,6 +856,7 @@ class _Validator:
             where = f"parameters.{name}"
             if not _IDENT.match(str(name)):
                 raise self.fail(where, "parameter names must be identifiers (they become -D macros)")
+            self.free_name(where, str(name))
             if str(name) in qnames:
                 raise self.fail(where, f"problem.{name} has that name too: both would be -D{name}, and the "
                                 "parameter would take the problem's place in every expression; rename one")
@@ -868,6 +894,7 @@ class _Validator:
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
                 raise self.fail(where, "flag names must be identifiers")
+            self.free_name(where, str(name), macro=False)
             if str(name) in values or str(name) in qnames:
                 raise self.fail(where, f"{'a parameter' if str(name) in values else 'a problem key'} has that "
                                 "name too; a flag is tuned on and off under its own name: rename one")

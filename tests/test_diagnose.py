@@ -62,6 +62,11 @@ def test_explain_names_the_line_the_clash_or_the_device(tmp_path: Path) -> None:
                       derived=["LY"])
     assert derived.endswith("; `LY` is a derived value of the spec, and those are not passed to the compiler (only "
                             "problem keys and parameters are, as macros): compute it in the template from those")
+    # trial 30: a macro broke the compiler's own header, and the line was called the template's
+    header = explain("./OPENCL_CTH_PRE_RELEASE_H:115:1: error: expected identifier or '(' | <command line>:4:16: "
+                     "note: expanded from macro 'min'", template, {"min": 1}, "Dev (Plat)", 3)
+    assert "OPENCL_CTH_PRE_RELEASE_H:115 (the compiler's, not k.cl): error: expected identifier" in header
+    assert "k.cl:115" not in header and "rename it in the template, or the key or parameter in the spec" in header
     device = explain("error: unknown target CPU 'generic'", template, {}, "pthread-EPYC (PoCL)", 3)
     assert device.startswith("every configuration fails to build on pthread-EPYC (PoCL) (3 tried")
     assert "unknown target CPU 'generic'" in device and "--device" in device and "autotune[cpu]" in device

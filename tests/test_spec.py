@@ -139,12 +139,12 @@ def test_problem_overrides_are_checked():
     assert sp.resolve_problem({"M": "64", "layout": "col"})["M"] == 64
     with pytest.raises(ProblemError, match="no problem key 'Q'"):
         sp.resolve_problem({"Q": 1})
-    with pytest.raises(ProblemError, match="positive integers"):
+    with pytest.raises(ProblemError, match="must be a positive integer"):
         sp.resolve_problem({"M": "0"})
     with pytest.raises(ProblemError, match="choose one of row, col"):
         sp.resolve_problem({"layout": "diagonal"})
     for bad in (True, "True", 10**400, 2.5):
-        with pytest.raises(ProblemError, match="positive integers"):
+        with pytest.raises(ProblemError, match="must be a positive integer"):
             sp.resolve_problem({"M": bad})
 
 
@@ -296,6 +296,18 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
     (("baseline:", "inplace: [yy]\nbaseline:"), r"inplace: yy is not one of the outputs \(y\) \(did you mean y\?\)"),
     (("  mad: -cl-mad-enable", "  WG: -cl-mad-enable"), r"build_flags.WG: a parameter has that name too"),
     (("  mad: -cl-mad-enable", "  N: -cl-mad-enable"), r"build_flags.N: a problem key has that name too"),
+    # trial 30: the device fact was silently replaced in every constraint, or the build broke in
+    # the compiler's own header and the error named a template line that does not exist
+    (("  MODE: [0]", "  local_mem_size: [1, 2]"), r"parameters.local_mem_size: local_mem_size is the name of a "
+                                                  r"device fact, which constraints and launch expressions read"),
+    (("  mad: -cl-mad-enable", "  is_gpu: -cl-mad-enable"), r"build_flags.is_gpu: is_gpu is the name of a device"),
+    (("problem: {N: 256}", "problem: {N: 256, compute_units: 4}"), r"problem.compute_units: compute_units is"),
+    (("  MODE: [0]", "  float: [1, 2]"), r"parameters.float: float is a word of OpenCL C, and autotune passes this "
+                                         r"name to the compiler as a macro \(-Dfloat=…\), which would break every"),
+    (("  MODE: [0]", "  uint4: [1, 2]"), r"parameters.uint4: uint4 is a word of OpenCL C"),
+    (("problem: {N: 256}", "problem: {N: 256, local: 4}"), r"problem.local: local is a word of OpenCL C"),
+    (("  WPT: [1, 2, 4, 8, 16]\n  WG: [16, 32, 64, 128, 512]\n  MODE: [0]", "  {}"),
+     r"parameters: is empty: give at least one name: value entry"),
 ])
 def test_parameters_that_ran_silently_wrong_are_spec_errors(tmp_path, edit, message):
     """A number compared with a string (never true), a parameter that takes a problem key's

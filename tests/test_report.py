@@ -161,6 +161,16 @@ def test_a_parameter_a_variant_ignores_is_judged_only_where_it_applies(tmp_path)
     assert s.importance_where == {"WG": "MODE == 1"} and {"WPT", "MODE", "WG"} <= set(s.importances)
     assert s.importances["WG"] == pytest.approx(1.0, abs=0.05), "among MODE 1's trials only WG matters"
     assert s.variant_first()[0] == "MODE"
+    assert "the parameters judged over the same trials sum to 1" in plots.importance_label(s)
+    assert "not judged" not in plots.importance_label(s)
+    # trial 30: a parameter too rarely applied to judge was left out of the figure unsaid
+    mode1 = [t for t in s.trials if t.m.params["MODE"] == 1]
+    two = [next(t for t in mode1 if t.m.params["WG"] == wg) for wg in (16, 32)]
+    trials = tuple(t for t in s.trials if t.m.params["MODE"] == 0 or t in two)
+    _, shares, where = data.importance(s.spec, trials, s.problem)
+    assert "WG" not in shares
+    few = replace(s, trials=trials, importances=shares, importance_where=where)
+    assert plots.importance_label(few).endswith("\nnot judged, too few trials timed in full where it applies: WG")
     # the top table shows a configuration as the run's lines do: without the parameters it ignores
     assert re.search(r"<code>WPT=\d+ MODE=1 WG=\d+</code>", page._top(s))
     mode0 = page._top(replace(s, trials=[t for t in s.trials if t.m.params["MODE"] == 0]))

@@ -137,7 +137,8 @@ def _strip(ax: Any, s: Section, name: str, best: Trial | None) -> None:
                    zorder=4)
     ax.set_xticks(range(len(values)), [str(v) for v in values], fontsize=7,
                   rotation=30 if sum(len(str(v)) for v in values) > 14 else 0)
-    share, where = s.importances.get(name), s.importance_where.get(name)
+    share = s.importances.get(name)
+    where = next((p.when.source for p in s.spec.parameters if p.name == name and p.when is not None), None)
     note = (f"importance {share:.0%}" if share is not None else "") + (f" where {where}" if where else "")
     ax.set_title(name + (f"  ({note})" if note else ""), fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -153,17 +154,30 @@ def importances(s: Section) -> bytes | None:
     names = [n for n in s.variant_first() if n in s.importances]
     if not names:
         return None
-    fig = _figure(6.5, 0.3 * len(names) + 1.0 + 0.2 * bool(s.importance_where) + 0.2 * (len(s.full) < FEW_TRIALS))
+    where = s.importance_where
+    label = importance_label(s)
+    fig = _figure(6.5, 0.3 * len(names) + 1.0 + 0.2 * label.count("\n") + 0.2 * (len(s.full) < FEW_TRIALS))
     ax = fig.add_subplot()
     ax.barh(range(len(names)), [s.importances[n] for n in names], color=BEST)
-    where = s.importance_where
     ax.set_yticks(range(len(names)), [f"{n} (where {where[n]})" if n in where else n for n in names], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("importance for log(time), normalized to sum to 1"
-                  + ("\n(one with a condition: among the trials where it applies)" if where else ""), fontsize=8)
+    ax.set_xlabel(label, fontsize=8)
     ax.set_title(importance_title(s), fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     return _png(fig)
+
+
+def importance_label(s: Section) -> str:
+    """The importance figure's axis label: what the bars sum to, and which parameters were not
+    judged (trial 30: a parameter with a condition, judged apart, left the bars summing to 1.42
+    under "normalized to sum to 1", and one with too few trials where it applies was left out
+    unsaid)."""
+    label = ("importance for log(time); the parameters judged over the same trials sum to 1\n(one with a "
+             "condition: over the trials where it applies)" if s.importance_where else
+             "importance for log(time), normalized to sum to 1")
+    if left := [n for n in s.variant_first() if n not in s.importances]:
+        label += f"\nnot judged, too few trials timed in full where it applies: {', '.join(left)}"
+    return label
 
 
 def importance_title(s: Section) -> str:

@@ -117,9 +117,11 @@ def _read(path: Path) -> dict[str, Any]:
     except (ValueError, EOFError) as exc:  # a broken gzip stream, or not UTF-8
         raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
     raw = _parse(text, path)
-    if not isinstance(raw, dict) or not isinstance(raw.get("tune_params"), dict) \
-            or not isinstance(raw.get("cache"), dict):
+    if not isinstance(raw, dict) or "tune_params" not in raw or "cache" not in raw:
         raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file")
+    for key, what in (("tune_params", "each parameter's list of values"), ("cache", "entries by key")):
+        if not isinstance(raw[key], dict):  # trial 30: it said the key was missing
+            raise ProblemError(f"{path}: '{key}' is {_short(raw[key])}, not an object of {what}")
     return raw
 
 
@@ -174,11 +176,19 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     outcomes: dict[tuple[Value, ...], float | str] = {}
     first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
     timeless: list[str] = []  # keys whose time is a number but not positive (0, negative, NaN)
+    misnamed: list[str] = []  # keys that do not spell their entry's values (trial 30: a hand edit)
+    unnamed: list[str] = []  # error strings Kernel Tuner does not write
     for key, entry in raw["cache"].items():
-        if not isinstance(entry, dict) or (missing := [k for k in keys if k not in entry]):
-            lacks = ", ".join(missing) if isinstance(entry, dict) else ", ".join(keys)
-            raise ProblemError(f"cache entry {key!r} lacks a value of {lacks}")
+        if not isinstance(entry, dict):
+            raise ProblemError(f"cache entry {key!r} is {_short(entry)}, not an object of the parameters' values "
+                               "and a 'time'")
+        if missing := [k for k in keys if k not in entry]:
+            raise ProblemError(f"cache entry {key!r} lacks a value of {', '.join(missing)}")
         config = tuple(_value(entry[k], k) for k in keys)
+        if not _spells(key, config):
+            misnamed.append(f"{key!r} holds {', '.join(f'{k}={v}' for k, v in zip(keys, config, strict=True))}")
+        if isinstance(entry.get("time"), str) and entry["time"] not in _ERRORS and entry["time"] != _INVALID:
+            unnamed.append(f"{key!r}: {entry['time']!r}")
         for (k, values), v in zip(params, config, strict=True):
             if v not in values:
                 raise ProblemError(f"cache entry {key!r} has {k} = {v!r}, not one of the values "
@@ -198,6 +208,13 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         some = ", ".join(repr(k) for k in timeless[:3]) + (", ..." if len(timeless) > 3 else "")
         warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
              f"not a positive number ({some}); replayed as failures")
+    if misnamed:
+        warn(f"{_some(misnamed)}: {'its key does' if len(misnamed) == 1 else 'their keys do'} not spell "
+             "the values (Kernel Tuner's key is the values in 'tune_params' order, joined by commas); "
+             "the values are replayed")
+    if unnamed:
+        warn(f"{_some(unnamed)}: not a time nor an error Kernel Tuner records ({', '.join([*_ERRORS, _INVALID])}); "
+             "replayed as failures")
     if not any(isinstance(t, float) for t in outcomes.values()):
         raise ProblemError("it records no successful time: nothing to tune against")
     return outcomes
@@ -218,8 +235,34 @@ def _outcome(key: str, t: Any) -> float | str:
 
 
 #: What a cache entry's time may be.
-_TIME = ("give a number of ms, or the name of Kernel Tuner's error (CompilationFailedConfig, RuntimeFailedConfig, "
-         "InvalidConfig)")
+_TIME = ("give a number of ms, or the name of Kernel Tuner's error, such as CompilationFailedConfig, "
+         "RuntimeFailedConfig or InvalidConfig")
+
+
+def _spells(key: str, config: tuple[Value, ...]) -> bool:
+    """Whether ``key`` names ``config``: Kernel Tuner's key is the values in ``tune_params``
+    order joined by commas (``1.0`` for 1 read as the same number)."""
+    parts = key.split(",")
+    return len(parts) == len(config) and all(p.strip() == str(v) or _number(p) == v
+                                             for p, v in zip(parts, config, strict=True))
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _some(items: list[str]) -> str:
+    """``3 cache entries ('a' ..., 'b' ..., ...)``: how many, and the first few."""
+    shown = "; ".join(items[:2]) + ("; ..." if len(items) > 2 else "")
+    return f"{len(items)} cache entr{'y' if len(items) == 1 else 'ies'} ({shown})"
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v) if isinstance(v, (list, int, float, str, bool, type(None))) else repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _value(v: Any, name: str) -> Value:

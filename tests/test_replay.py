@@ -140,6 +140,11 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
     ('{"tune_params": {"X": [1], "Y": [2]}, "cache": {"1,2": {"X": 1, "time": 1.0}}}',
      "entry '1,2' lacks a value of Y"),
     ('{"tune_params_keys": ["X", "X"], "tune_params": {"X": [1]}, "cache": {}}', "names X more than once"),
+    # trial 30: a wrong type was called missing, and an entry that is no object said it lacked values
+    ('{"tune_params": [16, 32], "cache": {}}', "'tune_params' is \\[16, 32\\], not an object of each parameter's list"),
+    ('{"tune_params": {"X": [1]}, "cache": []}', "'cache' is \\[\\], not an object of entries by key"),
+    ('{"tune_params": {"X": [1]}, "cache": {"1": 5}}', "cache entry '1' is 5, not an object of the parameters' "
+                                                        "values and a 'time'"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}, "2":', "is not a JSON cache file"),
 ])
 def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
@@ -223,3 +228,18 @@ def test_a_time_of_zero_is_replayed_as_a_failure_with_one_warning(tmp_path):
                       r"\('2', '5'\); replayed as failures$"):
         rec = replay.load(path)
     assert rec.outcomes[(2,)] == "0" and rec.outcomes[(5,)] == "-1.0" and rec.outcomes[(1,)] == 1.0
+
+
+def test_a_key_that_does_not_spell_its_values_and_an_unknown_error_name_are_warned_of(tmp_path):
+    """Trial 30: both were replayed without a word ("time": "fast" as a failure)."""
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps({"tune_params": {"bx": [16, 32], "u": [1, 2]}, "cache": {
+        "16,1": {"bx": 32, "u": 2, "time": 1.0}, "16,2": {"bx": 16, "u": 2, "time": "fast"},
+        "32,1": {"bx": 32, "u": 1, "time": "InvalidConfig"}, "16.0,1": {"bx": 16, "u": 1, "time": 2.0}}}))
+    with pytest.warns(AutotuneWarning) as caught:
+        rec = replay.load(path)
+    said = sorted(str(w.message) for w in caught)
+    assert len(said) == 2, said
+    assert said[0].startswith("1 cache entry ('16,1' holds bx=32, u=2): its key does not spell the values")
+    assert said[1].startswith("1 cache entry ('16,2': 'fast'): not a time nor an error Kernel Tuner records")
+    assert rec.outcomes[(32, 2)] == 1.0 and rec.outcomes[(16, 2)] == "fast" and rec.outcomes[(16, 1)] == 2.0

@@ -64,7 +64,8 @@ def test_report_writes_one_page_with_figures_and_the_same_pngs(scale, tmp_path, 
     assert not re.search(r"(src|href)=\"(https?:|//)|<script|<link", page), "the page needs no network"
     for png in pngs:
         assert non_white(png) > 0.02, f"{png.name} is blank"
-    assert "autotune bench scale -s N=4096" in page, "the page says how to get the missing roofline"
+    assert "<code>autotune bench scale -s N=4096</code>" in page, "the page says how to get the missing roofline"
+    assert "`" not in page.split("<body>")[1], "trial 28: a note's backticks showed as they are"
     assert "Top 10 configurations timed in full</h3><p>8 timed once (cut short by --prune) are not ranked." in page
     assert "wrong result" in page and "compile error" in page
     assert f"wrote {out / 'index.html'}" in capsys.readouterr().out
@@ -303,8 +304,10 @@ def test_no_study_of_the_kernel_names_the_kernels_there(scale, capsys):
 
 def test_no_study_of_the_problem_lists_the_studies(scale, capsys):
     tune_fake(scale)
+    tune_fake(scale, 256)
     err = error_of(capsys, "report", str(scale.path), "-s", "1024")
-    assert "no study of scale for N=1024" in err and f"N=4096 on {SLUG}" in err
+    assert "no study of scale for N=1024" in err
+    assert f"its studies: N=256 on {SLUG}; N=4096 on {SLUG}" in err, "trial 28: in string order, 4096 first"
 
 
 def test_unknown_kernel_and_bad_storage_are_one_line_errors(capsys, tmp_path):

@@ -186,7 +186,10 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
         keep = match_devices(device, sorted({s.slug for s in ids}))
         ids = [s for s in ids if s.slug in keep]
     if problem is not None:
-        labels = sorted({f"{s.label} on {s.slug}" for s in ids})
+        # by device, then size as numbers (trial 28: N=1024 listed before N=256)
+        labels = [f"{s.label} on {s.slug}" for s in sorted(
+            {(s.slug, s.label): s for s in ids}.values(),
+            key=lambda s: (s.slug, _sizes(parse_problem_label(s.label))))]
         ids = [s for s in ids if s.label == problem_label(problem)]
         if not ids:
             raise ProblemError(f"no study of {spec.name} for {problem_label(problem)} in {url}; "
@@ -229,8 +232,12 @@ def _current_first(spec: KernelSpec, ids: list[StudyId]) -> list[StudyId]:
 
 
 def _order(s: Section) -> tuple[Any, ...]:
-    sizes = tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in s.problem.values())
-    return (s.slug, sizes, s.stale)
+    return (s.slug, _sizes(s.problem), s.stale)
+
+
+def _sizes(problem: Mapping[str, Any]) -> tuple[tuple[int, int, str], ...]:
+    """A problem's order: sizes as numbers, then options by name."""
+    return tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in problem.values())
 
 
 def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.BaseStorage) -> Section:

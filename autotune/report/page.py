@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
@@ -51,6 +52,11 @@ def _e(text: object) -> str:
     return html.escape(str(text))
 
 
+def _code(text: str) -> str:
+    """``text`` escaped, its `commands` as <code> (trial 28: the backticks showed as they are)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _e(text))
+
+
 def _section(i: int, s: Section, figures: Mapping[str, bytes], notes: Mapping[str, str]) -> str:
     stale = (f'<p class="note">Tuned with an earlier version of the spec (hash {_e(s.spec_hash)}; now '
              f'{_e(s.spec.spec_hash)}): its parameters may mean something else today.</p>' if s.stale else "")
@@ -62,7 +68,7 @@ def _section(i: int, s: Section, figures: Mapping[str, bytes], notes: Mapping[st
             parts.append(f'<figure class="{kind}"><img alt="{kind}" src="data:image/png;base64,{data}">'
                          f"<figcaption>{_e(caption)}</figcaption></figure>")
         elif kind in notes:
-            parts.append(f'<p class="note">{_e(notes[kind])}</p>')
+            parts.append(f'<p class="note">{_code(notes[kind])}</p>')
     parts.append(_top(s))
     return "\n".join(parts) + "</section>"
 

@@ -76,6 +76,9 @@ def convergence(s: Section) -> bytes | None:
     # the marks sit in axes coordinates, which autoscaling leaves out: with no verified trial,
     # the axis would not reach them
     ax.set_xlim(0, max(t.number for t in s.trials) + 1)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # trial 28: ticks at 0.25, 0.5, ... on a short study
     ax.set_xlabel("trial number")
     ax.set_ylabel("time (ms, log scale)")
     count = f"{len(s.trials)} trial{'s' * (len(s.trials) != 1)}"

@@ -387,8 +387,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except ProfileError as exc:
         saved = f"not saved: {exc}; this process uses it again without timing"
         _unsaved[key] = Choice(best.params, "measured", entry, path)
+    what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
     _warn_once(spec, info, problem, (
-        f"{lead}: verified and timed {_timed(len(tuned), stopped, list(own))} there "
+        f"{lead}: verified and timed {what} there "
         f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_untimed(timed.untimed)} and took the fastest "
         f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
@@ -408,14 +409,17 @@ def builds_here(info: devices.DeviceInfo) -> None:
 NEAR_DEFAULT = "configuration nearest its default"
 
 
-def _timed(tuned: int, stopped: int, own: list[str]) -> str:
+def _timed(tuned: int, stopped: int, own: list[str], earlier: bool = False) -> str:
     """What first use timed: ``3 tuned configurations and the spec’s default and baseline``;
-    ``stopped`` of the tuned are the best of runs that stopped early (partial entries)."""
+    ``stopped`` of the tuned are the best of runs that stopped early (partial entries);
+    ``earlier``: the first of the ``tuned`` is an earlier pick's configuration."""
     mine = f"the spec’s {' and '.join(own)}" if own else ""
-    if not tuned:
-        return mine
+    first = "the earlier pick" if earlier else ""
+    tuned -= earlier
     early = f" ({stopped} from a run stopped early)" if stopped else ""
-    return f"{tuned} tuned configuration{'s' if tuned > 1 else ''}{early}" + (f" and {mine}" if mine else "")
+    theirs = f"{tuned} tuned configuration{'s' if tuned > 1 else ''}{early}" if tuned else ""
+    named = [part for part in (first, theirs, mine) if part]
+    return ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else "".join(named)
 
 
 def _untimed(count: int) -> str:

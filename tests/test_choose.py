@@ -121,7 +121,9 @@ def test_a_first_use_pick_is_timed_again_once_a_later_run_tuned_a_nearby_size(fo
     _tune_after_the_picks(folders[0], 2900, t16, 0.25)  # a later run, at a nearby size
     monkeypatch.setattr(loader, "_warned", set())
     with pytest.warns(loader.AutotuneWarning, match=r"picked at first use for M=3000,N=3000,K=3000,layout=row "
-                      r"\(2001-01-01T00:00:00Z\) predates the entry tuned for M=2900,N=2900,K=2900,layout=row \(2002"):
+                      r"\(2001-01-01T00:00:00Z\) predates the entry tuned for M=2900,N=2900,K=2900,layout=row "
+                      r"\(2002-01-01T00:00:00Z\): verified and timed the earlier pick, 3 tuned configurations and "
+                      r"the spec’s baseline and default there"):
         c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
     assert c.params == t16 and c.origin == "measured"
     assert timer.calls[1][0] == 64 and 16 in timer.calls[1]  # the old pick, timed again beside it

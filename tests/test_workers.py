@@ -176,15 +176,23 @@ def test_the_study_timeout_counts_from_the_studys_first_worker(scale, home):
     assert late.confirmed == 2  # the study's leaders timed again, not its raw first timings
 
 
-def test_a_dead_workers_expired_claim_is_measured_by_the_next_worker(scale, home):
-    storage = f"sqlite:///{home}/shared.db"
-    calls: list[dict[str, Any]] = []
-    tune(scale, TuneOptions(trials=3, timeout_s=None, storage=storage, seed=1, save=False),
+def _died_mid_trial(scale: Any, storage: str, calls: list[dict[str, Any]], measured: int, ttl_s: float
+                    ) -> tuple[Claims, dict[str, Any]]:
+    """A study of ``measured`` trials and a worker that died measuring another configuration,
+    its claim lasting ``ttl_s``: that worker's claims, and the configuration."""
+    tune(scale, TuneOptions(trials=measured, timeout_s=None, storage=storage, seed=1, save=False),
          evaluator=Slow(calls, threading.Lock()), info=FAKE)
     name = study_name(scale, FAKE, scale.resolve_problem({}))
     left = next(c for c in enumerate_valid(scale, scale.resolve_problem({}), FAKE.facts()) if c not in calls)
     dead = Claims(sa.create_engine(storage), name, "gone:1")
-    assert dead.take(left, ttl_s=0.01)  # a worker that died mid-trial
+    assert dead.take(left, ttl_s=ttl_s)
+    return dead, left
+
+
+def test_a_dead_workers_expired_claim_is_measured_by_the_next_worker(scale, home):
+    storage = f"sqlite:///{home}/shared.db"
+    calls: list[dict[str, Any]] = []
+    dead, left = _died_mid_trial(scale, storage, calls, 3, ttl_s=0.01)
     time.sleep(0.05)
     tune(scale, TuneOptions(trials=3, timeout_s=None, storage=storage, seed=2, save=False),
          evaluator=Slow(calls, threading.Lock()), info=FAKE)
@@ -197,11 +205,7 @@ def test_a_stop_by_the_study_budget_says_how_many_of_its_count_are_claims_not_st
     budget without saying why (the dead run's claim counted until it lapsed)."""
     storage = f"sqlite:///{home}/shared.db"
     calls: list[dict[str, Any]] = []
-    tune(scale, TuneOptions(trials=2, timeout_s=None, storage=storage, seed=1, save=False),
-         evaluator=Slow(calls, threading.Lock()), info=FAKE)
-    name = study_name(scale, FAKE, scale.resolve_problem({}))
-    left = next(c for c in enumerate_valid(scale, scale.resolve_problem({}), FAKE.facts()) if c not in calls)
-    assert Claims(sa.create_engine(storage), name, "gone:1").take(left, ttl_s=60)  # killed mid-trial
+    _died_mid_trial(scale, storage, calls, 2, ttl_s=60)
     late = tune(scale, TuneOptions(trials=5, timeout_s=None, storage=storage, seed=2, save=False, study_trials=3),
                 evaluator=Slow(calls, threading.Lock()), info=FAKE)
     assert (late.stopped_by, late.measured, late.study_trials, late.claimed) == ("study trials", 0, 2, 1)

@@ -342,7 +342,9 @@ def _worker(url: str, seed: int, *extra: str) -> subprocess.Popen[str]:
 def _study(url: str) -> tuple[str, Claims]:
     spec = specs.load("reverse")
     name = study_name(spec, devices.select(DEVICES[0])[0], spec.resolve_problem({"N": 262144}))
-    return name, Claims(sa.create_engine(url), name, "tests:0")
+    engine = sa.create_engine(url)
+    Claims.open(engine, name)  # its table made now: polled before a worker started, it was missing (under load)
+    return name, Claims(engine, name, "tests:0")
 
 
 @needs_cpu

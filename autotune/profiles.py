@@ -187,9 +187,9 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     of another version of the spec (``entry`` is a first-use pick: the two are kept, each used
     by its own version, so reverting a template edit brings the tuned one back), ``replaced``
     (better, a later first-use pick over an earlier one, or the same study's and ``studied``: its
-    configuration is among those the study that
-    found ``entry`` measured), ``replaced an entry … with another version of the spec`` (its template, reference
-    or space changed, or another spec has this kernel name), ``replaced an entry … not in the
+    configuration is among those the study that found ``entry`` measured), ``replaced an entry …
+    with another version of the spec`` (its template, reference or space changed, or another spec
+    has this kernel name), ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), or ``kept`` (the existing one is
     better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
     what :func:`_tidy` removed, if anything.

@@ -175,8 +175,8 @@ def importance_label(s: Section) -> str:
     judged (trial 30: a parameter with a condition, judged apart, left the bars summing to 1.42
     under "normalized to sum to 1", and one with too few trials where it applies was left out
     unsaid)."""
-    label = ("importance for log(time); the parameters judged over the same trials sum to 1\n(one with a "
-             "condition: over the trials where it applies)" if s.importance_where else
+    label = ("importance for log(time); those without a condition sum to 1\n(one with a condition: its share "
+             "over the trials where it applies)" if s.importance_where else
              "importance for log(time), normalized to sum to 1")
     if left := [n for n in s.variant_first() if n not in s.importances]:
         label += f"\nnot judged, too few trials timed in full where it applies: {', '.join(left)}"

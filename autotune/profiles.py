@@ -152,6 +152,7 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
             f"{path}: not a profile (expected a mapping with 'device' and 'kernels'); "
             "fix it or move it away; autotune will not overwrite it"
         )
+    _check_device_block(doc.get("device"), path)
     for kernel, entries in (doc.get("kernels") or {}).items():
         if not isinstance(entries, list):
             raise ProfileError(f"{path}: kernels.{kernel}: expected a list of entries")
@@ -161,6 +162,20 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
             if check_entries:
                 Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
     return doc
+
+
+def _check_device_block(block: Any, path: Path) -> None:
+    """ProfileError where the device block, or its ceilings, is not a mapping (trial 31: a
+    hand-edited `device: AMD EPYC` crashed run, bench and load_kernel when they saved)."""
+    if block is not None and not isinstance(block, dict):
+        raise ProfileError(f"{path}: device: expected a mapping of the device's facts (name, device_type, "
+                           f"compute_units, ...), got {block!r}; fix it, or delete the block: the next save "
+                           "writes it; autotune will not overwrite it")
+    ceilings = (block or {}).get("ceilings")
+    if ceilings is not None and not isinstance(ceilings, dict):
+        raise ProfileError(f"{path}: device.ceilings: expected a mapping of ceiling names to values, got "
+                           f"{ceilings!r}; fix it, or delete it: `autotune bench` measures them again; "
+                           "autotune will not overwrite it")
 
 
 def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",

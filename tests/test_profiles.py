@@ -89,6 +89,27 @@ def test_corrupt_profile_is_reported_and_never_overwritten(tmp_path):
         profiles.read(path)
 
 
+@pytest.mark.parametrize("block, message", [
+    ("AMD EPYC", r"dev.yaml: device: expected a mapping of the device's facts .*got 'AMD EPYC'"),
+    ("5", r"dev.yaml: device: expected a mapping .*got 5"),
+    ("{name: x, ceilings: none}", r"dev.yaml: device.ceilings: expected a mapping of ceiling names .*got 'none'"),
+])
+def test_a_device_block_that_is_not_a_mapping_is_a_profile_error_and_never_overwritten(tmp_path, block, message):
+    """Trial 31: a hand-edited `device: AMD EPYC` crashed run, bench and load_kernel with a
+    ValueError when they saved."""
+    path = tmp_path / "dev.yaml"
+    text = (f"device: {block}\nkernels:\n  mm:\n"
+            "    - {problem: {N: 1}, params: {TS: 8}, time_ms: 1.0, spec_hash: h1}\n")
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=message):
+        profiles.read(path)
+    with pytest.raises(ProfileError, match=message):
+        profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)
+    with pytest.raises(ProfileError, match=message):
+        profiles.save_ceilings({"copy": {"value": 1.0, "unit": "GB/s"}}, {"name": "x"}, path)
+    assert path.read_text() == text
+
+
 def _save_many(path, kernel, n):
     for i in range(n):
         profiles.save(entry({"N": 2 ** (i + 1)}, 1.0), kernel, {"name": "Dev"}, path)

@@ -295,6 +295,12 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
     if better or (old.picked and not entry.picked) or resumed or renewed:
         items[i] = entry.to_yaml()
         return "replaced"
+    # another device's time says nothing of this one (trial 31: a copied profile's entry, "faster"
+    # than any run here, could not be replaced by the run its own warning named); merge has
+    # dropped the records of this device's entries, so a record names another device
+    if old.device is not None and not entry.picked:
+        items[i] = entry.to_yaml()
+        return f"replaced an entry measured on {described(old.device)}"
     if entry.trials > old.trials and entry.study == old.study:  # the study measured more (a stopped run)
         items[i] = dict(items[i], trials=entry.trials)
         return "kept (trial count updated)"

@@ -110,6 +110,22 @@ def test_a_device_block_that_is_not_a_mapping_is_a_profile_error_and_never_overw
     assert path.read_text() == text
 
 
+def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(tmp_path):
+    """Trial 31: a copied profile's entry, faster on its own machine, was kept over every run
+    here, though load_kernel's warning named that run as the fix."""
+    path = tmp_path / "dev.yaml"
+    other = {"name": "AMD EPYC 9999", "device_type": "CPU", "compute_units": 64}
+    mine = {"name": "AMD EPYC", "device_type": "CPU", "compute_units": 2}
+    profiles.save(entry({"N": 64}, 0.002), "mm", other, path)
+    verdict = profiles.save(entry({"N": 64}, 0.01, study="s2"), "mm", mine, path)
+    assert verdict == "replaced an entry measured on AMD EPYC 9999 (CPU, 64 compute units)"
+    (kept,) = profiles.entries(profiles.read(path), "mm")
+    assert kept.time_ms == 0.01 and profiles.written_for_another(kept.device, mine) is None
+    pick = replace(entry({"N": 64}, 0.5, study=None), picked=True)
+    assert profiles.save(pick, "mm", other, path) == "kept", "a pick never displaces a tuned entry"
+    assert profiles.save(entry({"N": 64}, 0.02, study="s3"), "mm", mine, path) == "kept", "measured here: by time"
+
+
 def _save_many(path, kernel, n):
     for i in range(n):
         profiles.save(entry({"N": 2 ** (i + 1)}, 1.0), kernel, {"name": "Dev"}, path)

@@ -79,7 +79,7 @@ class Entry:
         if missing:
             raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")
         try:
-            return cls(
+            made = cls(
                 problem=dict(raw["problem"]),
                 params=dict(raw["params"]),
                 build_flags=tuple(_text(f) for f in raw.get("build_flags") or ()),
@@ -101,6 +101,12 @@ class Entry:
             )
         except (TypeError, ValueError, OverflowError) as exc:
             raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None
+        # trial 31: `time_ms: .nan` (or -5) was listed and used as a tuned time
+        if not (math.isfinite(made.time_ms) and made.time_ms > 0) or made.trials < 0:
+            bad = (f"time_ms is {raw['time_ms']}, not a positive number of ms" if made.trials >= 0
+                   else f"trials is {made.trials}")
+            raise ProfileError(f"{where}: malformed entry ({bad}); fix or delete that entry")
+        return made
 
 
 def _device_facts(header: Any) -> dict[str, Any] | None:

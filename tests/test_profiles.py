@@ -126,6 +126,22 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
     assert profiles.save(entry({"N": 64}, 0.02, study="s3"), "mm", mine, path) == "kept", "measured here: by time"
 
 
+@pytest.mark.parametrize("field, message", [
+    ("time_ms: .nan", "time_ms is nan, not a positive number of ms"),
+    ("time_ms: .inf", "time_ms is inf, not a positive number of ms"),
+    ("time_ms: 0", "time_ms is 0, not a positive number of ms"),
+    ("time_ms: -5", "time_ms is -5, not a positive number of ms"),
+    ("time_ms: 1.0, trials: -3", "trials is -3"),
+])
+def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):
+    """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""
+    path = tmp_path / "dev.yaml"
+    path.write_text(f"kernels:\n  mm:\n    - {{problem: {{N: 1}}, params: {{TS: 8}}, {field}, spec_hash: h1}}\n")
+    with pytest.raises(ProfileError, match=rf"kernels.mm\[0\]: malformed entry \({message}\)"):
+        profiles.read(path)
+    assert profiles.entries_in([(path, profiles.read(path, check_entries=False))], "mm", lambda exc: None) == []
+
+
 def _save_many(path, kernel, n):
     for i in range(n):
         profiles.save(entry({"N": 2 ** (i + 1)}, 1.0), kernel, {"name": "Dev"}, path)
@@ -190,7 +206,8 @@ def test_an_emptied_profile_is_reported_with_its_backup_and_never_overwritten(tm
 def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     doc, _ = profiles.merge({}, "mm", entry({"N": 64}, float("nan")))
     doc, verdict = profiles.merge(doc, "mm", entry({"N": 64}, 5.0))
-    assert verdict == "replaced" and doc["kernels"]["mm"][0]["time_ms"] == 5.0
+    assert verdict == ("added; removed a malformed entry for its problem (kernels.mm[0]: malformed entry "
+                       "(time_ms is nan, not a positive number of ms))") and doc["kernels"]["mm"][0]["time_ms"] == 5.0
     more = profiles.Entry(**{**entry({"N": 64}, 9.0, partial=True).__dict__, "trials": 25})  # a stopped run
     doc, verdict = profiles.merge(doc, "mm", more)
     assert verdict == "kept (trial count updated)"

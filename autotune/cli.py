@@ -769,11 +769,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 "  (not a built-in kernel: give its spec's path to mark stale entries)"
             other = profiles.written_for_another(doc.get("device"), info.profile_header())
             elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
+            ours = folder == settings.profiles_dir()  # runs write here only
             _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known,
-                          None if other else info.profile_header())
+                          None if other else info.profile_header(), ours)
             for exc in broken:
-                print(f"  {str(exc).removeprefix(f'{path}: ')} (load_kernel skips it; the next run of its problem "
-                      "replaces it)")
+                print(f"  {str(exc).removeprefix(f'{path}: ')} (load_kernel skips it; {_remedy('', ours)})")
             shown += len(entries) + len(broken)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
@@ -788,10 +788,25 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None = None) -> None:
+def _remedy(why: str, ours: bool) -> str:
+    """What replaces an entry load_kernel skips (``why``): a run, where it writes to that profile
+    (``ours``) and looks the problem up as it is written (trial 31: said of a shipped entry, and
+    of one whose problem was written in part, neither of which a run replaces)."""
+    from . import settings
+
+    if why.startswith(("its problem is written", "its problem is not one")):  # no run has that problem
+        return "write its problem as the spec has it, or delete the entry"
+    if not ours:
+        return f"runs write to {settings.profiles_dir()}, whose entry for this size is used first"
+    return "the next run of its problem replaces it"
+
+
+def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None = None,
+                  ours: bool = True) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
     load_kernel cannot use as it is (KernelSpec.unusable; ``spec`` None: not known here) says why,
-    and one measured on another device than ``mine`` says so (None: the title says it of all)."""
+    and one measured on another device than ``mine`` says so (None: the title says it of all);
+    ``ours``: the profile is the one runs write to."""
     from .profiles import written_for_another
     from .spec import problem_label
 
@@ -804,7 +819,7 @@ def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, 
         other = written_for_another(e.device, mine) if mine is not None else None
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
             f" (measured on {other}: load_kernel uses it here, with a warning)" if other else "") + (
-            f" (load_kernel skips it: {why}; the next run of this size replaces it)" if why else "")
+            f" (load_kernel skips it: {why}; {_remedy(why, ours)})" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
                      f"{_fmt_config(e.params, e.build_flags, spec, e.problem)}{mark}"))

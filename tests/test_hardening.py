@@ -618,6 +618,8 @@ def test_a_malformed_entry_or_a_copy_of_one_blocks_nothing_and_the_next_run_of_i
     shown = capsys.readouterr().out
     assert "kernels.other[0]: entry lacks time_ms; fix or delete that entry (load_kernel skips it; the next run " \
            "of its problem replaces it)" in shown, shown
+    from autotune.cli import _remedy  # trial 31: said of a shipped profile's entry, which no run replaces
+    assert _remedy("", ours=False).endswith("whose entry for this size is used first")
     assert f"WG: '{wg}' is text, not the value {wg} (remove its quotes in the YAML)" in shown, shown
     again = run(scale, storage=":memory:")
     assert again.profile_verdict == ("replaced an entry whose configuration is not in the spec's space; removed 1 more "
@@ -854,7 +856,10 @@ def test_an_entry_whose_problem_no_lookup_matches_is_marked_by_show(scale, capsy
     from autotune.cli import _show_entries
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
     _show_entries("scale", [entry], scale)
-    assert f"(load_kernel skips it: {why}" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert f"(load_kernel skips it: {why}" in shown
+    # trial 31: "the next run of this size replaces it", though a run adds its own entry beside it
+    assert shown.rstrip().endswith("; write its problem as the spec has it, or delete the entry)"), shown
 
 
 def test_a_crash_whose_last_output_is_llvms_banner_says_it_need_not_be_the_compilers_fault():

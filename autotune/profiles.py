@@ -211,7 +211,8 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     configuration is among those the study that found ``entry`` measured), ``replaced an entry …
     with another version of the spec`` (its template, reference or space changed, or another spec
     has this kernel name), ``replaced an entry … not in the
-    spec's space`` (not ``usable``: edited by hand, say), or ``kept`` (the existing one is
+    spec's space`` (not ``usable``: edited by hand, say), ``replaced an entry measured on …``
+    (another device: ``entry`` is a tuning run's), or ``kept`` (the existing one is
     better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
     what :func:`_tidy` removed, if anything.
     """

@@ -529,9 +529,9 @@ class _Run:
         claimed = self.claims.count()
         return max(self.log.measured_total, claimed or 0)
 
-    def _unstored(self) -> int:
-        """Claims the study's count holds that no stored trial answers yet."""
-        return max(0, self._study_count() - self.study_total())
+    def _unstored(self, stored: int) -> int:
+        """Claims the study's count holds that no stored trial answers yet (``stored``: :meth:`study_total`)."""
+        return max(0, self._study_count() - stored)
 
     def _ttl(self) -> float:
         """How long a claim lasts: longer than any measurement this worker lets run."""
@@ -848,15 +848,16 @@ class _Run:
         # the best is the baseline's configuration: its speed-up is 1, not its timing again
         # over its first timing
         same = s.best is not None and s.baseline is not None and s.best.params == s.baseline.params
+        stored = self.study_total()  # a query of the claims: once
         return TuneReport(
             spec=self.spec, device=self.info, problem=self.problem, best=s.best,
             baseline=s.best if same else s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
-            study_trials=self.study_total(), pruned=s.pruned, valid_space=self.valid_count,
+            study_trials=stored, pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed,
             baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,
-            warm_from=s.warm_from, claimed=self._unstored() if stopped_by == "study trials" else 0,
+            warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
             wall_s=wall_s, study_name=self.log.study.study_name)
 

@@ -198,7 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
     devices.add_argument("--recheck", action="store_true",
-                         help="build the check kernel again instead of using the cached result")
+                         help="check each device again (build the check kernels, launch one) instead of "
+                              "using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
     probe.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
     probe.add_argument("-n", "--repeats", type=_number(int), default=1000,

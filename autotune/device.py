@@ -139,7 +139,7 @@ def build_key(d: DeviceInfo) -> str:
 
 def build_checks(found: list[tuple[DeviceInfo, cl.Device]],
                  recheck: bool = False) -> dict[str, health.BuildCheck]:
-    """Whether each device builds a trivial kernel, by selector (cached; see :mod:`health`)."""
+    """Whether each device builds and runs the probe kernels, by selector (cached; see :mod:`health`)."""
     return health.checks({d.selector: build_key(d) for d, _ in found}, recheck)
 
 

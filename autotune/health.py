@@ -1,10 +1,12 @@
-"""Can a device build OpenCL C at all? A trivial kernel, built once per device and driver.
+"""Can a device build OpenCL C at all? A probe built and launched once per device and driver.
 
 A runtime whose compiler cannot target this machine (PoCL 3.0 on a CPU newer than its
-LLVM 14) fails every build; knowing that before tuning picks a device that works and spares
-a run of identical compile errors. The build runs in a child process (a compiler that
-crashes takes only that down), and the result is cached per device and driver version in
-``<cache>/build-checks.json``, so it costs nothing the second time.
+LLVM 14) fails every build, or aborts the process on ordinary vector code; knowing that
+before tuning picks a device that works and spares a run of identical compile errors (or an
+application taken down at its first load_kernel). The probe runs in a child process per
+device (a compiler that crashes takes only that down), and the result, a crash included, is
+cached per device, driver version and probe in ``<cache>/build-checks.json``, so it costs
+nothing the second time (``autotune devices --recheck`` probes again).
 
 Example:
     >>> checks({"0:0": "Portable Computing Language|pthread-cpu|3.0"})  # doctest: +SKIP
@@ -13,18 +15,30 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from . import settings
 
-PROBE_SOURCE = "__kernel void autotune_probe(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
+#: A trivial kernel, and a 16-wide shuffle launched once (PoCL compiles a kernel for the device
+#: at its first launch). On an AMD Zen 4, PoCL 3.0 (the ``cpu`` extra; LLVM 14) builds the first
+#: and aborts the whole process on the second ("LLVM ERROR: Do not know how to scalarize this
+#: operator's operand!"), as on the shipped reverse kernel's uint16 variants, which took the test
+#: suite down with it.
+PROBE_SOURCE = """__kernel void autotune_probe(__global float* x) { x[get_global_id(0)] *= 2.0f; }
+__kernel void autotune_probe_wide(__global uint* x) { vstore16(vload16(0, x).sFEDCBA9876543210, 0, x); }
+"""
+#: Part of every cached result's key: a device checked by an earlier probe is checked again.
+PROBE_ID = hashlib.sha256(PROBE_SOURCE.encode()).hexdigest()[:8]
 _CHILD_TIMEOUT_S = 180.0
 
 
@@ -65,55 +79,102 @@ def checks(devices: Mapping[str, str], recheck: bool = False) -> dict[str, Build
 
     Keys name the platform, device and driver version, so a driver update probes again.
     """
+    keys = {sel: f"{key}|probe {PROBE_ID}" for sel, key in devices.items()}
     cached = {} if recheck else _read_cache()
-    todo = [sel for sel, key in devices.items() if key not in cached]
+    todo = [sel for sel, key in keys.items() if key not in cached]
     if todo:
-        found = _probe(todo)
         stored = _read_cache()
         for sel in todo:
-            if sel in found:
-                cached[devices[sel]] = stored[devices[sel]] = found[sel]
+            cached[keys[sel]], lasting = _probe(sel)
+            if lasting:
+                stored[keys[sel]] = cached[keys[sel]]
         _write_cache(stored)
-        for sel in todo:  # not answered: the child crashed or hung on it (not cached)
-            if sel not in found:
-                cached[devices[sel]] = BuildCheck(False, found.get("", BuildCheck(False)).message)
-    return {sel: cached[key] for sel, key in devices.items()}
+    return {sel: cached[key] for sel, key in keys.items()}
 
 
-def _probe(selectors: list[str]) -> dict[str, BuildCheck]:
-    """Run the probe in a child; a device it did not answer for maps to nothing ("" says why)."""
-    cmd = [sys.executable, "-m", "autotune.health", *selectors]
+def _probe(selector: str) -> tuple[BuildCheck, bool]:
+    """Run the probe on one device in a child: (its result, whether to cache it). A child that
+    crashed (the compiler aborted) is that device's result; one that hung is not cached."""
+    cmd = [sys.executable, "-m", "autotune.health", selector]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=_CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return {"": BuildCheck(False, f"the build check did not finish in {_CHILD_TIMEOUT_S:.0f} s")}
-    found: dict[str, BuildCheck] = {}
+        return BuildCheck(False, f"the build check did not finish in {_CHILD_TIMEOUT_S:.0f} s"), False
     for line in out.stdout.splitlines():
         try:
             sel, ok, message = json.loads(line)
         except (ValueError, TypeError):
             continue
-        found[sel] = BuildCheck(bool(ok), str(message))
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
-        found[""] = BuildCheck(False, f"the build check crashed: {last[:300]}")
-    return found
+        if sel == selector:
+            return BuildCheck(bool(ok), str(message)), True
+    last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+    return BuildCheck(False, f"the build check (a trivial kernel, then a 16-wide vector shuffle) crashed: "
+                             f"{last[:300]}"), True
 
 
 def build_once(selector: str) -> BuildCheck:
-    """Build the probe kernel on the device ``P:D`` (in this process)."""
+    """Build the probe on the device ``P:D`` and launch its shuffle (in this process)."""
     import pyopencl as cl
 
     from .launch import BUILD_ERRORS, build_quietly, error_code, short
 
     p, d = (int(x) for x in selector.split(":"))
     device = cl.get_platforms()[p].get_devices()[d]
+    if (mismatch := mismatched_target(device.version, _cpu_flags())) is not None:
+        return BuildCheck(False, mismatch)  # launching the shuffle would take a minute to abort
+    ctx = cl.Context([device])
     try:
-        build_quietly(cl.Context([device]), PROBE_SOURCE)
+        program = build_quietly(ctx, PROBE_SOURCE)
     except cl.Error as exc:
         if error_code(exc) not in BUILD_ERRORS:
             raise
         return BuildCheck(False, short(str(exc), 300))
+    return _shuffles(ctx, program)
+
+
+def mismatched_target(version: str, cpu_flags: set[str]) -> str | None:
+    """Why PoCL cannot be used where its LLVM names this CPU after an older one without AVX-512
+    (LLVM 14 calls an AMD Zen 4 ``znver3``) while the CPU has it; None otherwise.
+
+    PoCL then links its AVX-512 kernel library into code for a target without it, and LLVM
+    aborts the process on 16-wide vector code after thrashing memory for 20 s to several minutes.
+
+    >>> mismatched_target("OpenCL 3.0 PoCL HSTR: pthread-x86_64-unknown-linux-gnu-znver3", {"avx512f"})[:34]
+    'PoCL targets this CPU as znver3 (w'
+    >>> mismatched_target("OpenCL 3.0 PoCL HSTR: pthread-x86_64-unknown-linux-gnu-znver3", {"avx2"}) is None
+    True
+    """
+    found = re.search(r"HSTR: \S*-(znver[123])\b", version)
+    if found is None or "avx512f" not in cpu_flags:
+        return None
+    return (f"PoCL targets this CPU as {found.group(1)} (without AVX-512; its LLVM predates the CPU) but links its "
+            "AVX-512 kernel library, so 16-wide vector code aborts the process (LLVM ERROR: Do not know how to "
+            "scalarize this operator's operand!)")
+
+
+def _cpu_flags() -> set[str]:
+    """The host CPU's feature flags (Linux; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+def _shuffles(ctx: Any, program: Any) -> BuildCheck:
+    """Launch the probe's 16-wide shuffle once and check that it reversed its vector."""
+    import numpy as np
+    import pyopencl as cl
+
+    data = np.arange(16, dtype=np.uint32)
+    queue = cl.CommandQueue(ctx)
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=data)
+    program.autotune_probe_wide(queue, (1,), None, buf)
+    out = np.empty_like(data)
+    cl.enqueue_copy(queue, out, buf)
+    queue.finish()
+    if (out != data[::-1]).any():
+        return BuildCheck(False, f"a 16-wide vector shuffle (uint16 .sFEDCBA9876543210) gave {out.tolist()}")
     return BuildCheck(True)
 
 

@@ -21,39 +21,56 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_result_is_probed_once_per_device_and_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    probed: list[list[str]] = []
+    probed: list[str] = []
 
-    def probe(selectors: list[str]) -> dict[str, BuildCheck]:
-        probed.append(selectors)
-        return {s: BuildCheck(s == "0:0", "" if s == "0:0" else "error: unknown target CPU 'generic'")
-                for s in selectors}
+    def probe(selector: str) -> tuple[BuildCheck, bool]:
+        probed.append(selector)
+        return BuildCheck(selector == "0:0", "" if selector == "0:0" else "error: unknown target CPU 'generic'"), True
 
     monkeypatch.setattr(health, "_probe", probe)
     first = health.checks({"0:0": "intel|1.0", "1:0": "pocl|3.0"})
     assert first == {"0:0": BuildCheck(True), "1:0": BuildCheck(False, "error: unknown target CPU 'generic'")}
     assert health.checks({"0:0": "intel|1.0", "1:0": "pocl|3.0"}) == first
-    assert probed == [["0:0", "1:0"]], "the second call read the cache"
+    assert probed == ["0:0", "1:0"], "the second call read the cache"
     health.checks({"0:0": "intel|2.0", "1:0": "pocl|3.0"})
-    assert probed[-1] == ["0:0"], "a new driver version is probed again, the other is not"
+    assert probed[2:] == ["0:0"], "a new driver version is probed again, the other is not"
     health.checks({"0:0": "intel|2.0"}, recheck=True)
-    assert probed[-1] == ["0:0"] and len(probed) == 3
+    assert probed[3:] == ["0:0"] and len(probed) == 4
+    monkeypatch.setattr(health, "PROBE_ID", "a newer probe")
+    health.checks({"0:0": "intel|2.0", "1:0": "pocl|3.0"})
+    assert probed[4:] == ["0:0", "1:0"], "a result of an earlier probe is not trusted"
 
 
 def test_a_damaged_cache_is_probed_again(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
     cache.mkdir(parents=True)
     health.cache_path().write_text("{not json")
-    monkeypatch.setattr(health, "_probe", lambda sels: {s: BuildCheck(True) for s in sels})
+    monkeypatch.setattr(health, "_probe", lambda sel: (BuildCheck(True), True))
     assert health.checks({"0:0": "k"}) == {"0:0": BuildCheck(True)}
 
 
-def test_a_probe_that_crashes_is_reported_and_not_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_probe_that_crashes_is_that_devices_result_and_a_hung_one_is_not_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_python = tmp_path / "python"
-    fake_python.write_text("#!/bin/sh\necho 'Segmentation fault in the driver' >&2\nkill -SEGV $$\n")
+    fake_python.write_text("#!/bin/sh\n[ \"$3\" = 1:0 ] && exec sleep 5\n"
+                           "echo 'LLVM ERROR: Do not know how to scalarize' >&2\nkill -ABRT $$\n")
     fake_python.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fake_python))
-    (check,) = health.checks({"0:0": "broken|1"}).values()
-    assert not check.ok and "crashed" in check.message and "Segmentation fault" in check.message
-    assert "broken|1" not in health._read_cache()
+    monkeypatch.setattr(health, "_CHILD_TIMEOUT_S", 0.5)
+    crashed, hung = health.checks({"0:0": "broken|1", "1:0": "hangs|1"}).values()
+    assert not crashed.ok and "crashed: LLVM ERROR: Do not know how to scalarize" in crashed.message, crashed
+    assert not hung.ok and "did not finish in 0 s" in hung.message, hung
+    assert [k.split("|probe")[0] for k in health._read_cache()] == ["broken|1"], \
+        "a crash is the device's answer (a compiler that aborts does so again); a hang may be the machine's load"
+
+
+def test_pocl_is_refused_where_its_llvm_names_the_cpu_after_one_without_avx512() -> None:
+    zen4 = "OpenCL 3.0 PoCL HSTR: pthread-x86_64-unknown-linux-gnu-znver3"
+    why = health.mismatched_target(zen4, {"avx2", "avx512f"})
+    assert why is not None and "znver3" in why and "aborts the process" in why
+    assert health.mismatched_target(zen4, {"avx2"}) is None, "a Zen 3 has no AVX-512: nothing mismatched"
+    assert health.mismatched_target("OpenCL 3.0 PoCL HSTR: pthread-x86_64-unknown-linux-gnu-skylake-avx512",
+                                    {"avx512f"}) is None
+    assert health.mismatched_target("OpenCL 3.0 (Build 0)", {"avx512f"}) is None, "not PoCL"
 
 
 def _found(*types_and_builds: tuple[str, bool]) -> tuple[list, dict[str, BuildCheck]]:
@@ -154,7 +171,7 @@ def test_a_command_of_one_device_given_several_says_so(monkeypatch, capsys, argv
 def test_the_device_under_test_builds_in_the_child_process(ocl_device: str) -> None:
     info, _ = device.select(ocl_device, require_build=False)
     assert health.checks({ocl_device: device.build_key(info)}) == {ocl_device: BuildCheck(True)}
-    assert device.build_key(info) in health._read_cache()
+    assert f"{device.build_key(info)}|probe {health.PROBE_ID}" in health._read_cache()
 
 
 def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch, capsys) -> None:

@@ -93,8 +93,9 @@ def checks(devices: Mapping[str, str], recheck: bool = False) -> dict[str, Build
 
 
 def _probe(selector: str) -> tuple[BuildCheck, bool]:
-    """Run the probe on one device in a child: (its result, whether to cache it). A child that
-    crashed (the compiler aborted) is that device's result; one that hung is not cached."""
+    """Run the probe on one device in a child: (its result, whether to cache it). A child killed
+    by a signal (a compiler that aborts does so again) is that device's lasting result; one that
+    hung or raised (a device busy or out of memory for now) is not cached."""
     cmd = [sys.executable, "-m", "autotune.health", selector]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=_CHILD_TIMEOUT_S)
@@ -109,7 +110,7 @@ def _probe(selector: str) -> tuple[BuildCheck, bool]:
             return BuildCheck(bool(ok), str(message)), True
     last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
     return BuildCheck(False, f"the build check (a trivial kernel, then a 16-wide vector shuffle) crashed: "
-                             f"{last[:300]}"), True
+                             f"{last[:300]}"), out.returncode < 0
 
 
 def build_once(selector: str) -> BuildCheck:

@@ -52,15 +52,17 @@ def test_a_probe_that_crashes_is_that_devices_result_and_a_hung_one_is_not_cache
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_python = tmp_path / "python"
     fake_python.write_text("#!/bin/sh\n[ \"$3\" = 1:0 ] && exec sleep 5\n"
+                           "[ \"$3\" = 2:0 ] && echo 'pyopencl.MemoryError: out of resources' >&2 && exit 1\n"
                            "echo 'LLVM ERROR: Do not know how to scalarize' >&2\nkill -ABRT $$\n")
     fake_python.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fake_python))
     monkeypatch.setattr(health, "_CHILD_TIMEOUT_S", 0.5)
-    crashed, hung = health.checks({"0:0": "broken|1", "1:0": "hangs|1"}).values()
+    crashed, hung, raised = health.checks({"0:0": "broken|1", "1:0": "hangs|1", "2:0": "busy|1"}).values()
     assert not crashed.ok and "crashed: LLVM ERROR: Do not know how to scalarize" in crashed.message, crashed
     assert not hung.ok and "did not finish in 0 s" in hung.message, hung
+    assert not raised.ok and "out of resources" in raised.message, raised
     assert [k.split("|probe")[0] for k in health._read_cache()] == ["broken|1"], \
-        "a crash is the device's answer (a compiler that aborts does so again); a hang may be the machine's load"
+        "an abort is the device's answer (a compiler that aborts does so again); a hang or an error may pass"
 
 
 def test_pocl_is_refused_where_its_llvm_names_the_cpu_after_one_without_avx512() -> None:

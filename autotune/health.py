@@ -22,8 +22,9 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +122,7 @@ def build_once(selector: str) -> BuildCheck:
 
     p, d = (int(x) for x in selector.split(":"))
     device = cl.get_platforms()[p].get_devices()[d]
-    if (mismatch := mismatched_target(device.version, _cpu_flags())) is not None:
+    if (mismatch := mismatched_target(device.version, cpu_flags())) is not None:
         return BuildCheck(False, mismatch)  # launching the shuffle would take a minute to abort
     ctx = cl.Context([device])
     try:
@@ -133,7 +134,7 @@ def build_once(selector: str) -> BuildCheck:
     return _shuffles(ctx, program)
 
 
-def mismatched_target(version: str, cpu_flags: set[str]) -> str | None:
+def mismatched_target(version: str, flags: Collection[str]) -> str | None:
     """Why PoCL cannot be used where its LLVM names this CPU after an older one without AVX-512
     (LLVM 14 calls an AMD Zen 4 ``znver3``) while the CPU has it; None otherwise.
 
@@ -146,20 +147,22 @@ def mismatched_target(version: str, cpu_flags: set[str]) -> str | None:
     True
     """
     found = re.search(r"HSTR: \S*-(znver[123])\b", version)
-    if found is None or "avx512f" not in cpu_flags:
+    if found is None or "avx512f" not in flags:
         return None
     return (f"PoCL targets this CPU as {found.group(1)} (without AVX-512; its LLVM predates the CPU) but links its "
             "AVX-512 kernel library, so 16-wide vector code aborts the process (LLVM ERROR: Do not know how to "
             "scalarize this operator's operand!)")
 
 
-def _cpu_flags() -> set[str]:
+@cache
+def cpu_flags() -> frozenset[str]:
     """The host CPU's feature flags (Linux; empty elsewhere)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+            return next((frozenset(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")),
+                        frozenset())
     except OSError:
-        return set()
+        return frozenset()
 
 
 def _shuffles(ctx: Any, program: Any) -> BuildCheck:

@@ -44,7 +44,7 @@ from typing import Any
 import pyopencl as cl
 
 from . import device as devices
-from . import firstuse, fits, profiles, record, settings
+from . import firstuse, fits, health, profiles, record, settings
 from . import spec as specs
 from .arguments import Arguments, input_needs
 from .errors import AutotuneError, ProblemError, ProfileError
@@ -488,5 +488,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     prob = spec.resolve_problem(problem)
     input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)
     info = devices.of(queue.device)  # its selector, for the command that tunes it
+    if health.mismatched_target(queue.device.version, health.cpu_flags()) is not None:
+        builds_here(info)  # its builds succeed, and the first launch would abort the application
     timer = firstuse.timer(spec, prob, _context(queue), queue.device, info.facts())
     return TunedKernel(spec, queue, prob, choose(spec, info, prob, timer=timer), info.facts())

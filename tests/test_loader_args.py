@@ -473,3 +473,20 @@ def test_the_documented_types_are_importable_from_the_package():
     for name in autotune.__all__:
         assert getattr(autotune, name) is not None
     assert autotune.Run is loader.Run and autotune.TunedKernel is loader.TunedKernel
+
+
+@needs_opencl
+def test_a_queue_on_a_pocl_whose_launches_abort_is_refused_before_anything_is_built(queue, monkeypatch) -> None:
+    """PoCL 3.0 on an AMD Zen 4 builds every kernel and aborts the application at the first
+    launch of 16-wide vector code (see health.mismatched_target): load_kernel refuses its queue
+    up front, with the build check's reason and the devices that work."""
+    from autotune import health
+    from autotune.errors import DeviceError
+
+    reason = "PoCL targets this CPU as znver3 (without AVX-512; ...)"
+    monkeypatch.setattr(health, "mismatched_target", lambda version, flags: reason)
+    monkeypatch.setattr(device, "build_checks", lambda found, recheck=False: {
+        d.selector: health.BuildCheck(False, reason) for d, _ in found})
+    monkeypatch.setattr(loader, "choose", lambda *a, **k: pytest.fail("nothing is chosen, built or timed"))
+    with pytest.raises(DeviceError, match=re.escape(f"cannot build OpenCL kernels: {reason}; ")):
+        autotune.load_kernel("mul1", queue, N=64)

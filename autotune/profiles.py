@@ -132,6 +132,9 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
     that skip a malformed entry (:func:`entries_in` with ``on_error``) still use the others.
     """
     if not path.exists():
+        if path.parent.exists() and not path.parent.is_dir():  # trial 31: show said "no tuned entries"
+            raise ProfileError(f"{path.parent} is not a folder, and profiles are kept in it; move it aside "
+                               "(a run makes the folder), or set AUTOTUNE_HOME to another folder")
         return {}
     if path.is_symlink() and not path.resolve().is_file():  # /dev/null: it reads empty, takes nothing
         raise ProfileError(f"{path} is a link to {path.resolve()}, not to a file; remove the link (rm {path}) "

@@ -194,3 +194,17 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
         in capsys.readouterr().out
     with pytest.raises(DeviceError, match="cannot build"):
         device.select("0:0")  # run still refuses it
+
+
+def test_show_with_a_file_where_the_profiles_folder_goes_says_so(monkeypatch, capsys, tmp_path) -> None:
+    """Trial 31: it said "no tuned entries" and exited 0."""
+    from autotune import cli
+
+    found, _ = _found(("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setenv("AUTOTUNE_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "profiles").write_text("")
+    assert cli.main(["show", "-d", "0:0"]) == 1
+    err = capsys.readouterr().err
+    assert "profiles is not a folder, and profiles are kept in it; move it aside" in err and "Traceback" not in err

@@ -481,7 +481,8 @@ def _progress(spec: Any, label: str = "") -> Any:
         nonlocal shared
         if event == "start":
             full = state.study_budget is not None and state.study_measured >= state.study_budget
-            print(f"{who}tuning {spec.name}: up to {state.budget} new configuration{'s' * (state.budget != 1)}"
+            on = f" on {state.device}" if state.device else ""  # a fresh user waited blind for it (trial 32)
+            print(f"{who}tuning {spec.name}{on}: up to {state.budget} new configuration{'s' * (state.budget != 1)}"
                   + (f" (the study holds {state.study_measured})" if state.study_measured else "")
                   + ("; none: that is its --study-trials budget" if full else ""), flush=True)
             if state.other_versions:

@@ -216,6 +216,7 @@ class RunState:
     """Counters of a run in progress (seen by the progress callback)."""
 
     budget: int
+    device: str = ""  # what is tuned on: "AMD EPYC (Intel(R) OpenCL, 0:0)"
     measured: int = 0
     skipped_invalid: int = 0
     repeats: int = 0
@@ -368,8 +369,8 @@ class _Run:
                  f"{info.name} ({why}): the run reports no speed-up")
         if dict(problem) == spec.default_problem():
             self._check_suggestions()
-        self.state = RunState(budget=options.trials, study_budget=options.study_trials,
-                              other_versions=sum(others.values()))
+        self.state = RunState(budget=options.trials, device=f"{info.name} ({info.platform}, {info.selector})",
+                              study_budget=options.study_trials, other_versions=sum(others.values()))
         self.limits = KernelLimits()
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))

@@ -11,7 +11,9 @@ with the kernel exp(-sum_p theta_p [x_p != y_p]) over the parameters' values (on
 length-scale per parameter, fitted to the marginal likelihood every 5 measurements: the
 model can learn that MDIMC matters and STRM does not, and a product kernel holds interactions
 of every order, where the pairs ridge model holds pairs). With ``--local-every K``, every K-th
-proposal is chosen only among the configurations within two parameters of the best.
+proposal is chosen only among the configurations within two parameters of the best (with
+``--basins B``: of any of the B fastest measured configurations that no faster one within two
+parameters beats).
 
 Prints, per space, the median number of measured configurations until the best is within 5% of
 the recorded optimum, and the share of seeds that get there within the budget.
@@ -76,7 +78,21 @@ def _expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.n
     return sd * (g * cdf + np.exp(-0.5 * g * g) / math.sqrt(2 * math.pi))
 
 
-def one(path: str, seed: int, budget: int, local_every: int) -> int | None:
+def _basins(x: np.ndarray, y: np.ndarray, count: int) -> np.ndarray:
+    """The ``count`` fastest measured configurations that no faster measured one within two
+    parameters beats (the bottoms of distinct basins), as indexes into ``x``."""
+    order = np.argsort(y, kind="stable")
+    bottoms: list[int] = []
+    for i in order:
+        faster = order[:np.flatnonzero(order == i)[0]]
+        if not ((x[faster] != x[i]).sum(1) <= 2).any():
+            bottoms.append(int(i))
+            if len(bottoms) == count:
+                break
+    return np.array(bottoms)
+
+
+def one(path: str, seed: int, budget: int, local_every: int, basins: int = 0) -> int | None:
     """Measured configurations until within 5% of the optimum (None: not within ``budget``)."""
     rows, times, start = _space(path)
     rng = np.random.default_rng(seed)
@@ -106,7 +122,8 @@ def one(path: str, seed: int, budget: int, local_every: int) -> int | None:
         chol = np.linalg.cholesky(_kernel(rows[m], rows[m], theta) + NOISE * np.eye(len(m)))
         candidates = np.flatnonzero(free)
         if local_every and len(measured) % local_every == 0:
-            near = candidates[(rows[candidates] != rows[m[np.argmin(y)]]).sum(1) <= 2]
+            centres = rows[_basins(rows[m], y, basins)] if basins else rows[m[np.argmin(y)]][None, :]
+            near = candidates[((rows[candidates][:, None, :] != centres[None, :, :]).sum(2) <= 2).any(1)]
             candidates = near if len(near) else candidates
         cross = _kernel(rows[candidates], rows[m], theta)
         mean = cross @ np.linalg.solve(chol.T, np.linalg.solve(chol, z))
@@ -117,7 +134,7 @@ def one(path: str, seed: int, budget: int, local_every: int) -> int | None:
     return None
 
 
-def _one(args: tuple[str, int, int, int]) -> int | None:
+def _one(args: tuple[str, int, int, int, int]) -> int | None:
     return one(*args)
 
 
@@ -128,12 +145,15 @@ def main() -> None:
     ap.add_argument("--first", type=int, default=0, help="the first seed (default 0)")
     ap.add_argument("--budget", type=int, default=100)
     ap.add_argument("--local-every", type=int, default=0)
+    ap.add_argument("--basins", type=int, default=0,
+                    help="with --local-every: near any of the bottoms of this many basins, not only the best")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in args.cache:
             t0 = time.perf_counter()
-            work = [(path, s, args.budget, args.local_every) for s in range(args.first, args.first + args.seeds)]
+            work = [(path, s, args.budget, args.local_every, args.basins)
+                    for s in range(args.first, args.first + args.seeds)]
             found = [math.inf if n is None else n for n in pool.map(_one, work)]
             share = sum(math.isfinite(n) for n in found) / len(found)
             print(f"{os.path.basename(path):40s} median {np.median(found):6.1f}  within {args.budget}: "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import signal
 import sys
 import threading
@@ -1034,3 +1036,14 @@ def test_the_interrupted_line_does_not_say_saved_where_the_profile_kept_its_entr
     same = run(scale, FakeEvaluator(), sampler="grid", trials=1000, storage=None)
     assert same.profile_verdict.startswith("kept")
     assert "is this run's best configuration, timed as fast before, and stays" in format_report(same)
+
+
+def test_the_run_says_from_its_first_line_which_device_it_tunes_on(scale):
+    """Trial 32: the quick start named its device only in the closing summary."""
+    from autotune import cli
+
+    printer = cli._progress(scale)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        run(scale, FakeEvaluator(), trials=2, seed=0, save=False, progress=printer)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"tuning scale on {FAKE.name} ({FAKE.platform}, {FAKE.selector}): up to 2 new "), lines

@@ -128,6 +128,8 @@ def test_a_run_on_a_study_at_its_budget_says_it_has_nothing_to_measure(scale, ca
                                        "is its --study-trials budget\n")
     cli._progress(scale)("start", None, RunState(budget=5, study_budget=20, study_measured=16))
     assert capsys.readouterr().out == "tuning scale: up to 5 new configurations (the study holds 16)\n"
+    cli._progress(scale)("start", None, RunState(budget=5, device="AMD EPYC (Intel(R) OpenCL, 0:0)"))
+    assert capsys.readouterr().out == "tuning scale on AMD EPYC (Intel(R) OpenCL, 0:0): up to 5 new configurations\n"
 
 
 def test_a_workers_progress_counts_the_trials_others_finished_while_it_measured(scale, home):

@@ -44,14 +44,14 @@ class Runtime:
     library: Path
 
 
-#: (ICD name, distribution, library file) of the runtimes the ``cpu`` extra can install.
-KNOWN = (("intel-cpu", "intel-opencl-rt", "libintelocl.so"),)
+#: (ICD name, distribution, library file, platform name) of the runtimes the ``cpu`` extra can install.
+KNOWN = (("intel-cpu", "intel-opencl-rt", "libintelocl.so", "Intel(R) OpenCL"),)
 
 
 def installed() -> list[Runtime]:
     """The known runtimes whose library is installed in this Python environment."""
     found = []
-    for name, dist, library in KNOWN:
+    for name, dist, library, _ in KNOWN:
         try:
             distribution = metadata.distribution(dist)
         except metadata.PackageNotFoundError:
@@ -153,8 +153,28 @@ def register() -> list[Runtime]:
 
 def cpu_fix() -> str:
     """The advice when no device can build: make the installed CPU runtime visible, or install one."""
-    return hidden() or ("install a CPU OpenCL runtime that builds on this machine: pip install "
-                        "'autotune[cpu]' (Intel's OpenCL CPU runtime), or a GPU driver")
+    return hidden() or _listed_too_early() or (
+        "install a CPU OpenCL runtime that builds on this machine: pip install "
+        "'autotune[cpu]' (Intel's OpenCL CPU runtime), or a GPU driver")
+
+
+def _listed_too_early() -> str | None:
+    """The advice where an installed runtime is registered but not among this process's
+    platforms: the process listed them before ``import autotune`` registered it (trial 32: a
+    context made first was on PoCL alone, and the advice was to install what was installed)."""
+    import pyopencl as cl
+
+    try:
+        listed = {p.name for p in cl.get_platforms()}
+    except cl.Error:  # no platform at all (the loader says so with an error)
+        listed = set()
+    missing = [name for name, _, library, platform in KNOWN
+               if platform not in listed and any(r.library.name == library for r in installed())]
+    if not missing:
+        return None
+    return (f"the installed runtime {', '.join(missing)} is not among this process's OpenCL platforms: "
+            "import autotune before anything lists them (pyopencl.get_platforms, create_some_context): "
+            "the ICD loader reads its list once per process")
 
 
 def hidden() -> str | None:

@@ -158,3 +158,25 @@ def test_the_device_variable_is_read_without_surrounding_blanks(monkeypatch, val
 
     monkeypatch.setenv("AUTOTUNE_DEVICE", value)
     assert settings.default_device_selector() == selector
+
+
+def test_the_advice_names_import_order_where_the_installed_runtime_is_not_listed(monkeypatch) -> None:
+    """Trial 32: a context made before `import autotune` was on PoCL alone, and load_kernel's
+    error said to `pip install 'autotune[cpu]'`, which was installed."""
+    import pyopencl as cl
+
+    class Platform:
+        name = "Portable Computing Language"
+
+    monkeypatch.delenv("AUTOTUNE_SYSTEM_OPENCL", raising=False)
+    monkeypatch.setattr(runtimes, "_hidden", None)
+    monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
+    monkeypatch.setattr(cl, "get_platforms", lambda: [Platform()])
+    advice = runtimes.cpu_fix()
+    assert advice.startswith("the installed runtime intel-cpu is not among this process's OpenCL platforms: "
+                             "import autotune before anything lists them"), advice
+    Platform.name = "Intel(R) OpenCL"
+    assert runtimes.cpu_fix().startswith("install a CPU OpenCL runtime"), "listed: nothing to say of the order"
+    monkeypatch.setattr(runtimes, "installed", lambda: [])
+    Platform.name = "Portable Computing Language"
+    assert runtimes.cpu_fix().startswith("install a CPU OpenCL runtime"), "not installed: install it"

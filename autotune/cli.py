@@ -566,6 +566,12 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
                          + ("; their spreads overlap, so another run may rank them the other way"
                             if report.close_call else ""))
+            if report.overturned is not None:  # trial 32: the progress lines' best was not what was saved
+                first, again = report.overturned
+                lines.append(f"  overturned  the search's fastest, {first:.4f} ms in its one timing "
+                             f"({_fmt_full(again.params, report.spec, report.problem)}), took "
+                             f"{again.median_ms:.4f} ms timed again (min {again.spread[0]:.4f}, max "
+                             f"{again.spread[1]:.4f}): the best above is the fastest over all rounds")
         elif not report.unsteady and report.stopped_by.endswith("timeout") and report.measured - report.pruned - sum(
                 report.failures.values()) > 1:
             lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so one "

@@ -179,6 +179,9 @@ class TuneReport:
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
+    # the search's fastest where the leaders' rounds ranked another first: its search time (ms),
+    # and it as timed in the rounds
+    overturned: tuple[float, Measurement] | None = None
     # the baseline was timed in the same rounds: "beside" the leaders, "among" them, or "" not
     baseline_timed: str = ""
     # leaders whose output, checked again before the re-timing, was wrong (left out): a race
@@ -231,6 +234,7 @@ class RunState:
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
+    overturned: tuple[float, Measurement] | None = None  # as TuneReport.overturned
     confirmed: int = 0  # leaders timed again after the search
     baseline_timed: str = ""  # as TuneReport.baseline_timed
     unsteady: tuple[Measurement, ...] = ()  # as TuneReport.unsteady
@@ -808,6 +812,10 @@ class _Run:
             self.state.best = min(timed, key=lambda m: m.median_ms) if timed else rest[0] if rest else None
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
+            before = self.state.best
+            if before is not None and timed[0].params != before.params:
+                again = next((m for m in timed if m.params == before.params), None)
+                self.state.overturned = (before.median_ms, again) if again is not None else None
             self.state.best, self.state.runner_up = timed[0], timed[1]
             # timed in these rounds as one of the leaders, or beside them
             if base is not None and (again := times.get(config_key(base.params))):
@@ -856,7 +864,7 @@ class _Run:
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=stored, pruned=s.pruned, valid_space=self.valid_count,
-            runner_up=s.runner_up, confirmed=s.confirmed,
+            runner_up=s.runner_up, confirmed=s.confirmed, overturned=s.overturned,
             baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,

@@ -344,6 +344,12 @@ def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale)
     assert (report.best.params["WPT"], report.best.params["WG"]) == (2, 128)
     assert report.best.median_ms == 1.0 and report.runner_up.median_ms == 1.1  # B is 2.0 when re-timed
     assert report.confirmed == 5 and not report.close_call
+    # trial 32: the progress lines' best (B's lucky 0.5 ms) was not what was saved, and nothing said why
+    first, again = report.overturned
+    assert first == 0.5 and (again.params["WPT"], again.params["WG"], again.median_ms) == (4, 64, 2.0)
+    assert ("  overturned  the search's fastest, 0.5000 ms in its one timing (WPT=4 WG=64 MODE=0), took 2.0000 ms "
+            "timed again (min 2.0000, max 2.0000): the best above is the fastest over all rounds") \
+        in format_report(report).splitlines(), format_report(report)
     rounds = [ev.confirms[i:i + 5] for i in range(0, 15, 5)]
     assert rounds[0] != rounds[1] and sorted(map(config_key, rounds[0])) == sorted(map(config_key, rounds[1]))
 

@@ -814,8 +814,8 @@ class _Run:
             timed.sort(key=lambda m: m.median_ms)
             before = self.state.best
             if before is not None and timed[0].params != before.params:
-                again = next((m for m in timed if m.params == before.params), None)
-                self.state.overturned = (before.median_ms, again) if again is not None else None
+                retimed = next((m for m in timed if m.params == before.params), None)
+                self.state.overturned = (before.median_ms, retimed) if retimed is not None else None
             self.state.best, self.state.runner_up = timed[0], timed[1]
             # timed in these rounds as one of the leaders, or beside them
             if base is not None and (again := times.get(config_key(base.params))):

@@ -34,7 +34,8 @@ from . import settings
 #: at its first launch). On an AMD Zen 4, PoCL 3.0 (the ``cpu`` extra; LLVM 14) builds the first
 #: and aborts the whole process on the second ("LLVM ERROR: Do not know how to scalarize this
 #: operator's operand!"), as on the shipped reverse kernel's uint16 variants, which took the test
-#: suite down with it.
+#: suite down with it. That case is refused before any launch (:func:`mismatched_target`); the
+#: launch is there for the runtimes no rule names.
 PROBE_SOURCE = """__kernel void autotune_probe(__global float* x) { x[get_global_id(0)] *= 2.0f; }
 __kernel void autotune_probe_wide(__global uint* x) { vstore16(vload16(0, x).sFEDCBA9876543210, 0, x); }
 """
@@ -45,7 +46,7 @@ _CHILD_TIMEOUT_S = 180.0
 
 @dataclass(frozen=True)
 class BuildCheck:
-    """Whether the probe kernel built; ``message`` is the compiler's one line when it did not."""
+    """Whether the probe built and ran; ``message`` says why not (the compiler's line, say)."""
 
     ok: bool
     message: str = ""

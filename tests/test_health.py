@@ -149,6 +149,13 @@ def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came
         device.select(None)
     with pytest.raises(DeviceError, match=r"matches '8:0';"):
         device.select("8:0")  # named on the command line: nothing to say about the environment
+    found, checks = _found(("CPU", True), ("CPU", False))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    monkeypatch.setenv("AUTOTUNE_DEVICE", "1:0")  # trial 32: a refused device's origin was not said
+    with pytest.raises(DeviceError, match=r"cannot build OpenCL kernels: .*; use --device 0:0 \(CPU 0, .*\) "
+                                          r"\(from \$AUTOTUNE_DEVICE; unset it or pass --device\)$"):
+        device.select(None)
 
 
 @pytest.mark.parametrize("argv", [["show", "reverse"], ["bench", "reverse"], ["probe"]])

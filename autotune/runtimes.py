@@ -168,13 +168,14 @@ def _listed_too_early() -> str | None:
         listed = {p.name for p in cl.get_platforms()}
     except cl.Error:  # no platform at all (the loader says so with an error)
         listed = set()
-    missing = [name for name, _, library, platform in KNOWN
-               if platform not in listed and any(r.library.name == library for r in installed())]
+    missing = [r for _, _, library, platform in KNOWN for r in installed()
+               if platform not in listed and r.library.name == library]
     if not missing:
         return None
-    return (f"the installed runtime {', '.join(missing)} is not among this process's OpenCL platforms: "
-            "import autotune before anything lists them (pyopencl.get_platforms, create_some_context): "
-            "the ICD loader reads its list once per process")
+    return (f"the installed runtime {', '.join(r.name for r in missing)} is not among this process's OpenCL "
+            "platforms: import autotune before anything lists them (pyopencl.get_platforms, "
+            "create_some_context), since the ICD loader reads its list once per process; where autotune "
+            f"came first, the runtime failed to load ({', '.join(str(r.library) for r in missing)})")
 
 
 def hidden() -> str | None:

@@ -175,6 +175,7 @@ def test_the_advice_names_import_order_where_the_installed_runtime_is_not_listed
     advice = runtimes.cpu_fix()
     assert advice.startswith("the installed runtime intel-cpu is not among this process's OpenCL platforms: "
                              "import autotune before anything lists them"), advice
+    assert advice.endswith("where autotune came first, the runtime failed to load (/venv/lib/libintelocl.so)")
     Platform.name = "Intel(R) OpenCL"
     assert runtimes.cpu_fix().startswith("install a CPU OpenCL runtime"), "listed: nothing to say of the order"
     monkeypatch.setattr(runtimes, "installed", lambda: [])

@@ -200,13 +200,11 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
              item[0].device_type)).lower()), None)
         # a profile's file name (the slug `report -d` and `autotune devices` show) names it too
         match = match or next((item for item in found if item[0].slug == needle), None)
-    if match is not None and require_build:
+    if match is not None:
         try:
-            return require_builds(match, found)
+            return require_builds(match, found) if require_build else match
         except DeviceError as exc:  # trial 32: it did not say where the refused device came from
             raise DeviceError(f"{exc}{named}") from None
-    if match is not None:
-        return match
     listing = "; ".join(f"{d.selector} = {d.name} ({d.platform})" for d, _ in found)
     raise DeviceError(
         f"no OpenCL device matches {selector!r}{named}; use an index, a name substring or a profile slug: {listing}"

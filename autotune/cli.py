@@ -13,13 +13,14 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from . import __version__
 from .errors import (
     AutotuneError,
     AutotuneWarning,
+    DeviceError,
     OptionError,
     ProblemError,
     ProfileError,
@@ -194,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the built-in kernels")
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
-    show.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
+    show.add_argument("-d", "--device", type=_selector,
+                      help="device selector (default as for run), or a profile's file name without .yaml "
+                           "to show the profile of a device not present here")
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
     devices.add_argument("--recheck", action="store_true",
@@ -721,7 +724,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     for d, _ in found:
         print(f"  {d.selector}: {d.slug}")
     if default is None:
-        raise AutotuneError(f"no device can build OpenCL kernels; {runtimes.cpu_fix()}")
+        raise AutotuneError(f"no device can run OpenCL kernels; {runtimes.cpu_fix()}")
     if trouble is not None:  # after the table, which is what it asks the user to look at
         raise trouble
     return 0
@@ -745,14 +748,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from . import device, profiles, settings
     from . import spec as specs
 
-    # it builds nothing: a named device (by -d or $AUTOTUNE_DEVICE) need not build; the default
-    # is run's (one that builds)
-    info, dev = device.select(args.device, require_build=not (args.device or settings.default_device_selector()))
     wanted, own = args.kernel, None
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
         own = specs.load(wanted)
         wanted = own.name  # profiles hold the spec's name, not its path
     builtin = set(specs.builtin_names())
+    folders = profiles.search_folders(settings.profiles_dir(), own.path if own is not None else None)
+    target = _show_target(args.device, folders)
 
     def current(kernel: str) -> Any:
         """The spec entries of ``kernel`` are checked against (None: it is not known here)."""
@@ -761,39 +763,74 @@ def _cmd_show(args: argparse.Namespace) -> int:
         return specs.load(kernel) if kernel in builtin else None
 
     shown = 0
-    for folder in profiles.search_folders(settings.profiles_dir(), own.path if own is not None else None):
-        path = profiles.path_for(info.slug, folder)
+    for folder in folders:
+        path = profiles.path_for(target.slug, folder)
         doc = profiles.read(path, check_entries=False)  # a malformed entry is listed, not fatal
         kernels = doc.get("kernels") or {}
         for kernel in sorted(kernels):
             if wanted and kernel != wanted:
                 continue
             if not shown:
-                print(f"{info.name} ({info.platform})")
+                print(target.title)
             broken: list[ProfileError] = []
             entries = profiles.entries(doc, kernel, str(path), broken.append)
             known = current(kernel)
             unchecked = "" if known is not None else \
                 "  (not a built-in kernel: give its spec's path to mark stale entries)"
-            other = profiles.written_for_another(doc.get("device"), info.profile_header())
+            mine = target.info.profile_header() if target.info is not None else None
+            other = profiles.written_for_another(doc.get("device"), mine) if mine is not None else None
             elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
             ours = folder == settings.profiles_dir()  # runs write here only
             _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known,
-                          None if other else info.profile_header(), ours)
+                          None if other else mine, ours)
             for exc in broken:
                 print(f"  {str(exc).removeprefix(f'{path}: ')} (load_kernel skips it; {_remedy('', ours)})")
             shown += len(entries) + len(broken)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
-    if not shown:
+    if not shown and target.info is None:
+        print(f"no tuned entries for {args.kernel or 'any kernel'} on {target.title}")
+    elif not shown:
+        info = target.info
         what = f"{args.kernel} on " if args.kernel else ""
         on = f" -d {shlex.quote(args.device)}" if args.device else ""
-        check = device.build_checks([(info, dev)])[info.selector]
-        advice = (f"run `autotune run {args.kernel or 'KERNEL'}{on}` first (a run saves an entry once a "
+        check = device.build_checks([(info, target.dev)])[info.selector]
+        advice = (f"; run `autotune run {args.kernel or 'KERNEL'}{on}` first (a run saves an entry once a "
                   "configuration verifies)") if check.ok else \
-            f"it cannot build OpenCL kernels ({check.message}), so it cannot be tuned here"
-        print(f"no tuned entries for {what}{info.name}; {advice}")
+            f", and it cannot be tuned here, since it cannot run OpenCL kernels: {check.message}"
+        print(f"no tuned entries for {what}{info.name}{advice}")
     return 0
+
+
+@dataclass(frozen=True)
+class _ShowTarget:
+    """The device whose profile ``show`` lists: one present here (``info``, ``dev``), or, where
+    ``-d`` names a profile's file and no device here, that profile alone (``info`` None)."""
+
+    slug: str
+    title: str
+    info: Any = None
+    dev: Any = None
+
+
+def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
+    """The device ``-d`` names, else a profile named by its slug (trial 32: the shipped H200
+    profile could not be read on a machine without one), else DeviceError naming the slugs."""
+    from . import device, profiles, settings
+
+    try:  # it builds nothing: a named device (by -d or $AUTOTUNE_DEVICE) need not build
+        info, dev = device.select(selector, require_build=not (selector or settings.default_device_selector()))
+        return _ShowTarget(info.slug, f"{info.name} ({info.platform})", info, dev)
+    except DeviceError as exc:
+        files = {p.stem: p for f in reversed(folders) if f.is_dir() for p in sorted(f.glob("*.yaml"))}
+        if selector in files:
+            header = profiles.read(files[selector], check_entries=False).get("device")
+            name = profiles.described(header) if isinstance(header, Mapping) else selector
+            return _ShowTarget(str(selector), f"{name}, not present here")
+        if not files:
+            raise
+        raise DeviceError(f"{exc}; to show the profile of a device not present here, name its file: "
+                          f"-d {' | -d '.join(sorted(files))}") from None
 
 
 def _remedy(why: str, ours: bool) -> str:

@@ -150,7 +150,7 @@ def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.
         for item in found:
             if built[item[0].selector].ok and wanted in (None, item[0].device_type):
                 return item
-    raise DeviceError("no OpenCL device can build kernels: " + "; ".join(
+    raise DeviceError("no OpenCL device can run kernels: " + "; ".join(
         f"{d.selector} {d.name} ({d.platform}): {built[d.selector].message}" for d, _ in found)
         + f"; {runtimes.cpu_fix()}")
 
@@ -167,7 +167,7 @@ def require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceI
     others = [f"{o.selector} ({o.name}, {o.platform})" for o, _ in found
               if o.selector != d.selector and built[o.selector].ok]
     fix = f"{use} {' or '.join(others)}" if others else runtimes.cpu_fix()
-    raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot build OpenCL kernels: "
+    raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot run OpenCL kernels: "
                       f"{check.message}; {fix}")
 
 

@@ -25,7 +25,7 @@ def _buildable() -> tuple[list[str], list[str]]:
     found = device.list_devices()
     checks = device.build_checks(found)
     lines = [f"{d.selector} {d.name} ({d.platform}, driver {d.driver}): "
-             + ("builds" if checks[d.selector].ok else f"cannot build: {checks[d.selector].message}")
+             + ("builds" if checks[d.selector].ok else f"cannot run kernels: {checks[d.selector].message}")
              for d, _ in found]
     return [d.selector for d, _ in found if checks[d.selector].ok], lines
 

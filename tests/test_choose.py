@@ -561,7 +561,7 @@ def test_a_device_that_cannot_build_at_all_is_named_before_any_warning(folders, 
         other.selector: health.BuildCheck(True)})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with pytest.raises(loader.AutotuneError, match=r"cannot build OpenCL kernels: error: unknown target CPU "
+        with pytest.raises(loader.AutotuneError, match=r"cannot run OpenCL kernels: error: unknown target CPU "
                            r"'generic'; load it on a queue of 0:1 \(other"):
             loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, FakeTimer({}))
     assert not caught

@@ -214,6 +214,35 @@ def test_a_profiles_folder_that_cannot_be_written_stops_the_run_before_it_measur
     assert not measured
 
 
+def test_a_read_only_profile_stops_the_run_before_it_measures_and_is_left_as_it_was(scale, home):
+    """A profile made read-only (chmod a-w) to keep it was replaced by the save's rename; an
+    immutable one was found only at the end of the run."""
+    from autotune import settings
+
+    tune(scale, TuneOptions(timeout_s=None, trials=2), evaluator=Fast(), info=FAKE)
+    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    before = path.read_bytes()
+    path.chmod(0o444)
+    measured = []
+
+    class Counted(Fast):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            measured.append(params)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    with pytest.raises(ProfileError, match=r"\.yaml is read-only, so results cannot be saved to it; make it "
+                                           r"writable .* or pass --no-save$"):
+        tune(scale, TuneOptions(timeout_s=None, trials=2, seed=1), evaluator=Counted(), info=FAKE)
+    assert not measured
+    with pytest.raises(ProfileError, match="is read-only"):  # nor does a save made another way write it
+        profiles.save(profiles.Entry(problem={"N": 64}, params={"WPT": 1}, build_flags=(), time_ms=0.1,
+                                     throughput={}, trials=1, tuned_at="", spec_hash="h"), "scale", {}, path)
+    assert path.read_bytes() == before and path.stat().st_mode & 0o777 == 0o444
+    path.chmod(0o644)
+    tune(scale, TuneOptions(timeout_s=None, trials=2, seed=1), evaluator=Counted(), info=FAKE)
+    assert measured
+
+
 def test_a_profile_that_cannot_be_saved_at_the_end_says_how_to_keep_the_trials(scale, home, monkeypatch):
     def refuse(*args):
         raise PermissionError(13, "Permission denied")

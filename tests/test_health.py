@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -101,11 +102,11 @@ def test_no_device_that_builds_and_a_broken_selected_one_are_clear_errors(monkey
     found, checks = _found(("CPU", False), ("CPU", True))
     monkeypatch.setattr(device, "list_devices", lambda: found)
     monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
-    with pytest.raises(DeviceError, match=r"cannot build OpenCL kernels: error: unknown target CPU 'generic'; "
+    with pytest.raises(DeviceError, match=r"cannot run OpenCL kernels: error: unknown target CPU 'generic'; "
                                           r"use --device 1:0"):
         device.select("0:0")
     checks["1:0"] = BuildCheck(False, "error: unknown target CPU 'generic'")
-    with pytest.raises(DeviceError, match=r"no OpenCL device can build kernels: .*pip install 'autotune\[cpu\]'"):
+    with pytest.raises(DeviceError, match=r"no OpenCL device can run kernels: .*pip install 'autotune\[cpu\]'"):
         device.select(None)
 
 
@@ -153,7 +154,7 @@ def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came
     monkeypatch.setattr(device, "list_devices", lambda: found)
     monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
     monkeypatch.setenv("AUTOTUNE_DEVICE", "1:0")  # trial 32: a refused device's origin was not said
-    with pytest.raises(DeviceError, match=r"cannot build OpenCL kernels: .*; use --device 0:0 \(CPU 0, .*\) "
+    with pytest.raises(DeviceError, match=r"cannot run OpenCL kernels: .*; use --device 0:0 \(CPU 0, .*\) "
                                           r"\(from \$AUTOTUNE_DEVICE; unset it or pass --device\)$"):
         device.select(None)
 
@@ -197,10 +198,31 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     assert "run `autotune run KERNEL -d 1:0` first (a run saves an entry once a configuration verifies)" in \
         capsys.readouterr().out
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
-    assert "it cannot build OpenCL kernels (error: unknown target CPU 'generic'), so it cannot be tuned here" \
-        in capsys.readouterr().out
-    with pytest.raises(DeviceError, match="cannot build"):
+    assert ("no tuned entries for mul1 on CPU 0, and it cannot be tuned here, since it cannot run OpenCL kernels: "
+            "error: unknown target CPU 'generic'\n") in capsys.readouterr().out
+    with pytest.raises(DeviceError, match="cannot run OpenCL kernels"):
         device.select("0:0")  # run still refuses it
+
+
+def test_show_reads_the_profile_of_a_device_not_present_by_its_file_name(monkeypatch, capsys) -> None:
+    """A shipped or copied profile is readable on a machine without its device: ``-d SLUG``
+    shows it; an unknown name lists the slugs that would work."""
+    from autotune import cli
+
+    found, checks = _found(("CPU", True))
+    found = [(info, SimpleNamespace(platform=SimpleNamespace(vendor="Vendor"))) for info, _ in found]  # matched by name
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    absent = replace(FAKE, selector="9:0", name="Far GPU", device_type="GPU", compute_units=7)
+    save_winner(absent, {"N": 64}, {"WG": 16})
+    assert cli.main(["show", "-d", absent.slug]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Far GPU (GPU, 7 compute units), not present here\n") and "WG=16" in out
+    assert cli.main(["show", "mul1", "-d", absent.slug]) == 0
+    assert "no tuned entries for mul1 on Far GPU (GPU, 7 compute units), not present here" in capsys.readouterr().out
+    assert cli.main(["show", "-d", "nowhere"]) == 1
+    err = capsys.readouterr().err
+    assert "no OpenCL device matches 'nowhere'" in err and f"-d {absent.slug}" in err and "Traceback" not in err
 
 
 def test_show_with_a_file_where_the_profiles_folder_goes_says_so(monkeypatch, capsys, tmp_path) -> None:

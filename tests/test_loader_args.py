@@ -488,5 +488,5 @@ def test_a_queue_on_a_pocl_whose_launches_abort_is_refused_before_anything_is_bu
     monkeypatch.setattr(device, "build_checks", lambda found, recheck=False: {
         d.selector: health.BuildCheck(False, reason) for d, _ in found})
     monkeypatch.setattr(loader, "choose", lambda *a, **k: pytest.fail("nothing is chosen, built or timed"))
-    with pytest.raises(DeviceError, match=re.escape(f"cannot build OpenCL kernels: {reason}; ")):
+    with pytest.raises(DeviceError, match=re.escape(f"cannot run OpenCL kernels: {reason}; ")):
         autotune.load_kernel("mul1", queue, N=64)

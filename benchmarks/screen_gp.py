@@ -1,6 +1,7 @@
 """Screen: Bayesian optimisation with a Gaussian process on recorded spaces, outside the loop.
 
-    python3 benchmarks/screen_gp.py [--seeds 40] [--first 0] [--local-every 0] [--jobs 2] CACHE_FILE...
+    python3 benchmarks/screen_gp.py [--seeds 40] [--first 0] [--local-every 0] [--trust-region 0]
+                                    [--ordinal 0] [--start 5] [--jobs 2] CACHE_FILE...
 
 Not autotune's search: a standalone numpy prototype, to judge whether a Gaussian-process model
 is worth a turn in the real loop (README, "Search efficiency"). Like a replay it measures the
@@ -13,7 +14,13 @@ model can learn that MDIMC matters and STRM does not, and a product kernel holds
 of every order, where the pairs ridge model holds pairs). With ``--local-every K``, every K-th
 proposal is chosen only among the configurations within two parameters of the best (with
 ``--basins B``: of any of the B fastest measured configurations that no faster one within two
-parameters beats).
+parameters beats). With ``--trust-region R`` every proposal is chosen among the configurations
+within R parameters of the best (CASMOPOLITAN's trust region for categorical spaces, Wan et al.
+2021): the radius grows by one after a new best, up to R, and shrinks by one after
+``--region-fails`` proposals in a row that found none; once it reaches 0, one proposal is
+chosen over the whole space and the radius starts again at R. With ``--ordinal W``, two values
+of a parameter k places apart in its list differ by 1 + W (k - 1) instead of 1, so the model
+can learn that neighbouring tile sizes are alike.
 
 Prints, per space, the median number of measured configurations until the best is within 5% of
 the recorded optimum, and the share of seeds that get there within the budget.
@@ -26,6 +33,7 @@ import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from functools import cache
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -35,7 +43,24 @@ import numpy as np  # noqa: E402
 
 from autotune import replay  # noqa: E402
 
-NOISE, CAP, START, FIT_EVERY = 1e-2, 3.0, 5, 5
+NOISE, CAP, FIT_EVERY = 1e-2, 3.0, 5
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a screened search does besides plain expected improvement (see the docstring)."""
+
+    start: int = 5
+    local_every: int = 0
+    basins: int = 0
+    region: int = 0
+    region_fails: int = 3
+    ordinal: float = 0.0
+
+    def distances(self, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+        """Per parameter, how far apart the value positions of ``a``'s and ``b``'s rows are."""
+        steps = [np.abs(a[:, p][:, None].astype(float) - b[:, p][None, :]) for p in range(a.shape[1])]
+        return [np.where(d > 0, 1 + self.ordinal * (d - 1), 0.0) for d in steps]
 
 
 @cache
@@ -51,14 +76,14 @@ def _space(path: str) -> tuple[np.ndarray, np.ndarray, int]:
     return rows, times, configs.index(tuple(middle[n] for n in rec.names))
 
 
-def _kernel(a: np.ndarray, b: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    return np.exp(-sum(theta[p] * (a[:, p][:, None] != b[:, p][None, :]) for p in range(a.shape[1])))
+def _kernel(a: np.ndarray, b: np.ndarray, theta: np.ndarray, v: Variant) -> np.ndarray:
+    return np.exp(-sum(t * d for t, d in zip(theta, v.distances(a, b), strict=True)))
 
 
-def _fit_theta(x: np.ndarray, z: np.ndarray, theta: np.ndarray, steps: int = 30) -> np.ndarray:
+def _fit_theta(x: np.ndarray, z: np.ndarray, theta: np.ndarray, v: Variant, steps: int = 30) -> np.ndarray:
     """Length-scales by normalised gradient ascent on the log marginal likelihood, with a
     log-normal prior around 0.3 per parameter."""
-    differ = [(x[:, p][:, None] != x[:, p][None, :]).astype(float) for p in range(x.shape[1])]
+    differ = v.distances(x, x)
     log_t = np.log(np.maximum(theta, 1e-3))
     for _ in range(steps):
         t = np.exp(log_t)
@@ -92,7 +117,7 @@ def _basins(x: np.ndarray, y: np.ndarray, count: int) -> np.ndarray:
     return np.array(bottoms)
 
 
-def one(path: str, seed: int, budget: int, local_every: int, basins: int = 0) -> int | None:
+def one(path: str, seed: int, budget: int, v: Variant) -> int | None:
     """Measured configurations until within 5% of the optimum (None: not within ``budget``)."""
     rows, times, start = _space(path)
     rng = np.random.default_rng(seed)
@@ -107,10 +132,11 @@ def one(path: str, seed: int, budget: int, local_every: int, basins: int = 0) ->
 
     if measure(start):
         return 1
-    for _ in range(START):
+    for _ in range(v.start):
         if measure(int(rng.choice(np.flatnonzero(free)))):
             return len(measured)
     theta = np.full(rows.shape[1], 0.3)
+    radius, fails = v.region, 0
     while len(measured) < budget:
         m = np.array(measured)
         y = times[m]
@@ -118,23 +144,33 @@ def one(path: str, seed: int, budget: int, local_every: int, basins: int = 0) ->
         y = np.minimum(y, y.min() + math.log(CAP))
         z = (y - y.mean()) / (y.std() + 1e-9)
         if len(measured) % FIT_EVERY == 0:
-            theta = _fit_theta(rows[m], z, theta)
-        chol = np.linalg.cholesky(_kernel(rows[m], rows[m], theta) + NOISE * np.eye(len(m)))
+            theta = _fit_theta(rows[m], z, theta, v)
+        chol = np.linalg.cholesky(_kernel(rows[m], rows[m], theta, v) + NOISE * np.eye(len(m)))
         candidates = np.flatnonzero(free)
-        if local_every and len(measured) % local_every == 0:
-            centres = rows[_basins(rows[m], y, basins)] if basins else rows[m[np.argmin(y)]][None, :]
+        if v.local_every and len(measured) % v.local_every == 0:
+            centres = rows[_basins(rows[m], y, v.basins)] if v.basins else rows[m[np.argmin(y)]][None, :]
             near = candidates[((rows[candidates][:, None, :] != centres[None, :, :]).sum(2) <= 2).any(1)]
             candidates = near if len(near) else candidates
-        cross = _kernel(rows[candidates], rows[m], theta)
+        if v.region and radius < 1:  # the region collapsed: one proposal over the whole space
+            radius, fails = v.region, 0
+        elif v.region:
+            near = candidates[(rows[candidates] != rows[m[np.argmin(y)]]).sum(1) <= radius]
+            candidates = near if len(near) else candidates
+        cross = _kernel(rows[candidates], rows[m], theta, v)
         mean = cross @ np.linalg.solve(chol.T, np.linalg.solve(chol, z))
-        v = np.linalg.solve(chol, cross.T)
-        sd = np.sqrt(np.maximum(1.0 - (v * v).sum(0), 1e-12))
+        w = np.linalg.solve(chol, cross.T)
+        sd = np.sqrt(np.maximum(1.0 - (w * w).sum(0), 1e-12))
+        before = times[m].min()
         if measure(int(candidates[np.argmax(_expected_improvement(mean, sd, z.min()))])):
             return len(measured)
+        if times[measured[-1]] < before:
+            radius, fails = min(radius + 1, v.region), 0
+        elif (fails := fails + 1) == v.region_fails:
+            radius, fails = radius - 1, 0
     return None
 
 
-def _one(args: tuple[str, int, int, int, int]) -> int | None:
+def _one(args: tuple[str, int, int, Variant]) -> int | None:
     return one(*args)
 
 
@@ -147,12 +183,21 @@ def main() -> None:
     ap.add_argument("--local-every", type=int, default=0)
     ap.add_argument("--basins", type=int, default=0,
                     help="with --local-every: near any of the bottoms of this many basins, not only the best")
+    ap.add_argument("--trust-region", type=int, default=0, metavar="R",
+                    help="propose within R parameters of the best, R adapted (see the docstring)")
+    ap.add_argument("--region-fails", type=int, default=3,
+                    help="with --trust-region: proposals without a new best before the radius shrinks")
+    ap.add_argument("--ordinal", type=float, default=0.0, metavar="W",
+                    help="values k places apart differ by 1 + W (k - 1)")
+    ap.add_argument("--start", type=int, default=5, help="uniform draws after the default (default 5)")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
+    variant = Variant(args.start, args.local_every, args.basins, args.trust_region, args.region_fails,
+                      args.ordinal)
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in args.cache:
             t0 = time.perf_counter()
-            work = [(path, s, args.budget, args.local_every, args.basins)
+            work = [(path, s, args.budget, variant)
                     for s in range(args.first, args.first + args.seeds)]
             found = [math.inf if n is None else n for n in pool.map(_one, work)]
             share = sum(math.isfinite(n) for n in found) / len(found)

@@ -53,6 +53,7 @@ class Variant:
     start: int = 5
     local_every: int = 0
     basins: int = 0
+    # the trust region's widest radius (0: none), and the proposals without a gain that shrink it
     region: int = 0
     region_fails: int = 3
     ordinal: float = 0.0

@@ -87,6 +87,7 @@ def _type_name(dev: cl.Device) -> str:
 
 
 def _platforms() -> list[cl.Platform]:
+    settings.system_opencl_only()  # warns (once) where its value is neither on nor off
     try:
         return cl.get_platforms()
     except cl.Error:

@@ -129,7 +129,7 @@ def register() -> list[Runtime]:
     Call before the first platform query. Does nothing with ``AUTOTUNE_SYSTEM_OPENCL=1``,
     when no runtime is installed, or when the loader already sees them all.
     """
-    if settings.system_opencl_only():
+    if settings.system_opencl_only(quiet=True):
         return []
     runtimes = installed()
     if not runtimes:

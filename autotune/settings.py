@@ -40,9 +40,11 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("autotune"))
 
 
-def system_opencl_only() -> bool:
-    """``$AUTOTUNE_SYSTEM_OPENCL``: use only the system's OpenCL, register no bundled runtime."""
-    return _switch("AUTOTUNE_SYSTEM_OPENCL", default=False)
+def system_opencl_only(quiet: bool = False) -> bool:
+    """``$AUTOTUNE_SYSTEM_OPENCL``: use only the system's OpenCL, register no bundled runtime.
+    ``quiet``: no warning for a value that is neither on nor off (read at import, where the
+    warning could only be Python's two-line form; the first platform query gives it)."""
+    return _switch("AUTOTUNE_SYSTEM_OPENCL", default=False, quiet=quiet)
 
 
 def measure_untuned() -> bool:
@@ -51,13 +53,13 @@ def measure_untuned() -> bool:
     return _switch("AUTOTUNE_MEASURE_UNTUNED", default=True)
 
 
-def _switch(name: str, default: bool) -> bool:
+def _switch(name: str, default: bool, quiet: bool = False) -> bool:
     """An on/off variable; unset or empty is ``default``, and so is a value that is neither,
     with a warning (a typo must not silently mean the opposite of what was meant)."""
     text = os.environ.get(name, "").strip().lower()
     if text in _ON or text in _OFF:
         return text in _ON
-    if text:
+    if text and not quiet:
         warn(f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off ({', '.join(_OFF)}); "
              f"taking the default, {'on' if default else 'off'}")
     return default

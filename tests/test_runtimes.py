@@ -152,6 +152,20 @@ def test_an_on_off_variable_with_another_value_warns_and_keeps_its_default(monke
         assert settings.system_opencl_only() is False
 
 
+def test_a_bad_system_opencl_value_is_one_warning_line_from_the_cli(tmp_path: Path) -> None:
+    """Read at import, it warned in Python's two-line form (file, line, then the source line
+    ``from autotune.cli import main``) before the CLI could print it as its other warnings."""
+    env = {k: v for k, v in os.environ.items() if k != "OCL_ICD_VENDORS"}
+    env.update(AUTOTUNE_SYSTEM_OPENCL="maybe", AUTOTUNE_CACHE=str(tmp_path / "c"), AUTOTUNE_HOME=str(tmp_path / "h"),
+               OCL_ICD_VENDORS=str(tmp_path / "none"))  # no system driver to probe
+    out = subprocess.run([sys.executable, "-m", "autotune", "show"], capture_output=True, text=True, timeout=120,
+                         env=env)
+    warned = [line for line in out.stderr.splitlines() if "AUTOTUNE_SYSTEM_OPENCL='maybe'" in line]
+    assert warned == ["autotune: warning: $AUTOTUNE_SYSTEM_OPENCL='maybe' is neither on (1, true, yes, on) nor off "
+                      "(0, false, no, off); taking the default, off"], out.stderr
+    assert "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize(("value", "selector"), [(" 0:0\n", "0:0"), ("  ", None), ("nvidia", "nvidia")])
 def test_the_device_variable_is_read_without_surrounding_blanks(monkeypatch, value, selector):
     from autotune import settings

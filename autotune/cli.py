@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     previous = sys.stdout
-    sys.stdout = _Stdout(previous)
+    sys.stdout = out = _Stdout(previous, carry_on=args.command in _WORK)
     # a stop lands anywhere, inside SQLAlchemy too, which then logs "Error closing cursor" with a
     # traceback through Python's last-resort handler (trial 25); its errors that matter are
     # raised, and autotune says them in one line
@@ -249,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
-            return _COMMANDS[args.command](args)
+            status = _COMMANDS[args.command](args)
+        return status if out.lost is None else _output_lost(args.command, out.lost, status, previous)
     except TuningInterrupted as exc:
         print(_interrupted(exc.args[0], getattr(args, "storage", None), not getattr(args, "no_save", False)),
               file=sys.stderr)
@@ -264,12 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("autotune: interrupted", file=sys.stderr)
         tuner = sys.modules.get("autotune.tuner")  # a SIGTERM its handler turned into this
         return _STOPPED_BY + tuner.last_stop_signal() if tuner is not None else _EXIT_INTERRUPTED
-    except _ReaderLeft:
-        # `autotune list | head`: the reader left, not an error of ours; stdout to /dev/null so
-        # that the interpreter's last flush at exit does not fail again. A broken pipe anywhere
-        # else (a worker's, say) is a bug and keeps its traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), previous.fileno())
-        return 0
+    except _OutputLost as exc:  # `autotune list | head`: a command whose work is its output stops
+        return _output_lost(args.command, exc.error, 0, previous)
     finally:
         sys.stdout = previous
         logging.getLogger("sqlalchemy").removeHandler(quiet_sql)
@@ -319,27 +316,63 @@ def _warn(message: Warning | str) -> None:
     print(f"autotune: warning: {message}", file=sys.stderr)
 
 
-class _ReaderLeft(Exception):
-    """Standard output's reader closed the pipe."""
+#: Commands whose work outlives their output (a run's trials and profile, bench's picks, a
+#: report's files): where standard output fails they carry on without it (trial 33: `run | head`
+#: ended the run at once, with exit status 0 and nothing saved).
+_WORK = frozenset({"run", "bench", "report"})
+
+
+class _OutputLost(Exception):
+    """Standard output failed (its reader closed the pipe, or a full disk): ``error``."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class _Stdout:
-    """Standard output, with a broken pipe on it told apart from one anywhere else."""
+    """Standard output, with a failure on it told apart from one anywhere else (a broken pipe of
+    a worker's is a bug, and keeps its traceback). With ``carry_on`` a failure is kept in
+    ``lost`` and later output is dropped; without, it raises _OutputLost."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, carry_on: bool = False) -> None:
         self._stream = stream
+        self._carry_on = carry_on
+        self.lost: OSError | None = None
 
     def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            raise _ReaderLeft from None
+        if self.lost is None:
+            try:
+                return int(self._stream.write(text))
+            except OSError as exc:
+                self._failed(exc)
+        return len(text)
 
     def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            raise _ReaderLeft from None
+        if self.lost is None:
+            try:
+                self._stream.flush()
+            except OSError as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        if not self._carry_on:
+            raise _OutputLost(exc) from None
+        self.lost = exc
+
+
+def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
+    """The exit status once standard output failed, said on stderr where the command went on
+    without it. Its descriptor goes to /dev/null, so that the interpreter's last flush at exit
+    does not fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    left = isinstance(error, BrokenPipeError)
+    if command in _WORK:
+        why = "its reader left" if left else f"cannot write it: {error.strerror}"
+        _warn(f"standard output stopped ({why}); `{command}` went on to its end without printing")
+    elif not left:
+        print(f"autotune: error: cannot write standard output ({error.strerror})", file=sys.stderr)
+    return status if left or status else _EXIT_ERROR
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -514,6 +514,60 @@ def test_the_reader_leaving_a_pipe_is_not_an_error():
     assert proc.returncode == 0 and err == b""
 
 
+class _FailingOutput:
+    """Standard output whose writes fail with ``error`` after ``good`` of them; its descriptor is
+    our own /dev/null, which the CLI points at /dev/null again."""
+
+    def __init__(self, error: OSError, good: int = 1) -> None:
+        self.error, self.good, self.written = error, good, []
+        self.fd = os.open(os.devnull, os.O_WRONLY)
+
+    def write(self, text):
+        if len(self.written) >= self.good:
+            raise self.error
+        self.written.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        return self.fd
+
+
+@pytest.mark.parametrize("error, status, said", [
+    (BrokenPipeError(32, "Broken pipe"), 0, "its reader left"),
+    (OSError(28, "No space left on device"), 1, "cannot write it: No space left on device"),
+])
+def test_a_run_whose_output_fails_goes_on_to_its_end_and_saves(scale, home, monkeypatch, capsys, error, status, said):
+    """Trial 33: `autotune run ... | head -3` ended the run at its first line after head left,
+    with exit status 0 and nothing saved; `> /dev/full` gave a traceback."""
+    from autotune import settings, tuner
+
+    real = tuner.tune
+    monkeypatch.setattr(tuner, "tune", lambda spec, options, problem=None, progress=None: real(
+        spec, options, problem, progress, evaluator=Fast(), info=FAKE))
+    out = _FailingOutput(error)
+    monkeypatch.setattr(sys, "stdout", out)
+    assert cli.main(["run", str(scale.path), "-n", "5"]) == status
+    assert len(out.written) == 1
+    assert capsys.readouterr().err == (f"autotune: warning: standard output stopped ({said}); `run` went on to its end "
+                                       "without printing\n")
+    entry = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, settings.profiles_dir())), "scale", "")[0]
+    assert entry.trials == 5 and not entry.partial
+
+
+@pytest.mark.parametrize("error, status, err", [
+    (BrokenPipeError(32, "Broken pipe"), 0, ""),
+    (OSError(28, "No space left on device"), 1, "autotune: error: cannot write standard output (No space left on "
+                                               "device)\n"),
+])
+def test_a_listing_whose_output_fails_stops_in_one_line(monkeypatch, capsys, error, status, err):
+    monkeypatch.setattr(sys, "stdout", _FailingOutput(error, good=0))
+    assert cli.main(["list"]) == status
+    assert capsys.readouterr().err == err
+
+
 def _kill_worker_between(scale, folder, first, second, dying=lambda: None):
     """Measure ``first`` in a worker, kill it (after ``dying()``), measure ``second``:
     (first, second, the evaluator, seconds the second took)."""

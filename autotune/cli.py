@@ -704,13 +704,14 @@ def _report_command(report: Any, storage: str | None) -> str | None:
     from shlex import quote
 
     from .spec import problem_label
+    from .study import shown_url
 
     if storage == ":memory:":
         return None
     spec = report.spec
     command = " ".join(["autotune report", quote(spec.name if spec.builtin else str(spec.path)),
                         "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
-                        *(["--storage", quote(_absolute(storage))] if storage else [])])
+                        *(["--storage", quote(shown_url(_absolute(storage)))] if storage else [])])
     # the quick start installs no plotting library: say so here rather than when it is run
     needs = "" if importlib.util.find_spec("matplotlib") else '  (after pip install "autotune[report]")'
     return command + needs

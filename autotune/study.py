@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
 from filelock import FileLock, Timeout
 
 from . import settings
@@ -83,6 +84,21 @@ class StudyId:
 LOCK_WAIT_S = 120.0
 
 
+def shown_url(url: str) -> str:
+    """``url`` as autotune prints it: with its password hidden, since summaries, errors and
+    reports are shared (trial 33: a report page quoted the database password).
+
+    Example:
+        >>> shown_url("postgresql://me:secret@db/studies")
+        'postgresql://me:***@db/studies'
+    """
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except Exception:  # not a URL sqlalchemy reads (a path, :memory:): nothing to hide  # noqa: BLE001
+        return url
+    return parsed.render_as_string(hide_password=True) if parsed.password else url
+
+
 def open_storage(url: str | None, reading: bool = False) -> optuna.storages.BaseStorage:
     """The optuna storage; SQLite files are created under a lock (concurrent first runs).
     ``reading``: for a command that only reads studies (its advice for a bad file differs).
@@ -94,7 +110,7 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
         return optuna.storages.InMemoryStorage()
     url = url or settings.default_storage()
     if url.split("?")[0] in ("sqlite://", "sqlite:///:memory:", "sqlite:///"):
-        raise ProblemError(f"--storage {url!r} names no database file (an in-memory SQLite database, "
+        raise ProblemError(f"--storage {shown_url(url)!r} names no database file (an in-memory SQLite database, "
                            "which every connection sees new and empty, cannot keep a study); use "
                            "sqlite:///PATH/studies.db, or :memory: for a study this run keeps in memory")
     try:
@@ -105,9 +121,9 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
         if path.absolute().is_relative_to(home):  # autotune's folder is made; another must exist,
             path.parent.mkdir(parents=True, exist_ok=True)  # since a typo would make a study elsewhere
         elif path.parent.exists() and not path.parent.is_dir():
-            raise ProblemError(f"--storage {url!r}: {path.parent} is a file, not a folder; give a path in a folder")
+            raise ProblemError(f"--storage {shown_url(url)!r}: {path.parent} is a file, not a folder; give a path in a folder")
         elif not path.parent.is_dir():
-            raise ProblemError(f"--storage {url!r}: the folder {path.parent} does not exist; create it, "
+            raise ProblemError(f"--storage {shown_url(url)!r}: the folder {path.parent} does not exist; create it, "
                                "or give a path in an existing folder")
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
@@ -122,7 +138,7 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
                            "while it creates the study database; try again, or give --storage another "
                            "file") from None
     except OSError as exc:
-        raise ProblemError(f"cannot write the study database for {url!r} ({exc.strerror}: {exc.filename}); "
+        raise ProblemError(f"cannot write the study database for {shown_url(url)!r} ({exc.strerror}: {exc.filename}); "
                            "set AUTOTUNE_HOME or --storage to a writable place") from None
     except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
         raise ProblemError(_storage_problem(url, exc, reading)) from None
@@ -187,7 +203,7 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
     path = url[len("sqlite:///"):]
     sqlite = url.startswith("sqlite:///")
     if sqlite and Path(path).is_dir():
-        return f"--storage {url!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"
+        return f"--storage {shown_url(url)!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"
     if sqlite and Path(path).is_file() and not os.access(path, os.W_OK):
         return (f"{path} is read-only ({first}); a run stores every trial in it: make it writable, or "
                 "copy it to a writable place and give that as --storage")
@@ -204,9 +220,9 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
         return (f"{path} is not a usable study database ({first}); move it aside to start afresh "
                 "(its studies are lost), or give another --storage")
     if not url.startswith("sqlite") and "://" in url and type(exc).__name__ == "OperationalError":
-        return (f"--storage {url!r}: cannot reach the database ({first}); check that the server is "
+        return (f"--storage {shown_url(url)!r}: cannot reach the database ({first}); check that the server is "
                 "running and the URL's user, host or socket folder, and database name")
-    return (f"--storage {url!r} cannot be opened ({first}); give an optuna "
+    return (f"--storage {shown_url(url)!r} cannot be opened ({first}); give an optuna "
             "storage URL such as sqlite:///PATH/studies.db whose database driver is installed "
             "(PostgreSQL: pip install \"autotune[postgres]\")")
 

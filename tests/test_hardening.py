@@ -65,6 +65,12 @@ def test_a_bad_storage_is_one_line(scale, url, message):
     assert "\n" not in str(caught.value)
 
 
+def test_a_storage_error_does_not_print_the_password(scale):
+    with pytest.raises(ProblemError) as caught:
+        run(scale, storage="mysql://tuner:s3cret@localhost/db")
+    assert "s3cret" not in str(caught.value) and "mysql://tuner:***@localhost/db" in str(caught.value)
+
+
 def test_a_storage_in_a_folder_that_does_not_exist_is_refused_not_made(scale, tmp_path):
     """A typo in --storage's folder made the folders and a study nobody would find again."""
     missing = tmp_path / "stdies" / "deeper"

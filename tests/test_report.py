@@ -200,6 +200,18 @@ def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path
     assert "autotune report" not in format_report(run, ":memory:")
     assert format_report(run, "sqlite:///rel.db").endswith(f"--storage sqlite:///{tmp_path / 'rel.db'}"), \
         "a relative path is made absolute: the command works from another folder (trial 28)"
+    assert format_report(run, "postgresql://tuner:s3cret@db.lan/studies").endswith(
+        "--storage 'postgresql://tuner:***@db.lan/studies'"), "a summary is shared: no password (trial 33)"
+
+
+def test_the_report_page_does_not_show_the_databases_password(scale, tmp_path, monkeypatch):
+    """Trial 33: the page, meant to be shared, quoted --storage with its password."""
+    tune_fake(scale)
+    sections = data.find_sections(scale, None)
+    monkeypatch.setattr(report, "find_sections", lambda *a: sections)  # as if read from that server
+    written = report.write(scale, tmp_path / "out", "postgresql://tuner:s3cret@db.lan/studies")
+    html = written.page.read_text()
+    assert "s3cret" not in html and "postgresql://tuner:***@db.lan/studies" in html
 
 
 def test_without_matplotlib_the_report_command_says_what_to_install(scale, monkeypatch):

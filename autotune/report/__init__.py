@@ -15,6 +15,7 @@ from typing import Any
 from .. import settings
 from ..errors import ProblemError
 from ..spec import KernelSpec
+from ..study import shown_url
 from . import page, plots
 from .data import Section, find_sections
 
@@ -47,7 +48,7 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
                 path.write_bytes(png)
                 written.append(path)
         index = out / "index.html"
-        source = storage or settings.default_storage()
+        source = shown_url(storage or settings.default_storage())
         index.write_text(page.render(spec.name, sections, figures, source, [_notes(s, f) for s, f in
                                                                            zip(sections, figures, strict=True)]))
     except OSError as exc:

@@ -24,7 +24,7 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import StudyId, open_storage, quiet_optuna, supersedes
+from ..study import StudyId, open_storage, quiet_optuna, shown_url, supersedes
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -180,7 +180,7 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
     if not ids:
         kernels = sorted({s.kernel for s in every})
         held = f"it has studies of {', '.join(kernels)}" if kernels else "it has no autotune studies"
-        raise ProblemError(f"no study of {spec.name} in {url} ({held}); tune first (`autotune run "
+        raise ProblemError(f"no study of {spec.name} in {shown_url(url)} ({held}); tune first (`autotune run "
                            f"{spec.name}`), or give the --storage the run used")
     if device is not None:
         keep = match_devices(device, sorted({s.slug for s in ids}))
@@ -192,7 +192,7 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
             key=lambda s: (s.slug, _sizes(parse_problem_label(s.label))))]
         ids = [s for s in ids if s.label == problem_label(problem)]
         if not ids:
-            raise ProblemError(f"no study of {spec.name} for {problem_label(problem)} in {url}; "
+            raise ProblemError(f"no study of {spec.name} for {problem_label(problem)} in {shown_url(url)}; "
                                f"its studies: {'; '.join(labels)}")
     return sorted((_section(spec, s, url, opened) for s in _current_first(spec, ids)), key=_order)
 
@@ -220,7 +220,7 @@ def studies(url: str, opened: optuna.storages.BaseStorage) -> list[StudyId]:
     try:
         names = [s.study_name for s in opened.get_all_studies()]
     except Exception as exc:  # a database that opened but holds no optuna tables  # noqa: BLE001
-        raise ProblemError(f"{url} holds no optuna studies ({type(exc).__name__}); give the --storage "
+        raise ProblemError(f"{shown_url(url)} holds no optuna studies ({type(exc).__name__}); give the --storage "
                            "the run used") from None
     return [s for n in names if (s := StudyId.parse(n)) is not None]
 

@@ -121,9 +121,9 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
         if path.absolute().is_relative_to(home):  # autotune's folder is made; another must exist,
             path.parent.mkdir(parents=True, exist_ok=True)  # since a typo would make a study elsewhere
         elif path.parent.exists() and not path.parent.is_dir():
-            raise ProblemError(f"--storage {shown_url(url)!r}: {path.parent} is a file, not a folder; give a path in a folder")
+            raise ProblemError(f"--storage {url!r}: {path.parent} is a file, not a folder; give a path in a folder")
         elif not path.parent.is_dir():
-            raise ProblemError(f"--storage {shown_url(url)!r}: the folder {path.parent} does not exist; create it, "
+            raise ProblemError(f"--storage {url!r}: the folder {path.parent} does not exist; create it, "
                                "or give a path in an existing folder")
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
@@ -203,7 +203,7 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
     path = url[len("sqlite:///"):]
     sqlite = url.startswith("sqlite:///")
     if sqlite and Path(path).is_dir():
-        return f"--storage {shown_url(url)!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"
+        return f"--storage {url!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"
     if sqlite and Path(path).is_file() and not os.access(path, os.W_OK):
         return (f"{path} is read-only ({first}); a run stores every trial in it: make it writable, or "
                 "copy it to a writable place and give that as --storage")

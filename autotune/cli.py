@@ -42,6 +42,7 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     named: set[str] = set()  # keys given as key=value (a size for all, then one of them, is fine)
+    bare = ""  # the item that gave every size key
     if not any(p.strip() for p in text.split(",")):
         raise ProblemError(f"--size {text!r} names no size; use e.g. 1024, 1024x512x256 or "
                            f"{size_keys[0] if size_keys else 'N'}=1024")
@@ -61,14 +62,20 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
             raise ProblemError(
                 f"--size {text!r}: {part!r} is not a size; use e.g. 1024, 1024x512x256 or "
                 f"{size_keys[0] if size_keys else 'N'}=1024,layout=col")
-        if len(dims) == 1:
-            out.update({k: dims[0] for k in size_keys})
-        elif len(dims) == len(size_keys):
-            out.update(zip(size_keys, dims, strict=True))
-        else:
+        if len(dims) not in (1, len(size_keys)):
             raise ProblemError(
                 f"--size {text!r}: {len(dims)} dimensions given, this kernel has "
                 f"{len(size_keys)} ({'x'.join(size_keys)})")
+        # trial 33: `K=64,128` tuned K=128, and `128,256` 256: a later item overrode silently
+        if bare:
+            raise ProblemError(f"--size {text!r} gives the sizes twice ({bare}, then {part}); give them once, "
+                               f"then key=value items for single keys, e.g. {bare},{size_keys[-1]}={dims[-1]}")
+        clash = next((k for k in size_keys if k in named), None)
+        if clash:
+            raise ProblemError(f"--size {text!r} gives {clash} twice ({clash}={out[clash]}, then {part}); give "
+                               f"the sizes first, then the key: {part},{clash}={out[clash]}")
+        bare = part
+        out.update(zip(size_keys, dims * len(size_keys) if len(dims) == 1 else dims, strict=False))
     return out
 
 

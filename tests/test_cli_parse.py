@@ -22,6 +22,14 @@ def test_an_empty_size_or_a_key_given_twice_is_an_error_not_a_silent_choice(caps
 
     with pytest.raises(ProblemError, match="gives M twice"):
         parse_size("M=64,M=128", KEYS)
+    with pytest.raises(ProblemError, match=r"gives K twice \(K=64, then 128\); give the sizes first, then the key: "
+                                           r"128,K=64$"):
+        parse_size("K=64,128", KEYS)  # trial 33: tuned K=128
+    with pytest.raises(ProblemError, match=r"gives M twice \(M=128, then 64x32x16\)"):
+        parse_size("M=128,64x32x16", KEYS)
+    with pytest.raises(ProblemError, match=r"gives the sizes twice \(128, then 256\)"):
+        parse_size("128,256", KEYS)  # tuned 256
+    assert parse_size("128,layout=col,K=64", KEYS) == {"M": "128", "N": "128", "K": "64", "layout": "col"}
     for text in ("M=64,,N=3", "512,", ",512"):  # trial 25: accepted silently, where --device refuses it
         with pytest.raises(ProblemError, match=rf"^--size '{text}' has an empty item; separate items with single"):
             parse_size(text, KEYS)

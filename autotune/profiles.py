@@ -385,7 +385,7 @@ def check_writable(path: Path) -> None:
     before a run measures anything, not found at its end. A malformed entry does not stop it:
     load_kernel skips that entry, and a result for its problem replaces it."""
     read(path, check_entries=False)
-    refuse_read_only(path)
+    refuse_read_only(path, ", or pass --no-save")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path.parent):
@@ -395,16 +395,16 @@ def check_writable(path: Path) -> None:
                            "folder, or set AUTOTUNE_HOME to one") from None
 
 
-def refuse_read_only(path: Path) -> None:
+def refuse_read_only(path: Path, more: str = "") -> None:
     """ProfileError where the profile at ``path`` is read-only: made so (``chmod a-w``) to keep it
     as it is, which a save by rename would override, or immutable, which the save would find
-    only at the end of a run."""
+    only at the end of a run. ``more``: another fix, where the caller has one (run's --no-save)."""
     if not path.is_file():
         return
     if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:  # root passes access()
         raise ProfileError(f"{path} is read-only, so results cannot be saved to it; make it writable "
-                           f"(chmod u+w, or chattr -i where it is immutable), or set AUTOTUNE_HOME to "
-                           "another folder, or pass --no-save")
+                           f"(chmod u+w, or chattr -i where it is immutable) or set AUTOTUNE_HOME to "
+                           f"another folder{more}")
 
 
 def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str, Any], path: Path) -> None:

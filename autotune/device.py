@@ -229,6 +229,9 @@ def select_many(text: str) -> list[DeviceInfo]:
         if not all(parts):
             raise DeviceError(f"--device {text!r} has an empty selector; separate selectors with single "
                               "commas, e.g. 0:0,0:1")
+        if any(_is_all(part) for part in parts):  # trial 33: 'all' alone said run takes one device
+            raise DeviceError(f"--device {text!r}: 'all' stands alone (every GPU that builds, else every CPU "
+                              "device); give either 'all' or a list of selectors such as 0:0,0:1")
         return [select(part)[0] for part in parts]
     found = list_devices()
     if not found:

@@ -297,7 +297,8 @@ def test_run_on_a_list_of_devices_merges_progress_and_measures_nothing_twice(hom
 
 @needs_cpu
 @pytest.mark.parametrize("device, message", [("{0},{0}", "several devices need a study they can share"),
-                                             ("{0},,{0}", "has an empty selector")])
+                                             ("{0},,{0}", "has an empty selector"),
+                                             ("all,{0}", "'all' stands alone")])  # trial 33
 def test_bad_device_lists_are_one_line(capsys, device, message):
     assert cli.main(["run", "reverse", "-d", device.format(DEVICES[0]), "--storage", ":memory:"]) == 1
     out, err = capsys.readouterr()

@@ -418,10 +418,11 @@ def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str
 def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]]) -> str:
     """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace; a
     link is followed, so that a profile shared by a link stays shared (the link was replaced by
-    a file of its own, trial 26)."""
+    a file of its own, trial 26), to a file it makes where a dangling link points (trial 33)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() and path.resolve().is_file():
+    if path.is_symlink() and (path.resolve().is_file() or not path.resolve().exists()):
         path = path.resolve()
+        path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=60):
         refuse_read_only(path)
         doc = read(path, check_entries=False)

@@ -288,6 +288,11 @@ def test_a_profile_that_is_a_link_is_written_through_and_a_link_to_no_file_is_na
     assert profiles.save(entry({"N": 128}, 1.0), "mm", {"name": "Dev"}, link) == "added"
     assert link.is_symlink()
     assert sorted(e.problem["N"] for e in profiles.entries(profiles.read(shared), "mm")) == [64, 128]
+    dangling = tmp_path / "new.yaml"  # trial 33: the link to a profile not made yet became a file
+    dangling.symlink_to(tmp_path / "shared" / "later" / "q.yaml")
+    assert profiles.save(entry({"N": 32}, 1.0), "mm", {"name": "Dev"}, dangling) == "added"
+    made = profiles.read(tmp_path / "shared" / "later" / "q.yaml")
+    assert dangling.is_symlink() and [e.problem["N"] for e in profiles.entries(made, "mm")] == [32]
     null = tmp_path / "null.yaml"
     null.symlink_to("/dev/null")
     for call in (lambda: profiles.read(null), lambda: profiles.save(entry({"N": 8}, 1.0), "mm", {}, null)):

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import __version__
+from . import __version__, stops
 from .errors import (
     AutotuneError,
     AutotuneWarning,
@@ -254,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     quiet_sql = logging.NullHandler()
     logging.getLogger("sqlalchemy").addHandler(quiet_sql)
     try:
-        with warnings.catch_warnings():
+        with stops.stop_signals(), warnings.catch_warnings():  # a SIGTERM before a run starts too
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             status = _COMMANDS[args.command](args)
         return status if out.lost is None else _output_lost(args.command, out.lost, status, previous)
@@ -270,8 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _EXIT_ERROR
     except KeyboardInterrupt:  # before a run had started (or in a command that is not one)
         print("autotune: interrupted", file=sys.stderr)
-        tuner = sys.modules.get("autotune.tuner")  # a SIGTERM its handler turned into this
-        return _STOPPED_BY + tuner.last_stop_signal() if tuner is not None else _EXIT_INTERRUPTED
+        return _STOPPED_BY + stops.last_stop_signal()  # a SIGTERM a handler turned into this
     except _OutputLost as exc:  # `autotune list | head`: a command whose work is its output stops
         return _output_lost(args.command, exc.error, 0, previous)
     finally:
@@ -487,7 +486,9 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}, {_rate(rr)}")
             print(f"  worker      {r.label} {r.info.name}: {what}")
     stops = [r.signum for r in results if r.signum is not None]
-    if stops:
+    if stops:  # as a run on one device ends (trial 33: nothing said, where workers were starting)
+        print("autotune: interrupted; the studies keep every finished trial: run the same command again to "
+              "resume", file=sys.stderr)
         return _STOPPED_BY + max(stops)  # SIGTERM (15) over SIGINT (2): it was passed on to all
     return 0 if any(r.report is not None and r.report.best is not None for r in results) else _EXIT_ERROR
 

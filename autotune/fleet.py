@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import stops
 from .device import DeviceInfo
 from .errors import AutotuneError, ProblemError, TuningInterrupted
 from .result import Measurement
@@ -86,37 +87,64 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
                for d in infos}
     ctx = mp.get_context("spawn")  # a forked child would share the parent's OpenCL state
     events: Any = ctx.Queue()
+    stop: Any = ctx.Value("i", 0, lock=False)  # the stop signal this command got (0: none yet)
     procs = {}
     for i, (d, label) in enumerate(zip(infos, labels(infos), strict=True)):
         study_budget = min(options.study_trials or budgets[d.slug], budgets[d.slug])
         mine = replace(options, device=d.selector, study_trials=study_budget,
                        seed=None if options.seed is None else options.seed + i)
-        procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events),
+        procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop),
                                        name=f"autotune-worker-{label}"))
-    with _stops_passed_on(procs):
-        for _, p in procs.values():
-            p.start()
+    with _stops_passed_on(procs, stop):
+        with _stops_ignored():  # inherited: a worker's start-up (Python, imports) is not cut short
+            for _, p in procs.values():
+                p.start()
         return _collect(procs, events, progress)
 
 
 @contextmanager
-def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]]) -> Iterator[None]:
+def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> Iterator[None]:
     """SIGTERM to this process goes on to the workers (a ``kill`` names one process; without
-    this the workers would tune on, orphaned, and hang on their last message)."""
+    this the workers would tune on, orphaned, and hang on their last message); Ctrl-C reaches
+    them itself (one process group). Either is noted in ``stop`` for the workers still starting
+    up, which ignore both until they can stop cleanly (trial 33: tracebacks, exit status 1)."""
     def pass_on(signum: int, frame: Any) -> None:
+        stop.value = signum
         for _, p in procs.values():
             if p.pid is not None and p.is_alive():
                 p.terminate()  # SIGTERM: the worker saves its best and stops
 
+    def note(signum: int, frame: Any) -> None:
+        stop.value = stop.value or signum
+
     try:
-        previous = signal.signal(signal.SIGTERM, pass_on)
+        previous = signal.signal(signal.SIGTERM, pass_on), signal.signal(signal.SIGINT, note)
     except ValueError:  # not the main thread: its caller owns the signals
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
+
+
+@contextmanager
+def _stops_ignored() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored while workers are started: a process inherits an ignored
+    signal, and Python leaves an ignored SIGINT ignored, so each worker starts up with both
+    ignored and takes them on once it can stop cleanly (:func:`_work`). Here they are lost for
+    the few milliseconds the starts take."""
+    try:
+        previous = signal.signal(signal.SIGTERM, signal.SIG_IGN), signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
@@ -144,6 +172,8 @@ def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
             results[label] = WorkerResult(label, d, report=rest[0])
         elif kind == "interrupted":
             results[label] = WorkerResult(label, d, report=rest[0], signum=rest[1])
+        elif kind == "stopped":
+            results[label] = WorkerResult(label, d, error="stopped before it started tuning", signum=rest[0])
         else:
             results[label] = WorkerResult(label, d, error=rest[0])
     for _, p in procs.values():
@@ -151,24 +181,33 @@ def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
     return [results[label] for label in procs]
 
 
-def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label: str, events: Any) -> None:
-    """One worker: an ordinary run whose progress and outcome go to the parent."""
+def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label: str, events: Any,
+          stop: Any) -> None:
+    """One worker: an ordinary run whose progress and outcome go to the parent. It starts with
+    Ctrl-C and SIGTERM ignored (:func:`_stops_ignored`); a stop the command got meanwhile is
+    in ``stop``, and is taken as this worker's own."""
     parent = mp.parent_process()
 
     def progress(event: str, m: Measurement | None, state: RunState) -> None:
         if parent is not None and not parent.is_alive():  # nobody reads on: stop as on SIGTERM
             events.cancel_join_thread()  # what is left in the queue must not keep this process
             os.kill(os.getpid(), signal.SIGTERM)
+        elif stop.value and not stops.stop_requested():  # it came while this worker ignored it
+            os.kill(os.getpid(), stop.value)
         events.put(("progress", label, event, m, state))
 
     try:
+        signal.signal(signal.SIGINT, stops.raise_interrupt)
+        signal.signal(signal.SIGTERM, stops.raise_interrupt)
+        if stop.value:
+            os.kill(os.getpid(), stop.value)
         events.put(("done", label, tune(spec, options, problem, progress)))
     except TuningInterrupted as exc:
         events.put(("interrupted", label, exc.args[0], exc.signum))
     except AutotuneError as exc:
         events.put(("error", label, str(exc)))
     except KeyboardInterrupt:  # before the run had started
-        events.put(("error", label, "interrupted before it started"))
+        events.put(("stopped", label, stops.last_stop_signal()))
 
 
 

@@ -19,13 +19,9 @@ from __future__ import annotations
 
 import math
 import os
-import signal
-import sys
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +29,7 @@ from typing import Any
 import optuna
 
 from . import device as devices
-from . import profiles, record, settings
+from . import profiles, record, settings, stops
 from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
@@ -257,78 +253,6 @@ class RunState:
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:
     return StudyId(spec.name, info.slug, problem_label(problem), spec.spec_hash).name
-
-
-#: Set by a stop signal. The KeyboardInterrupt its handler raises lands wherever the main
-#: thread is, and where that is a ``__del__`` or a weakref callback Python prints "Exception
-#: ignored" and goes on; the run checks this too (see _StopSignals), so it stops all the same.
-_STOP_REQUESTED = threading.Event()
-
-
-@dataclass(frozen=True)
-class _StopSignals:
-    """What a run needs of the stop signals: ``hold()`` ignores further stops while saving;
-    ``requested()`` says whether a stop came whose KeyboardInterrupt may have been lost (never,
-    for a run in another thread, which installs no handler)."""
-
-    hold: Callable[[], None]
-    requested: Callable[[], bool]
-
-
-@contextmanager
-def _stop_signals() -> Iterator[_StopSignals]:
-    """Ctrl-C and SIGTERM stop the run (main thread only). The caller's handlers are restored
-    on the way out."""
-    try:
-        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        signal.signal(signal.SIGINT, _raise_interrupt)
-    except ValueError:  # not the main thread: leave signals alone
-        yield _StopSignals(lambda: None, lambda: False)
-        return
-    _STOP_REQUESTED.clear()
-    _STOP_SIGNAL[0] = signal.SIGINT
-    hook = sys.unraisablehook
-
-    def unraisable(u: Any) -> None:
-        # a stop's KeyboardInterrupt dropped in a finalizer: the run stops at the next trial
-        # (_STOP_REQUESTED), so Python's "Exception ignored" traceback would only alarm
-        if not (isinstance(u.exc_value, KeyboardInterrupt) and _STOP_REQUESTED.is_set()):
-            hook(u)
-
-    sys.unraisablehook = unraisable
-    try:
-        yield _StopSignals(_ignore_stops, _STOP_REQUESTED.is_set)
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
-        sys.unraisablehook = hook
-        _STOP_REQUESTED.clear()
-
-
-#: The signal of the last stop (SIGINT or SIGTERM): the command exits 128 + its number.
-_STOP_SIGNAL = [int(signal.SIGINT)]
-
-
-def last_stop_signal() -> int:
-    """The signal of the last stop, SIGINT where there was none."""
-    return _STOP_SIGNAL[0]
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    _note_stop(signum, frame)
-    raise KeyboardInterrupt
-
-
-def _ignore_stops() -> None:
-    """Ctrl-C and SIGTERM ignored, noted only (what is left is saving the run)."""
-    signal.signal(signal.SIGINT, _note_stop)
-    signal.signal(signal.SIGTERM, _note_stop)
-
-
-def _note_stop(signum: int, frame: Any) -> None:
-    _STOP_REQUESTED.set()
-    _STOP_SIGNAL[0] = signum
 
 
 @dataclass(frozen=True)
@@ -916,7 +840,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
-    with quiet_optuna(), _stop_signals() as signals, workload_folder() as folder:
+    with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:
         run = _Run(spec, info, prob, options, valid, say, t_start)
         say("start", None, run.state)
         own = evaluator is None
@@ -960,7 +884,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                "the study once its database answers again")
         run.log.check_stored()
     if stopped_by == "interrupted":
-        raise TuningInterrupted(report, _STOP_SIGNAL[0])
+        raise TuningInterrupted(report, stops.last_stop_signal())
     return report
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from autotune import profiles, settings, study, tuner
+from autotune import profiles, settings, stops, study, tuner
 from autotune import spec as specs
 from autotune.cli import format_report
 from autotune.diagnose import WRONG_WINDOW
@@ -932,10 +932,10 @@ def test_a_stop_that_lands_in_a_finalizer_prints_no_traceback_and_is_still_seen(
         def __del__(self):
             raise ValueError("a fault of its own")
 
-    with tuner._stop_signals() as stops:
+    with stops.stop_signals() as stopping:
         StoppedWhileCollected()
         gc.collect()
-        assert stops.requested(), "the run still stops at its next trial"
+        assert stopping.requested(), "the run still stops at its next trial"
         Faulty()
     assert [type(u.exc_value) for u in seen] == [ValueError], "only other exceptions are reported"
     assert sys.unraisablehook == seen.append
@@ -947,8 +947,8 @@ def test_a_stop_before_the_run_started_exits_with_its_signals_status(monkeypatch
     from autotune import cli
 
     def starting(args):
-        with tuner._stop_signals():
-            tuner._raise_interrupt(signum, None)  # as the handler does while the study opens
+        with stops.stop_signals():
+            stops.raise_interrupt(signum, None)  # as the handler does while the study opens
 
     monkeypatch.setitem(cli._COMMANDS, "run", starting)
     assert cli.main(["run", "scale"]) == 128 + signum

@@ -444,6 +444,30 @@ def _alive(pid: int) -> bool:
 
 
 @needs_cpu
+@pytest.mark.parametrize("sig, delay", [(signal.SIGTERM, 0.0), (signal.SIGTERM, 0.5), (signal.SIGINT, 0.5)])
+def test_a_stop_while_the_workers_start_up_ends_the_run_as_one_later_does(home, sig, delay):
+    """Trial 33: a stop in the first seconds of a run on several devices, while its workers were
+    starting up (Python, imports), gave KeyboardInterrupt tracebacks, "ended without a
+    summary (killed by SIGTERM)" and exit status 1. The command is its own process group here,
+    as in a terminal, so that SIGINT reaches the workers as Ctrl-C would."""
+    sel = DEVICES[0]
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "run", "matmul", "-s", "64", "-d", f"{sel},{sel}",
+                             "-n", "1000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    while not proc.stdout.readline().startswith("study for "):  # the workers are starting now
+        assert proc.poll() is None, proc.stderr.read()
+    time.sleep(delay)
+    os.killpg(proc.pid, sig) if sig == signal.SIGINT else proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err and "without a summary" not in out, err + out
+    # before the workers were started (the study being opened) as a run on one device says it
+    assert err.splitlines()[-1] in ("autotune: interrupted", "autotune: interrupted; the studies keep every finished "
+                                    "trial: run the same command again to resume"), err
+    assert out.count("  worker      ") == (2 if "studies keep" in err else 0), out
+
+
+@needs_cpu
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_killing_a_run_on_several_devices_stops_its_workers_too(home, sig):

@@ -9,6 +9,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import sys
 import warnings
 from collections import Counter
@@ -242,6 +243,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def console() -> int:
+    """The ``autotune`` command: :func:`main`, after which a stop while the interpreter shuts
+    down (it waits for the measuring worker) is ignored: the command's work is done (trial 33:
+    a Ctrl-C after a complete run's summary exited 130, as if interrupted)."""
+    status = main()
+    # ignored, not handled: Python sets its own handlers back to the default as it shuts down
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
@@ -442,6 +454,7 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
     except ProfileNotSaved as exc:  # the run's summary, then the error
         print(summary(exc.report))
         raise
+    stops.hold()  # the run is saved: a stop now must not end its summary as "interrupted"
     print(summary(report))
     return 0 if report.best is not None else _EXIT_ERROR
 
@@ -469,6 +482,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             printers.setdefault(label, _progress(spec, label))(event, m, state)
 
     results = tune_together(spec, options, problem, infos, progress)
+    stops.hold()  # each worker has saved: a stop now must not cut the summaries short
     for members in studies.values():
         mine = [r for r in results if r.label in members]
         done = [r.report for r in mine if r.report is not None]

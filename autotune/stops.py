@@ -86,6 +86,12 @@ def raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def hold() -> None:
+    """Ctrl-C and SIGTERM noted only, from now until the enclosing :func:`stop_signals` ends:
+    what is left (saving the run, printing its summary) is not cut short."""
+    _ignore_stops()
+
+
 def _ignore_stops() -> None:
     """Ctrl-C and SIGTERM ignored, noted only (what is left is saving the run)."""
     signal.signal(signal.SIGINT, _note_stop)

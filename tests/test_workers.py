@@ -444,6 +444,22 @@ def _alive(pid: int) -> bool:
 
 
 @needs_cpu
+def test_a_stop_after_the_summary_does_not_make_a_finished_run_interrupted(home):
+    """Trial 33: a Ctrl-C that landed after a complete run's summary (while Python shut down,
+    waiting for the measuring worker) exited 130 with no message, as if the run had stopped."""
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-m", "autotune", "run", "reverse", "-s", SIZE, "-n", "2",
+                                 "-d", DEVICES[0], "--storage", ":memory:"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        for line in proc.stdout:
+            if line.startswith("  profile"):  # saved; the rest of the summary follows
+                proc.send_signal(signal.SIGINT)
+                break
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "interrupted" not in err, (proc.returncode, err)
+
+
+@needs_cpu
 @pytest.mark.parametrize("sig, delay", [(signal.SIGTERM, 0.0), (signal.SIGTERM, 0.5), (signal.SIGINT, 0.5)])
 def test_a_stop_while_the_workers_start_up_ends_the_run_as_one_later_does(home, sig, delay):
     """Trial 33: a stop in the first seconds of a run on several devices, while its workers were

@@ -499,11 +499,11 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             rr = r.report
             what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}, {_rate(rr)}")
             print(f"  worker      {r.label} {r.info.name}: {what}")
-    stops = [r.signum for r in results if r.signum is not None]
-    if stops:  # as a run on one device ends (trial 33: nothing said, where workers were starting)
+    signums = [r.signum for r in results if r.signum is not None]
+    if signums:  # as a run on one device ends (trial 33: nothing said, where workers were starting)
         print("autotune: interrupted; the studies keep every finished trial: run the same command again to "
               "resume", file=sys.stderr)
-        return _STOPPED_BY + max(stops)  # SIGTERM (15) over SIGINT (2): it was passed on to all
+        return _STOPPED_BY + max(signums)  # SIGTERM (15) over SIGINT (2): it was passed on to all
     return 0 if any(r.report is not None and r.report.best is not None for r in results) else _EXIT_ERROR
 
 

@@ -655,7 +655,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             lines.append(f"  baseline    {report.baseline.status.value}: {report.baseline.message}")
     failed = sum(report.failures.values())
     # proposals, not trials: a proposal another worker held is skipped, and may be proposed again
-    elsewhere = (f", {_count(report.elsewhere, 'proposal')} skipped as another worker had them"
+    # trial 33: after a crash they are that run's claims, not another worker's, until they expire
+    elsewhere = (f", {_count(report.elsewhere, 'proposal')} skipped as claimed by another worker (or by a run "
+                 "that ended without giving them back, until the claims expire)"
                  if report.elsewhere else "")
     by = f"by worker {worker}" if worker else "this run"
     if report.warm_from:

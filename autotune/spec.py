@@ -257,7 +257,10 @@ class KernelSpec:
                     size = 0
                 if not 0 < size <= MAX_SIZE or (isinstance(value, float) and value != size):
                     shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
-                    raise ProblemError(f"{name}={shown}: {self.name}'s {name} must be a positive integer up to 2**40")
+                    # the bound only where it is what is wrong: a kernel's own `requires` may be
+                    # tighter (matmul: < 2**31; trial 33)
+                    want = "at most 2**40" if size > MAX_SIZE else "a positive integer"
+                    raise ProblemError(f"{name}={shown}: {self.name}'s {name} must be {want}")
                 problem[name] = size
             elif str(value) in key.choices:
                 problem[name] = str(value)
@@ -556,7 +559,8 @@ def resolve(name_or_path: str) -> Path:
         except (OSError, ValueError):
             pass  # a name the system cannot look up: it is no file either
         if not _is_file(path):
-            raise SpecError(f"spec file {str(path)[:200]!r} does not exist; check the path")
+            what = "is not a regular file" if _exists(path) else "does not exist"  # /dev/null (trial 33)
+            raise SpecError(f"spec file {str(path)[:200]!r} {what}; check the path")
         return path.resolve()
     path = data_dir("search_spaces") / f"{name_or_path}.yaml"
     if not _is_file(path):
@@ -969,6 +973,14 @@ def _is_file(path: Path) -> bool:
     """Whether ``path`` is a file; False for a name the system cannot look up (too long, NUL)."""
     try:
         return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _exists(path: Path) -> bool:
+    """Whether anything is at ``path``; False for a name the system cannot look up."""
+    try:
+        return path.exists()
     except (OSError, ValueError):
         return False
 

@@ -143,9 +143,20 @@ def test_problem_overrides_are_checked():
         sp.resolve_problem({"M": "0"})
     with pytest.raises(ProblemError, match="choose one of row, col"):
         sp.resolve_problem({"layout": "diagonal"})
-    for bad in (True, "True", 10**400, 2.5):
-        with pytest.raises(ProblemError, match="must be a positive integer"):
+    for bad in (True, "True", 2.5, "abc"):
+        with pytest.raises(ProblemError, match="must be a positive integer$"):  # no bound matmul does not have
             sp.resolve_problem({"M": bad})
+    with pytest.raises(ProblemError, match="must be at most 2\\*\\*40$"):
+        sp.resolve_problem({"M": 10**400})
+    with pytest.raises(ProblemError, match=r"matmul needs M < 2 \*\* 31"):  # its own, tighter bound
+        sp.resolve_problem({"M": 2**31})
+
+
+def test_a_spec_path_that_is_no_file_says_what_it_is() -> None:
+    with pytest.raises(SpecError, match="spec file '/dev/null' is not a regular file; check the path"):
+        specs.load("/dev/null")
+    with pytest.raises(SpecError, match="spec file '/no/such.yaml' does not exist; check the path"):
+        specs.load("/no/such.yaml")
 
 
 def test_a_folder_given_as_a_spec_says_so(tmp_path):

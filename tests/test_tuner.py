@@ -194,6 +194,13 @@ def test_the_summarys_baseline_line_says_the_parameters_it_leaves_out_are_at_the
     assert "(WG=64; the others at their first values)" in line, line
 
 
+def test_proposals_skipped_for_claims_do_not_blame_a_worker_that_may_not_exist(scale):
+    """Trial 33: after a crashed run its claims were said to be another worker's."""
+    report = replace(run(scale, FakeEvaluator(), sampler="grid", trials=2), elsewhere=2)
+    assert ("2 proposals skipped as claimed by another worker (or by a run that ended without giving them back, "
+            "until the claims expire)") in format_report(report)
+
+
 def test_no_valid_configuration_is_a_clear_error_from_run_and_load_kernel_alike(scale, tmp_path):
     """Trial 24: bench and load_kernel said only "the spec's constraints exclude every one"
     where run named the default's reason and the fix."""

@@ -136,8 +136,10 @@ def _parse(text: str, path: Path) -> Any:
     try:
         raw = json.loads(left_open + "}\n}")
     except ValueError:
-        raise ProblemError(f"{path} is not a JSON cache file ({problem})") from None
+        raw = None
     cache = raw.get("cache") if isinstance(raw, dict) else None
+    if not isinstance(cache, dict):  # closed, it is no cache either (trial 33: cut short, it warned first)
+        raise ProblemError(f"{path} is not a JSON cache file ({problem})")
     warn(f"{path}: the cache was left open, as Kernel Tuner leaves it while a run appends to it: "
          f"{len(cache) if isinstance(cache, dict) else 0} entries read; if that run did not finish, "
          "the optimum replays aim at is only the best it had measured")

@@ -146,6 +146,7 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
     ('{"tune_params": {"X": [1]}, "cache": {"1": 5}}', "cache entry '1' is 5, not an object of the parameters' "
                                                         "values and a 'time'"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}, "2":', "is not a JSON cache file"),
+    ('{"tune_params": {"bx": [16]', "is not a JSON cache file"),  # trial 33: it warned "left open" first
 ])
 def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
     path = tmp_path / "bad.json"

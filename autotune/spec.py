@@ -290,8 +290,10 @@ class KernelSpec:
         """
         if not set(params) <= {p.name for p in self.parameters}:
             return None  # a parameter this spec does not have: the entry means something else
-        full = self.complete(params)
         enabled = set(build_flags)
+        if not enabled <= {p.flag for p in self.parameters}:
+            return None  # a flag the spec does not tune would be dropped silently (trial 33)
+        full = self.complete(params)
         for p in self.parameters:
             if p.flag is not None:
                 full[p.name] = p.flag in enabled
@@ -301,11 +303,15 @@ class KernelSpec:
             return None
         return full
 
-    def _outside(self, params: Mapping[str, Value]) -> str:
-        """What puts stored ``params`` outside the space: a parameter it lacks, or a value."""
+    def _outside(self, params: Mapping[str, Value], build_flags: Iterable[str] = ()) -> str:
+        """What puts stored ``params`` and ``build_flags`` outside the space: a parameter or a
+        flag it lacks, or a value."""
         known = {p.name: p for p in self.parameters}
         if extra := [n for n in params if n not in known]:
             return f"the spec has no parameter {extra[0]}"
+        flags = [p.flag for p in self.parameters if p.flag is not None]
+        if extra := [f for f in build_flags if f not in flags]:
+            return f"{extra[0]} is not one of the spec's build flags ({', '.join(flags) or 'it has none'})"
         for name, value in params.items():
             p = known[name]
             if p.flag is None and value not in p.values:
@@ -356,7 +362,7 @@ class KernelSpec:
                     f"load_kernel looks up {resolved}")
         full = self.from_stored(entry.params, entry.build_flags)
         if full is None:
-            return f"its configuration is not in the spec's space ({self._outside(entry.params)})"
+            return f"its configuration is not in the spec's space ({self._outside(entry.params, entry.build_flags)})"
         missing = self._unnamed(entry.params, full)
         return f"it does not name {', '.join(missing)}, which its configuration uses" if missing else None
 

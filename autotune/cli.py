@@ -139,8 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "builds. Several: 'all' (every GPU that builds, else every CPU device) or selectors "
                      "separated by commas: one worker process per device, devices of one model on one study")
     run.add_argument("-n", "--trials", type=_number(int), default=40,
-                     help="new configurations to measure (invalid and repeated ones do not count; "
-                     "with several devices, the budget of each study; default 40)")
+                     help="new configurations to measure (invalid and repeated ones do not count; one "
+                     "that timed out before and is measured again under a longer --max-time-per-config "
+                     "does; with several devices, the budget of each study; default 40)")
     run.add_argument("-t", "--timeout", type=_number(float), default=150.0,
                      help="end the run after this many seconds; a candidate still running then is "
                      "stopped and measured again next time (default 150)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import io
 import logging
 import math
 import os
@@ -259,6 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    for stream in (sys.stdout, sys.stderr):  # Σ and µ in an ASCII locale: '?', not a traceback (trial 34)
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
     previous = sys.stdout
     sys.stdout = out = _Stdout(previous, carry_on=args.command in _WORK)
     # a stop lands anywhere, inside SQLAlchemy too, which then logs "Error closing cursor" with a

@@ -115,7 +115,7 @@ class SameBuildError(_SameFailure):
         if self._template is None:
             return False
         try:
-            lines = self._template.read_text(errors="replace").splitlines()
+            lines = self._template.read_text(encoding="utf-8", errors="replace").splitlines()
         except OSError:
             return False
         return any(e.file == self._template.name and 0 < e.line <= len(lines)
@@ -162,7 +162,7 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
     file = template.parent / first.file
     if not file.is_file():  # a name the compiler made up: the template itself, or its own header
         file = template
-    lines = file.read_text().splitlines()
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
     code = lines[first.line - 1].strip() if 0 < first.line <= len(lines) else ""
     where = f"{file.name}:{first.line}: error: {first.text}" + (f" in `{code}`" if code else "")
     if not code and file == template:  # trial 30: saxpy.cl:115 named in an 8-line template

@@ -58,7 +58,7 @@ def cache_path() -> Path:
 
 def _read_cache() -> dict[str, BuildCheck]:
     try:
-        raw = json.loads(cache_path().read_text())
+        raw = json.loads(cache_path().read_text(encoding="utf-8"))
         return {k: BuildCheck(bool(v["ok"]), str(v.get("message", ""))) for k, v in raw.items()}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return {}  # absent or damaged: probe again
@@ -69,7 +69,7 @@ def _write_cache(entries: Mapping[str, BuildCheck]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({k: asdict(v) for k, v in entries.items()}, f, indent=1)
         os.replace(tmp, path)
     except OSError:
@@ -159,7 +159,7 @@ def mismatched_target(version: str, flags: Collection[str]) -> str | None:
 def cpu_flags() -> frozenset[str]:
     """The host CPU's feature flags (Linux; empty elsewhere)."""
     try:
-        with open("/proc/cpuinfo") as f:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             return next((frozenset(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")),
                         frozenset())
     except OSError:

@@ -435,7 +435,7 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
         # immutable, say) keeps both as they were
         backup = f"{tmp}.bak"
         try:
-            with os.fdopen(fd, "w") as fh:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:  # as read_yaml reads it, whatever the locale
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())

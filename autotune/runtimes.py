@@ -80,7 +80,7 @@ def _icd_files(source: str | None) -> dict[str, str]:
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8", errors="surrogateescape")  # paths are bytes
     except OSError:  # unreadable: the loader would skip it too
         return ""
 
@@ -114,7 +114,7 @@ def _write_atomically(folder: Path, icds: dict[str, str]) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
     for name, text in icds.items():
-        (staging / name).write_text(text)
+        (staging / name).write_text(text, encoding="utf-8", errors="surrogateescape")
     try:
         staging.rename(folder)
     except OSError:  # another process wrote the same folder first

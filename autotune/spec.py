@@ -1041,7 +1041,7 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
     """
     out = [f'#line 1 "{path.name}"']
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")  # not the locale's: it must hash alike everywhere (trial 34)
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
                         "save it as UTF-8") from None

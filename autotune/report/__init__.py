@@ -50,7 +50,8 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
         index = out / "index.html"
         source = shown_url(storage or settings.default_storage())
         index.write_text(page.render(spec.name, sections, figures, source, [_notes(s, f) for s, f in
-                                                                           zip(sections, figures, strict=True)]))
+                                                                           zip(sections, figures, strict=True)]),
+                         encoding="utf-8")
     except OSError as exc:
         raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder") from None
     return Written(index, tuple(written), tuple(sections))

@@ -1,0 +1,46 @@
+"""autotune in a locale that is not UTF-8 (trial 34: in a Latin-1 locale every shipped template
+decoded to other text, so every tuned entry read as stale and a run replaced good ones; `list`
+and `probe` ended in UnicodeEncodeError tracebacks)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from autotune import profiles
+from autotune import spec as specs
+
+#: An ASCII locale with Python's UTF-8 mode and C-locale coercion off, as on a system whose
+#: locale is neither C nor UTF-8.
+ASCII = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+
+
+def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, **ASCII, AUTOTUNE_HOME=str(tmp_path / "home"))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, env=env,
+                          encoding="utf-8", errors="replace")
+
+
+def test_spec_hashes_and_profiles_do_not_depend_on_the_locale(tmp_path: Path) -> None:
+    names = ["matmul", "mul1", "correlate"]  # their templates hold non-ASCII characters
+    profile = tmp_path / "dev.yaml"
+    code = (f"import json, sys; from autotune import profiles, spec; print(sys.getfilesystemencoding(), "
+            f"json.dumps([spec.load(n).spec_hash for n in {names!r}])); "
+            f"profiles.save(profiles.Entry(problem={{'N': 8}}, params={{'WG': 1}}, build_flags=(), time_ms=1.0, "
+            f"throughput={{}}, trials=1, tuned_at='', spec_hash='h'), 'k', {{'name': 'D\\u00e9v \\u00b5'}}, "
+            f"__import__('pathlib').Path({str(profile)!r}))")
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    encoding, hashes = done.stdout.split(" ", 1)
+    assert encoding == "ascii", "the subprocess did not get an ASCII locale: the test tests nothing"
+    assert json.loads(hashes) == [specs.load(n).spec_hash for n in names]
+    assert profiles.read(profile)["device"]["name"] == "Dév µ"
+
+
+def test_output_with_characters_the_locale_lacks_is_not_a_traceback(tmp_path: Path) -> None:
+    done = _python("from autotune.cli import main; raise SystemExit(main(['list']))", tmp_path)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "multi-precision number ? one digit" in done.stdout  # Σ-free, '?' for what ASCII lacks

@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from shlex import quote
 from typing import Any
 
 import pyopencl as cl
@@ -471,7 +472,8 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:
     """The command that tunes ``problem`` on ``info``'s device: the built-in name, or the spec's path."""
     name = spec.name if spec.builtin else str(spec.path)
-    return f"autotune run {name} -s {problem_label(problem)}" + (f" -d {info.selector}" if info.selector else "")
+    words = ["autotune run", quote(name), "-s", quote(problem_label(problem))]  # a path with spaces (trial 34)
+    return " ".join(words + (["-d", quote(info.selector)] if info.selector else []))
 
 
 def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKernel:

@@ -206,13 +206,13 @@ def test_with_nothing_tuned_valid_and_the_default_invalid_the_one_most_like_it_i
 
 def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tmp_path, monkeypatch):
     monkeypatch.setattr(loader, "_warned", set())
-    copy = tmp_path / "mine" / "matmul.yaml"
+    copy = tmp_path / "my specs" / "matmul.yaml"  # trial 34: a path with a space was not quoted
     copy.parent.mkdir()
     copy.write_text(MM.path.read_text().replace("template: matmul.cl", f"template: {MM.template}"))
     mine = specs.load(str(copy))
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(mine, FAKE, mine.resolve_problem({"M": 1000}), [tmp_path / "none"])
-    command = f"`autotune run {copy} -s M=1000,N=512,K=512,layout=row -d fake`"
+    command = f"`autotune run '{copy}' -s M=1000,N=512,K=512,layout=row -d fake`"
     assert f"{command} tunes and verifies it" in str(caught[0].message)
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])

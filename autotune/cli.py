@@ -858,7 +858,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
         what = f"{args.kernel} on " if args.kernel else ""
         on = f" -d {shlex.quote(args.device)}" if args.device else ""
         check = device.build_checks([(info, target.dev)])[info.selector]
-        advice = (f"; run `autotune run {shlex.quote(args.kernel) if args.kernel else 'KERNEL'}{on}` first (a run saves an entry once a "
+        kernel = shlex.quote(args.kernel) if args.kernel else "KERNEL"
+        advice = (f"; run `autotune run {kernel}{on}` first (a run saves an entry once a "
                   "configuration verifies)") if check.ok else \
             f", and it cannot be tuned here, since it cannot run OpenCL kernels: {check.message}"
         print(f"no tuned entries for {what}{info.name}{advice}")

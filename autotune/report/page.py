@@ -114,8 +114,11 @@ def _profile(s: Section, best: Trial | None) -> str:
     winner of the leaders' re-timing, which need not be the fastest single measurement."""
     assert s.entry is not None
     text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trial{'s' * (s.entry.trials != 1)}, tuned {s.entry.tuned_at}"
+    if why := s.spec.unusable(s.entry):  # trial 34: a stale entry was described as current
+        text += f" (load_kernel skips it: {why})"
     if not s.entry_ours:  # the same configuration may be among this study's trials: not its result
-        return text + "; saved by another study of this problem (another --storage, or another copy of the spec)"
+        return text + ("; saved by another study of this problem (another version of the spec, another --storage, "
+                       "or another copy of the spec)")
     if s.entry.partial:
         text += ", partial (the run was stopped before its leaders were timed again)"
     params = s.spec.from_stored(s.entry.params, s.entry.build_flags, whole=True)

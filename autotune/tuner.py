@@ -175,6 +175,7 @@ class TuneReport:
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
+    unconfirmed: bool = False  # there were leaders to time again, and the run's time was up first
     # the search's fastest where the leaders' rounds ranked another first: its search time (ms),
     # and it as timed in the rounds
     overturned: tuple[float, Measurement] | None = None
@@ -233,6 +234,7 @@ class RunState:
     overturned: tuple[float, Measurement] | None = None  # as TuneReport.overturned
     confirmed: int = 0  # leaders timed again after the search
     baseline_timed: str = ""  # as TuneReport.baseline_timed
+    unconfirmed: bool = False  # there were leaders to time again, and fewer than two were
     unsteady: tuple[Measurement, ...] = ()  # as TuneReport.unsteady
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
@@ -720,6 +722,7 @@ class _Run:
         leaders = self.log.leaders(CONFIRM_LEADERS)
         if len(leaders) < 2:
             return
+        self.state.unconfirmed = True  # until two of them are timed again (time may be up)
         base = self.state.baseline
         extra = [base] if (base is not None and base.ok and base.median_ms <= BASELINE_RETIME_MS
                            and all(m.params != base.params for m in leaders)) else []
@@ -747,6 +750,7 @@ class _Run:
             if base is not None and config_key(base.params) in times:
                 self.state.baseline_timed = "beside" if extra else "among"
             self.state.confirmed = len(timed) - (self.state.baseline_timed == "beside")
+            self.state.unconfirmed = False
 
     def _interleaved(self, evaluator: Evaluator, those: list[Measurement]
                      ) -> tuple[dict[str, list[float]], dict[str, str]]:
@@ -788,7 +792,7 @@ class _Run:
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples),
             study_trials=stored, pruned=s.pruned, valid_space=self.valid_count,
-            runner_up=s.runner_up, confirmed=s.confirmed, overturned=s.overturned,
+            runner_up=s.runner_up, confirmed=s.confirmed, unconfirmed=s.unconfirmed, overturned=s.overturned,
             baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
@@ -871,10 +875,16 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      spec.macros(prob), f"{info.name} ({info.platform})",
                                      run.state.measured, [n for n, _ in spec.derived]))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
-        if options.save and report.best is not None:
+        unconfirmed = report.unconfirmed  # its best is one timing, not the leaders' rounds
+        if options.save and report.best is not None and report.measured == 0 and unconfirmed and _entry_of(report):
+            # nothing new (trial 35: a run past its --study-timeout replaced the confirmed winner
+            # with the search's fastest single timing, which that confirmation had overturned)
+            report = replace(report, profile_path=profiles.path_for(info.slug, settings.profiles_dir()),
+                             profile_verdict=NOTHING_NEW)
+        elif options.save and report.best is not None:
             study = (record.study_key(options.storage or settings.default_storage(), report.study_name)
                      if options.storage != ":memory:" else None)
-            report = _save(report, partial=stopped_by in ("interrupted", "storage lost"), study=study,
+            report = _save(report, partial=stopped_by in ("interrupted", "storage lost") or unconfirmed, study=study,
                            studied=lambda old: (c := spec.from_stored(old.params, old.build_flags)) is not None
                            and run.log.get(c) is not None)
         if lost is not None:
@@ -918,6 +928,19 @@ def profile_entry(report: TuneReport, partial: bool, study: str | None = None) -
     assert report.best is not None
     return record.entry(report.spec, report.problem, report.best, report.study_trials,
                         partial=partial, baseline=report.baseline, study=study)
+
+
+#: The profile verdict of a run that measured nothing and timed no leaders again, where the
+#: profile holds an entry of its problem: it has nothing the entry lacks.
+NOTHING_NEW = "left as it was: this run measured nothing and timed no leaders again"
+
+
+def _entry_of(report: TuneReport) -> profiles.Entry | None:
+    """The entry of the run's problem and spec version in the device's profile, if usable."""
+    path = profiles.path_for(report.device.slug, settings.profiles_dir())
+    return next((e for e in profiles.entries(profiles.read(path, check_entries=False), report.spec.name, str(path),
+                                             lambda _: None)
+                 if dict(e.problem) == dict(report.problem) and report.spec.stores(e)), None)
 
 
 def _save(report: TuneReport, partial: bool, study: str | None,

@@ -250,6 +250,53 @@ def test_a_read_only_profile_stops_the_run_before_it_measures_and_is_left_as_it_
     assert measured
 
 
+def test_a_run_that_measures_nothing_and_times_no_leaders_leaves_the_confirmed_entry(scale, home):
+    """Trial 35: a run past its study's --study-timeout measured nothing, timed no leaders again,
+    and replaced the confirmed winner with the search's fastest single timing (one that the
+    confirmation had overturned)."""
+    import time as clock
+
+    from autotune import settings
+
+    class Lucky(Fast):  # the search's fastest is a lucky first timing; timed again it is slow
+        seen: set = set()
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            key = (params["WPT"], params["WG"])
+            first = key not in self.seen
+            self.seen.add(key)
+            return replace(m, times_ms=(1e-6,) * 3) if first and params["WPT"] == 1 and params["WG"] == 32 else m
+
+    first = tune(scale, TuneOptions(timeout_s=None, trials=40, sampler="grid", study_timeout_s=30), evaluator=Lucky(),
+                 info=FAKE)
+    assert first.confirmed and first.overturned is not None, "the lucky timing was overturned"
+    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    before = path.read_bytes()
+    clock.sleep(0.1)
+    class Slow(Lucky):  # its leaders' rounds outlast the confirmation's reserve (a tenth of 0.05 s)
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            clock.sleep(0.02)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+        def recheck(self, params, limit_s):
+            clock.sleep(0.02)
+            return super().recheck(params, limit_s)
+
+    late = tune(scale, TuneOptions(timeout_s=None, trials=40, sampler="grid", study_timeout_s=0.05), evaluator=Slow(),
+                info=FAKE)
+    assert late.measured == 0 and not late.confirmed
+    from autotune.cli import format_report
+    assert "\n  confirmed   no: the run's time was up before the fastest could be timed again" in format_report(late)
+    assert late.profile_verdict == "left as it was: this run measured nothing and timed no leaders again"
+    assert path.read_bytes() == before
+    path.unlink()  # with no entry to keep, its best is saved, marked as not timed again
+    tune(scale, TuneOptions(timeout_s=None, trials=40, sampler="grid", study_timeout_s=0.05), evaluator=Slow(),
+         info=FAKE)
+    (entry,) = profiles.entries(profiles.read(path), "scale")
+    assert entry.partial
+
+
 def test_a_profile_that_cannot_be_saved_at_the_end_says_how_to_keep_the_trials(scale, home, monkeypatch):
     def refuse(*args):
         raise PermissionError(13, "Permission denied")

@@ -6,12 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import pyopencl as cl
-
 from . import ceilings, firstuse, profiles, settings
 from . import device as devices
 from . import spec as specs
 from .ceilings import Ceiling
+from .clcontext import context
 from .errors import ProfileError
 from .fits import check_fits
 from .loader import Choice, choose
@@ -59,7 +58,7 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     prob = spec.resolve_problem(problem)
     info, dev = devices.select(selector)
     check_fits(spec, prob, info)  # before the first-use timer draws the inputs
-    ctx = cl.Context([dev])
+    ctx = context(dev)
     choice = choose(spec, info, prob, timer=firstuse.timer(spec, prob, ctx, dev, info.facts()))
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(), BENCH_TIMING)
     m = bench.measure(choice.params)

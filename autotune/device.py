@@ -17,7 +17,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import health, runtimes, settings
+from . import clcontext, health, runtimes, settings
 from .errors import DeviceError
 
 
@@ -88,11 +88,7 @@ def _type_name(dev: cl.Device) -> str:
 
 def _platforms() -> list[cl.Platform]:
     settings.system_opencl_only()  # warns (once) where its value is neither on nor off
-    try:
-        return cl.get_platforms()
-    except cl.Error:
-        # the ICD loader reports "no platforms" as PLATFORM_NOT_FOUND_KHR
-        return []
+    return clcontext.platforms()
 
 
 def info(dev: cl.Device, selector: str = "") -> DeviceInfo:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pyopencl as cl
 
+from .clcontext import context
 from .launch import build_quietly
 
 EMPTY_KERNEL = "__kernel void empty(void) {}"
@@ -70,7 +71,7 @@ def launch_overhead(ctx_or_device: cl.Context | cl.Device, repeats: int = 1000,
         ctx, device = ctx_or_device, ctx_or_device.devices[0]
     else:
         device = ctx_or_device
-        ctx = cl.Context([device])
+        ctx = context(device)
     queue = cl.CommandQueue(ctx, device, properties=cl.command_queue_properties.PROFILING_ENABLE)
     kernel = cl.Kernel(build_quietly(ctx, EMPTY_KERNEL), "empty")
     one = (1,)

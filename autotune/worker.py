@@ -91,13 +91,13 @@ def load_workload(path: str) -> Workload:
 
 def make_bench(setup: Setup, workload: Workload | None = None) -> Bench:
     """A Bench on the setup's device (used in-process and inside the worker)."""
-    import pyopencl as cl
 
     from . import device
+    from .clcontext import context
 
     # the caller chose (and build-checked) the device; the worker only finds it again
     info, dev = device.select(setup.device_selector, require_build=False)
-    return Bench(setup.spec, setup.problem, cl.Context([dev]),
+    return Bench(setup.spec, setup.problem, context(dev),
                  workload or load_workload(setup.workload_file), info.facts(), setup.timing,
                  program_cache=setup.program_cache or None)
 

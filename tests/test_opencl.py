@@ -367,3 +367,58 @@ def test_a_devices_profile_slug_selects_it_as_report_d_takes_it(ocl_device):
     info, _ = device.select(ocl_device)
     assert device.select(info.slug)[0].selector == device.select(info.slug.upper())[0].selector
     assert device.select(info.slug)[0].slug == info.slug
+
+
+
+#: In a fresh process (the runtime installs its handlers as it is loaded): the process's
+#: handlers of SIGINT and SIGTERM before and after listing the devices and making a context,
+#: through autotune or pyopencl directly, as JSON.
+_HANDLERS = """
+import ctypes, json, signal, sys
+import autotune, pyopencl as cl
+from autotune import device
+from autotune.clcontext import context
+
+class Action(ctypes.Structure):
+    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
+                ("restorer", ctypes.c_void_p)]
+
+def handlers():
+    out = []
+    for s in (signal.SIGINT, signal.SIGTERM):
+        action = Action()
+        ctypes.CDLL(None).sigaction(s, None, ctypes.byref(action))
+        out.append(action.handler or 0)
+    return out
+
+before = handlers()
+if sys.argv[2] == "autotune":
+    dev = device.select(sys.argv[1], require_build=False)[1]
+    ctx = context(dev)
+else:
+    p, d = map(int, sys.argv[1].split(":"))
+    dev = cl.get_platforms()[p].get_devices()[d]
+    ctx = cl.Context([dev])
+print(json.dumps([before, handlers(), dev.platform.name]))
+"""
+
+
+@needs_opencl
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the handlers with Linux's sigaction")
+def test_a_context_autotune_makes_leaves_pythons_stop_handlers_in_place(ocl_device):
+    """Trial 35: Intel's runtime installs SIGINT and SIGTERM handlers of its own when it is loaded
+    and with a context, and a Ctrl-C under `run --no-isolation` then ended the run with nothing
+    said or saved. The selector here is an index (``P:D``), as the suite's devices are."""
+    import json
+
+    def handlers(how: str) -> list:
+        done = subprocess.run([sys.executable, "-c", _HANDLERS, ocl_device, how], capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    before, after, platform = handlers("autotune")
+    assert after == before
+    if "Intel" in platform:  # the test shows something: without it, the handlers change
+        before, after, _ = handlers("raw")
+        assert after != before

@@ -1,0 +1,48 @@
+"""OpenCL platforms and contexts that leave Python's handlers of Ctrl-C and SIGTERM in place.
+
+Intel's CPU runtime installs SIGINT and SIGTERM handlers of its own when it is loaded (the
+first platform query) and when it makes a context; a Ctrl-C that then landed inside the
+runtime could end the process with status 130 and nothing said or saved (trial 35, ``run
+--no-isolation``). Python's handlers are put back right after each.
+
+Example:
+    >>> ctx = context(platforms()[0].get_devices()[0])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pyopencl as cl
+
+
+def platforms() -> list[cl.Platform]:
+    """``cl.get_platforms()`` (empty where the loader finds none), handlers as they were."""
+    with _handlers_kept():
+        try:
+            return cl.get_platforms()
+        except cl.Error:  # the ICD loader reports "no platforms" as PLATFORM_NOT_FOUND_KHR
+            return []
+
+
+def context(device: cl.Device) -> cl.Context:
+    """``cl.Context([device])``, with the handlers of SIGINT and SIGTERM as they were."""
+    with _handlers_kept():
+        return cl.Context([device])
+
+
+@contextmanager
+def _handlers_kept() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # only the main thread has them
+        yield
+        return
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            if handler is not None:  # None: installed outside Python, which cannot put it back
+                signal.signal(s, handler)

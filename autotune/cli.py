@@ -504,11 +504,16 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             rr = r.report
             what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}, {_rate(rr)}")
             print(f"  worker      {r.label} {r.info.name}: {what}")
+    unsaved = [r.error for r in results if r.report is not None and r.report.profile_error]
+    for error in unsaved:  # after the summaries, as a run on one device ends (ProfileNotSaved)
+        print(f"autotune: error: {error}", file=sys.stderr)
     signums = [r.signum for r in results if r.signum is not None]
     if signums:  # as a run on one device ends (trial 33: nothing said, where workers were starting)
         print("autotune: interrupted; the studies keep every finished trial: run the same command again to "
               "resume", file=sys.stderr)
         return _STOPPED_BY + max(signums)  # SIGTERM (15) over SIGINT (2): it was passed on to all
+    if unsaved:
+        return _EXIT_ERROR
     return 0 if any(r.report is not None and r.report.best is not None for r in results) else _EXIT_ERROR
 
 

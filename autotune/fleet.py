@@ -23,13 +23,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import stops
+from . import profiles, settings, stops
 from .device import DeviceInfo
-from .errors import AutotuneError, ProblemError, TuningInterrupted
+from .errors import AutotuneError, ProblemError, ProfileNotSaved, TuningInterrupted
 from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
-from .tuner import RunState, TuneOptions, TuneReport, study_name, tune
+from .tuner import RunState, TuneOptions, TuneReport, save_best, study_name, tune
 from .worker import describe_exit
 
 #: (worker label, event, measurement, the worker's counters) as the tuner's progress gives them
@@ -78,11 +78,16 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
     """Tune ``spec`` with one worker process per device; returns each worker's outcome.
 
     Ctrl-C reaches every worker (one process group), and a SIGTERM to this process is passed
-    on to them: each saves its best and stops, and this waits for them. A worker whose parent
-    is gone (killed) stops the same way rather than tune on alone.
+    on to them: each stops, and this waits for them. A worker whose parent is gone (killed)
+    stops the same way rather than tune on alone, and saves its best itself. Otherwise this
+    saves each study's best once, the fastest of its workers' (trial 35: each worker saved its
+    own, so the profile kept whichever finished last, and the summary showed another).
     """
     require_shared(options)
     problem = spec.resolve_problem(problem)
+    if options.save:  # a profile that cannot take the result stops the run now, not at its end
+        for d in {d.slug: d for d in infos}.values():
+            profiles.check_writable(profiles.path_for(d.slug, settings.profiles_dir()))
     budgets = {d.slug: measured_count(study_name(spec, d, problem), options.storage) + options.trials
                for d in infos}
     ctx = mp.get_context("spawn")  # a forked child would share the parent's OpenCL state
@@ -91,15 +96,35 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
     procs = {}
     for i, (d, label) in enumerate(zip(infos, labels(infos), strict=True)):
         study_budget = min(options.study_trials or budgets[d.slug], budgets[d.slug])
-        mine = replace(options, device=d.selector, study_trials=study_budget,
+        mine = replace(options, device=d.selector, study_trials=study_budget, save=False,
                        seed=None if options.seed is None else options.seed + i)
-        procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop),
+        procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop, options.save),
                                        name=f"autotune-worker-{label}"))
     with _stops_passed_on(procs, stop):
         with _stops_ignored():  # inherited: a worker's start-up (Python, imports) is not cut short
             for _, p in procs.values():
                 p.start()
-        return _collect(procs, events, progress)
+        results = _collect(procs, events, progress)
+        stops.hold()  # the studies' bests are saved next: a stop must not cut that short
+    return _saved(results, options) if options.save else results
+
+
+def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResult]:
+    """``results`` with each study's best saved from the report of the worker that found it
+    (its ``error`` says why, where the profile could not take it)."""
+    out = list(results)
+    for slug in dict.fromkeys(r.info.slug for r in results):
+        found = [(r.report.best.median_ms, i, r.report) for i, r in enumerate(out)
+                 if r.info.slug == slug and r.report is not None and r.report.best is not None]
+        if not found:
+            continue
+        _, i, report = min(found, key=lambda f: f[:2])
+        try:
+            out[i] = replace(out[i], report=save_best(report, options.storage))
+        except ProfileNotSaved as exc:
+            assert isinstance(exc.report, TuneReport)
+            out[i] = replace(out[i], report=exc.report, error=str(exc))
+    return out
 
 
 @contextmanager
@@ -180,10 +205,11 @@ def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
 
 
 def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label: str, events: Any,
-          stop: Any) -> None:
-    """One worker: an ordinary run whose progress and outcome go to the parent. It starts with
-    Ctrl-C and SIGTERM ignored (:func:`_stops_ignored`); a stop the command got meanwhile is
-    in ``stop``, and is taken as this worker's own."""
+          stop: Any, save: bool) -> None:
+    """One worker: an ordinary run whose progress and outcome go to the parent, which saves the
+    study's best; where the parent is gone, the worker saves its own (``save``: the command's
+    choice). It starts with Ctrl-C and SIGTERM ignored (:func:`_stops_ignored`); a stop the
+    command got meanwhile is in ``stop``, and is taken as this worker's own."""
     parent = mp.parent_process()
 
     def progress(event: str, m: Measurement | None, state: RunState) -> None:
@@ -201,7 +227,13 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
             os.kill(os.getpid(), stop.value)
         events.put(("done", label, tune(spec, options, problem, progress)))
     except TuningInterrupted as exc:
-        events.put(("interrupted", label, exc.args[0], exc.signum))
+        report = exc.args[0]
+        if save and parent is not None and not parent.is_alive():  # nobody else will save it
+            try:
+                report = save_best(report, options.storage)
+            except AutotuneError:
+                pass  # nobody to tell: the study keeps the trials
+        events.put(("interrupted", label, report, exc.signum))
     except AutotuneError as exc:
         events.put(("error", label, str(exc)))
     except KeyboardInterrupt:  # before the run had started

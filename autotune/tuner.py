@@ -875,18 +875,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      spec.macros(prob), f"{info.name} ({info.platform})",
                                      run.state.measured, [n for n, _ in spec.derived]))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
-        unconfirmed = report.unconfirmed  # its best is one timing, not the leaders' rounds
-        if options.save and report.best is not None and report.measured == 0 and unconfirmed and _entry_of(report):
-            # nothing new (trial 35: a run past its --study-timeout replaced the confirmed winner
-            # with the search's fastest single timing, which that confirmation had overturned)
-            report = replace(report, profile_path=profiles.path_for(info.slug, settings.profiles_dir()),
-                             profile_verdict=NOTHING_NEW)
-        elif options.save and report.best is not None:
-            study = (record.study_key(options.storage or settings.default_storage(), report.study_name)
-                     if options.storage != ":memory:" else None)
-            report = _save(report, partial=stopped_by in ("interrupted", "storage lost") or unconfirmed, study=study,
-                           studied=lambda old: (c := spec.from_stored(old.params, old.build_flags)) is not None
-                           and run.log.get(c) is not None)
+        if options.save:
+            report = save_best(report, options.storage,
+                               studied=lambda old: (c := spec.from_stored(old.params, old.build_flags)) is not None
+                               and run.log.get(c) is not None)
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
@@ -928,6 +920,24 @@ def profile_entry(report: TuneReport, partial: bool, study: str | None = None) -
     assert report.best is not None
     return record.entry(report.spec, report.problem, report.best, report.study_trials,
                         partial=partial, baseline=report.baseline, study=study)
+
+
+def save_best(report: TuneReport, storage: str | None,
+              studied: Callable[[profiles.Entry], bool] | None = None) -> TuneReport:
+    """``report`` with its best saved in the device's profile (see :func:`_save`), as partial
+    where the run stopped or its leaders were not timed again; a run that measured nothing and
+    timed nothing again leaves an entry of its problem as it was (trial 35: a run past its
+    --study-timeout replaced the confirmed winner with the search's fastest single timing,
+    which that confirmation had overturned)."""
+    if report.best is None:
+        return report
+    if report.measured == 0 and report.unconfirmed and _entry_of(report):
+        return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
+                       profile_verdict=NOTHING_NEW)
+    study = record.study_key(storage or settings.default_storage(), report.study_name) \
+        if storage != ":memory:" else None
+    partial = report.stopped_by in ("interrupted", "storage lost") or report.unconfirmed
+    return _save(report, partial=partial, study=study, studied=studied)
 
 
 #: The profile verdict of a run that measured nothing and timed no leaders again, where the

@@ -444,6 +444,25 @@ def _alive(pid: int) -> bool:
 
 
 @needs_cpu
+def test_a_run_on_several_devices_saves_the_best_its_summary_shows(home):
+    """Trial 35: each worker saved its own best, so the profile held whichever finished last
+    (the summary showed the other's), and a new entry could be said to be "replaced"."""
+    sel = DEVICES[0]
+    for seed in (4, 5):
+        for prof in settings.profiles_dir().glob("*.yaml*"):
+            prof.unlink()
+        done = subprocess.run([sys.executable, "-m", "autotune", "run", "reverse", "-s", SIZE, "-d", f"{sel},{sel}",
+                               "-n", "8", "--seed", str(seed), "--storage", f"sqlite:///{home / f's{seed}.db'}"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        shown = float(re.search(r"\n  time +([\d.]+) ms median", done.stdout).group(1))
+        assert re.search(r"\n  profile +\S+ \(added\)\n", done.stdout), done.stdout
+        (prof,) = settings.profiles_dir().glob("*.yaml")
+        (entry,) = profiles.entries(profiles.read(prof), "reverse")
+        assert round(entry.time_ms, 4) == shown, (entry.time_ms, done.stdout)
+
+
+@needs_cpu
 def test_a_stop_after_the_summary_does_not_make_a_finished_run_interrupted(home):
     """Trial 33: a Ctrl-C that landed after a complete run's summary (while Python shut down,
     waiting for the measuring worker) exited 130 with no message, as if the run had stopped."""

@@ -487,7 +487,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             printers.setdefault(label, _progress(spec, label))(event, m, state)
 
     results = tune_together(spec, options, problem, infos, progress)
-    stops.hold()  # each worker has saved: a stop now must not cut the summaries short
+    stops.hold()  # each study's best is saved: a stop now must not cut the summaries short
     for members in studies.values():
         mine = [r for r in results if r.label in members]
         done = [r.report for r in mine if r.report is not None]
@@ -504,6 +504,8 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool)
             rr = r.report
             what = (r.error if rr is None else f"{rr.measured} measured, stopped: {rr.stopped_by}, {_rate(rr)}")
             print(f"  worker      {r.label} {r.info.name}: {what}")
+            if rr is not None and rr.cut_off is not None and r is not best:  # trial 35: said of the best's alone
+                print(f"              {_cut_off(rr)}")
     unsaved = [r.error for r in results if r.report is not None and r.report.profile_error]
     for error in unsaved:  # after the summaries, as a run on one device ends (ProfileNotSaved)
         print(f"autotune: error: {error}", file=sys.stderr)

@@ -462,6 +462,28 @@ def test_a_run_on_several_devices_saves_the_best_its_summary_shows(home):
         assert round(entry.time_ms, 4) == shown, (entry.time_ms, done.stdout)
 
 
+def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypatch, capsys):
+    """Trial 35: with several workers, --timeout named the configuration it stopped for the
+    worker whose summary was shown only."""
+    from dataclasses import replace as changed
+
+    from autotune import fleet
+    from autotune.tuner import TuneReport
+
+    report = tune(scale, TuneOptions(timeout_s=None, trials=2, storage=":memory:", save=False),
+                  evaluator=Slow([], threading.Lock()), info=FAKE)
+    slow = changed(report, best=changed(report.best, times_ms=(9.0,) * 3), stopped_by="timeout",
+                   cut_off=(dict(report.best.params, WG=999), 30.0, None))
+    two = changed(FAKE, selector="1:0")
+    results = [fleet.WorkerResult("0:0", FAKE, report=report), fleet.WorkerResult("1:0", two, report=slow)]
+    monkeypatch.setattr(fleet, "tune_together", lambda *a: results)
+    monkeypatch.setattr(devices, "select_many", lambda text: [FAKE, two])
+    assert isinstance(slow, TuneReport)
+    cli.main(["run", str(scale.path), "-d", "0:0,1:0", "-n", "2", "--no-save"])
+    out = capsys.readouterr().out
+    assert "  worker      1:0 " in out and "WG=999" in out and "was being measured: the next run of the study" in out
+
+
 @needs_cpu
 def test_a_stop_after_the_summary_does_not_make_a_finished_run_interrupted(home):
     """Trial 33: a Ctrl-C that landed after a complete run's summary (while Python shut down,

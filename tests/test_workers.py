@@ -475,13 +475,15 @@ def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypat
     slow = changed(report, best=changed(report.best, times_ms=(9.0,) * 3), stopped_by="timeout",
                    cut_off=(dict(report.best.params, WG=999), 30.0, None))
     two = changed(FAKE, selector="1:0")
-    results = [fleet.WorkerResult("0:0", FAKE, report=report), fleet.WorkerResult("1:0", two, report=slow)]
+    results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report), fleet.WorkerResult("1:0", two, report=slow)]
     monkeypatch.setattr(fleet, "tune_together", lambda *a: results)
     monkeypatch.setattr(devices, "select_many", lambda text: [FAKE, two])
     assert isinstance(slow, TuneReport)
-    cli.main(["run", str(scale.path), "-d", "0:0,1:0", "-n", "2", "--no-save"])
+    cli.main(["run", str(scale.path), "-d", f"{FAKE.selector},1:0", "-n", "2", "--no-save"])
     out = capsys.readouterr().out
-    assert "  worker      1:0 " in out and "WG=999" in out and "was being measured: the next run of the study" in out
+    assert f"\n  worker      {FAKE.selector} " in out, "the summary shown is the other worker's"
+    worker = out[out.index("  worker      1:0 "):]
+    assert "WPT=2 WG=999 MODE=0 mad=False was being measured: the next run of the study" in worker, out
 
 
 @needs_cpu

@@ -72,6 +72,21 @@ def owner_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _gone(owner: str) -> bool:
+    """Whether ``owner`` (:func:`owner_name`) was a process of this host that no longer runs;
+    False for another host's, whose processes cannot be seen from here."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it runs, as another user's
+        return False
+    return False
+
+
 class Claims:
     """One study's claims in its database; every method is one short transaction.
 
@@ -112,9 +127,15 @@ class Claims:
                                                  expires=now + ttl_s, done=False, params=key))
             return True
         except IntegrityError:
-            pass  # claimed before: take it over only if that claim expired unfinished
+            pass  # claimed before: take it over only if that claim expired unfinished, or its
+            # owner was a process of this host that is gone (trial 35: a killed run's claim on
+            # the baseline kept the next run from it for its 5 minutes)
         with self.engine.begin() as c:
-            taken = c.execute(_TABLE.update().where(where, _TABLE.c.done.is_(False), _TABLE.c.expires < now)
+            held = c.execute(sa.select(_TABLE.c.owner).where(where, _TABLE.c.done.is_(False))).scalar()
+            over = _TABLE.c.expires < now
+            if held is not None and held != self.owner and _gone(held):
+                over = sa.or_(over, _TABLE.c.owner == held)
+            taken = c.execute(_TABLE.update().where(where, _TABLE.c.done.is_(False), over)
                               .values(owner=self.owner, expires=now + ttl_s))
         return bool(taken.rowcount == 1)
 

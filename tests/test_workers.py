@@ -79,6 +79,23 @@ def test_a_claim_is_refused_while_held_or_measured_and_taken_over_once_expired(t
     assert {(str(c.params), c.done) for c in a.held()} == {("{'X': 1}", True), ("{'X': 2}", False)}
 
 
+def test_a_claim_of_a_process_of_this_host_that_is_gone_is_taken_over_before_it_expires(tmp_path):
+    """Trial 35: after a killed run, its claim on the baseline kept the next run from measuring
+    it for the claim's 5 minutes; a process of this host can be seen to be gone."""
+    import socket
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/c.db")
+    dead = Claims(engine, "s", f"{socket.gethostname()}:{int(gone.stdout)}")
+    elsewhere = Claims(engine, "s", "another-host:1")
+    me = Claims.open(engine, "s")
+    assert dead.take({"X": 1}, ttl_s=300) and elsewhere.take({"X": 2}, ttl_s=300)
+    assert me.take({"X": 1}, ttl_s=60), "its owner is gone"
+    assert not me.take({"X": 2}, ttl_s=60), "another host's process cannot be seen: its claim expires first"
+    assert not Claims(engine, "s", f"{socket.gethostname()}:1").take({"X": 1}, ttl_s=60), "its owner runs"
+
+
 def test_a_measured_configuration_is_reopened_by_one_worker_only(tmp_path):
     """Measuring a timeout again under a longer limit: one worker wins the reopened claim."""
     engine = sa.create_engine(f"sqlite:///{tmp_path}/c.db")

@@ -710,7 +710,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
     elif best is not None:  # a verified best goes to the profile unless saving was off
         lines.append("  profile     not saved: " + ("see the error below" if report.profile_error else "--no-save"))
-    lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
+    if report.study_trials:  # trial 35: offered for a study with no trial, it wrote an empty page
+        lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)
 
 

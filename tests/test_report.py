@@ -293,6 +293,7 @@ def test_a_study_stopped_before_its_first_trial_gets_a_page_without_empty_figure
 
     report_ = tune(scale, TuneOptions(trials=5, timeout_s=1e-6), evaluator=Unused(), info=FAKE)
     assert (report_.stopped_by, report_.measured) == ("timeout", 0)
+    assert "autotune report" not in format_report(report_), "trial 35: the summary offered an empty page"
     written = report.write(scale, tmp_path / "out")
     assert written.figures == ()
     assert "No trial was measured in this study" in written.page.read_text()

@@ -99,6 +99,21 @@ def shown_url(url: str) -> str:
     return parsed.render_as_string(hide_password=True) if parsed.password else url
 
 
+def sqlite_path(url: str) -> Path:
+    """The file a ``sqlite:///`` URL names, as SQLite opens it: percent-escapes decoded, a query
+    left out (trial 35: ``pct%20x.db`` was locked as itself, while the database was ``pct x.db``).
+
+    Example:
+        >>> sqlite_path("sqlite:////tmp/my%20studies.db?timeout=5")
+        PosixPath('/tmp/my studies.db')
+    """
+    try:
+        database = sqlalchemy.engine.make_url(url).database
+    except Exception:  # noqa: BLE001 - not a URL sqlalchemy reads: the text after the scheme
+        database = None
+    return Path(database or url[len("sqlite:///"):])
+
+
 def open_storage(url: str | None, reading: bool = False) -> optuna.storages.BaseStorage:
     """The optuna storage; SQLite files are created under a lock (concurrent first runs).
     ``reading``: for a command that only reads studies (its advice for a bad file differs).
@@ -116,7 +131,7 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
     try:
         if not url.startswith("sqlite:///"):
             return _open_server(_with_driver(url))
-        path = Path(url[len("sqlite:///"):])
+        path = sqlite_path(url)
         home = settings.home().absolute()
         if path.absolute().is_relative_to(home):  # autotune's folder is made; another must exist,
             path.parent.mkdir(parents=True, exist_ok=True)  # since a typo would make a study elsewhere
@@ -200,7 +215,7 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
     """What is wrong with the study database at ``url``, and the fix, in one line. optuna says
     "invalid data in the commit" for most SQLite faults: the driver's reason is its cause."""
     first = _root_cause(exc)
-    path = url[len("sqlite:///"):]
+    path = str(sqlite_path(url))
     sqlite = url.startswith("sqlite:///")
     if sqlite and Path(path).is_dir():
         return f"--storage {url!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"

@@ -71,6 +71,14 @@ def test_a_storage_error_does_not_print_the_password(scale):
     assert "s3cret" not in str(caught.value) and "mysql://tuner:***@localhost/db" in str(caught.value)
 
 
+def test_a_sqlite_database_is_locked_by_the_name_sqlite_opens(scale, tmp_path):
+    """Trial 35: `pct%20x.db` was locked as `pct%20x.db.lock` while SQLite opened `pct x.db`, so
+    two spellings of one database took two locks."""
+    run(scale, storage=f"sqlite:///{tmp_path}/pct%20x.db")
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"pct x.db", "pct x.db.lock"} <= names and not any("%" in n for n in names), names
+
+
 def test_a_storage_in_a_folder_that_does_not_exist_is_refused_not_made(scale, tmp_path):
     """A typo in --storage's folder made the folders and a study nobody would find again."""
     missing = tmp_path / "stdies" / "deeper"

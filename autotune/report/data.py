@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -24,7 +23,7 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import StudyId, open_storage, quiet_optuna, shown_url, supersedes
+from ..study import StudyId, open_storage, quiet_optuna, shown_url, sqlite_path, supersedes
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -160,7 +159,7 @@ def variant_parameter(spec: KernelSpec) -> str | None:
 def open_existing(url: str | None) -> tuple[str, optuna.storages.BaseStorage]:
     """The storage URL and the storage, which must exist already (a report creates nothing)."""
     url = url or settings.default_storage()
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+    if url.startswith("sqlite:///") and not sqlite_path(url).is_file():
         raise ProblemError(f"no study database at {url[len('sqlite:///'):]}; tune first (`autotune run "
                            "KERNEL`), or give the --storage the run used")
     return url, open_storage(url, reading=True)

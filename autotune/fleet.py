@@ -105,8 +105,8 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
             for _, p in procs.values():
                 p.start()
         results = _collect(procs, events, progress)
-        stops.hold()  # the studies' bests are saved next: a stop must not cut that short
-    return _saved(results, options) if options.save else results
+    with stops.held():  # the studies' bests are saved now: a stop must not cut that short
+        return _saved(results, options) if options.save else results
 
 
 def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResult]:
@@ -137,7 +137,7 @@ def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> 
         stop.value = signum
         for _, p in procs.values():
             if p.pid is not None and p.is_alive():
-                p.terminate()  # SIGTERM: the worker saves its best and stops
+                p.terminate()  # SIGTERM: the worker stops, and its report comes back to be saved
 
     def note(signum: int, frame: Any) -> None:
         stop.value = stop.value or signum

@@ -92,6 +92,23 @@ def hold() -> None:
     _ignore_stops()
 
 
+@contextmanager
+def held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM noted only while inside (main thread only), the caller's handlers
+    restored after: work that must not be cut short, outside a run's :func:`stop_signals`."""
+    try:
+        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        _ignore_stops()
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
 def _ignore_stops() -> None:
     """Ctrl-C and SIGTERM ignored, noted only (what is left is saving the run)."""
     signal.signal(signal.SIGINT, _note_stop)

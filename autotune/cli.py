@@ -607,6 +607,18 @@ def _verdict(report: Any) -> str:
             f"{than} and stays ({config})")
 
 
+def _baseline_untimed(report: Any) -> str:
+    """What the ``confirmed`` line adds where the baseline was to be timed in the rounds and the
+    run's time was up first (trial 35: the speed-up silently came from its cold first timing)."""
+    from .tuner import BASELINE_RETIME_MS
+
+    base = report.baseline
+    if base is None or not base.ok or report.baseline_timed or base.median_ms > BASELINE_RETIME_MS \
+            or (report.best is not None and base.params == report.best.params):
+        return ""
+    return "; the baseline was not timed again (the time was up), so the speed-up is from its first timing"
+
+
 def _describe_error(m: Any) -> str:
     used = (f", worst element at {100 * m.tolerance_used:.0f}% of its tolerance"
             if m.tolerance_used is not None else "")
@@ -635,7 +647,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             lines.append(f"  confirmed   the {report.confirmed} fastest timed again{beside}, interleaved; runner-up "
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
                          + ("; their spreads overlap, so another run may rank them the other way"
-                            if report.close_call else ""))
+                            if report.close_call else "") + _baseline_untimed(report))
             if report.overturned is not None:  # trial 32: the progress lines' best was not what was saved
                 first, again = report.overturned
                 lines.append(f"  overturned  the search's fastest, {first:.4f} ms in its one timing "

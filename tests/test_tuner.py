@@ -717,6 +717,10 @@ def test_the_baseline_is_timed_again_with_the_leaders_for_the_speed_up(scale):
     assert sum(c["WPT"] == 1 and c["WG"] == 16 and not c["mad"] for c in ev.confirms) == 3
     assert report.confirmed == 5 and report.baseline_timed == "beside", "five leaders, and the baseline beside them"
     assert "the 5 fastest timed again with the baseline, interleaved" in format_report(report, None)
+    assert "the baseline was not timed again" not in format_report(report, None)
+    cut = replace(report, baseline_timed="")  # trial 35: the rounds ended before the baseline's turn
+    assert ("; the baseline was not timed again (the time was up), so the speed-up is from its first timing"
+            in format_report(cut, None))
     among = ColdStart()  # three measured: the baseline is one of the leaders timed again
     report = run(scale, among, sampler="grid", trials=3)
     assert report.baseline.median_ms == pytest.approx(100.0 / 16) and report.confirmed == 3

@@ -19,7 +19,7 @@ import queue
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -142,32 +142,16 @@ def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> 
     def note(signum: int, frame: Any) -> None:
         stop.value = stop.value or signum
 
-    with _handled(note, pass_on):
+    with stops.handled(note, pass_on):
         yield
 
 
-def _stops_ignored() -> Any:
+def _stops_ignored() -> AbstractContextManager[bool]:
     """Ctrl-C and SIGTERM ignored while workers are started: a process inherits an ignored
     signal, and Python leaves an ignored SIGINT ignored, so each worker starts up with both
     ignored and takes them on once it can stop cleanly (:func:`_work`). Here they are lost for
     the few milliseconds the starts take."""
-    return _handled(signal.SIG_IGN, signal.SIG_IGN)
-
-
-@contextmanager
-def _handled(on_int: Any, on_term: Any) -> Iterator[None]:
-    """SIGINT and SIGTERM handled so inside, the caller's handlers restored after; in a thread
-    other than the main one, which cannot set them, its caller owns the signals."""
-    try:
-        previous = signal.signal(signal.SIGINT, on_int), signal.signal(signal.SIGTERM, on_term)
-    except ValueError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+    return stops.handled(signal.SIG_IGN, signal.SIG_IGN)
 
 
 def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,

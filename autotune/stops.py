@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,31 +43,43 @@ class StopSignals:
 def stop_signals() -> Iterator[StopSignals]:
     """Ctrl-C and SIGTERM stop the run (main thread only). The caller's handlers are restored
     on the way out."""
+    with handled(raise_interrupt, raise_interrupt) as main:
+        if not main:
+            yield StopSignals(lambda: None, lambda: False)
+            return
+        _REQUESTED.clear()
+        _SIGNAL[0] = signal.SIGINT
+        hook = sys.unraisablehook
+
+        def unraisable(u: Any) -> None:
+            # a stop's KeyboardInterrupt dropped in a finalizer: the run stops at the next trial
+            # (_REQUESTED), so Python's "Exception ignored" traceback would only alarm
+            if not (isinstance(u.exc_value, KeyboardInterrupt) and _REQUESTED.is_set()):
+                hook(u)
+
+        sys.unraisablehook = unraisable
+        try:
+            yield StopSignals(_ignore_stops, _REQUESTED.is_set)
+        finally:
+            sys.unraisablehook = hook
+            _REQUESTED.clear()
+
+
+@contextmanager
+def handled(on_int: Any, on_term: Any) -> Iterator[bool]:
+    """SIGINT and SIGTERM handled by ``on_int`` and ``on_term`` inside, the caller's handlers
+    restored after; yields whether they were set (False in a thread other than the main one,
+    which cannot set them: its caller owns the signals)."""
     try:
-        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, raise_interrupt)
-        signal.signal(signal.SIGINT, raise_interrupt)
-    except ValueError:  # not the main thread: leave signals alone
-        yield StopSignals(lambda: None, lambda: False)
+        previous = signal.signal(signal.SIGINT, on_int), signal.signal(signal.SIGTERM, on_term)
+    except ValueError:
+        yield False
         return
-    _REQUESTED.clear()
-    _SIGNAL[0] = signal.SIGINT
-    hook = sys.unraisablehook
-
-    def unraisable(u: Any) -> None:
-        # a stop's KeyboardInterrupt dropped in a finalizer: the run stops at the next trial
-        # (_REQUESTED), so Python's "Exception ignored" traceback would only alarm
-        if not (isinstance(u.exc_value, KeyboardInterrupt) and _REQUESTED.is_set()):
-            hook(u)
-
-    sys.unraisablehook = unraisable
     try:
-        yield StopSignals(_ignore_stops, _REQUESTED.is_set)
+        yield True
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
-        sys.unraisablehook = hook
-        _REQUESTED.clear()
 
 
 def last_stop_signal() -> int:
@@ -92,21 +104,10 @@ def hold() -> None:
     _ignore_stops()
 
 
-@contextmanager
-def held() -> Iterator[None]:
+def held() -> AbstractContextManager[bool]:
     """Ctrl-C and SIGTERM noted only while inside (main thread only), the caller's handlers
     restored after: work that must not be cut short, outside a run's :func:`stop_signals`."""
-    try:
-        previous = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-        _ignore_stops()
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+    return handled(_note_stop, _note_stop)
 
 
 def _ignore_stops() -> None:

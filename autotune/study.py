@@ -20,6 +20,7 @@ import math
 import os
 import queue
 import random
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -99,6 +100,10 @@ def shown_url(url: str) -> str:
     return parsed.render_as_string(hide_password=True) if parsed.password else url
 
 
+#: The first bytes of every SQLite database file (sqlite.org/fileformat.html).
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def sqlite_path(url: str) -> Path:
     """The file a ``sqlite:///`` URL names, as SQLite opens it: percent-escapes decoded, a query
     left out (trial 35: ``pct%20x.db`` was locked as itself, while the database was ``pct x.db``).
@@ -140,6 +145,8 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
         elif not path.parent.is_dir():
             raise ProblemError(f"--storage {url!r}: the folder {path.parent} does not exist; create it, "
                                "or give a path in an existing folder")
+        if _not_sqlite(path):  # refused before a lock file is left beside someone's other file
+            raise ProblemError(_storage_problem(url, sqlite3.DatabaseError("file is not a database"), reading))
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):
@@ -157,6 +164,17 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
                            "set AUTOTUNE_HOME or --storage to a writable place") from None
     except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
         raise ProblemError(_storage_problem(url, exc, reading)) from None
+
+
+def _not_sqlite(path: Path) -> bool:
+    """Whether ``path`` holds data that is not a SQLite database (its first 16 bytes are not
+    SQLite's header); an absent, empty or unreadable file is left to SQLite to judge."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_SQLITE_HEADER))
+    except OSError:
+        return False
+    return bool(head) and head != _SQLITE_HEADER
 
 
 def _write_ahead(engine: Any) -> None:

@@ -125,10 +125,16 @@ def test_arguments_in_another_order_than_the_kernels_say_that_nothing_was_writte
 
 
 def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_path):
-    db = tmp_path / "studies.db"
+    """... and leaves no lock file beside it (trial 35: `notes.txt.lock` stayed next to the
+    user's own file after the refusal)."""
+    (tmp_path / "own").mkdir()
+    db = tmp_path / "own" / "studies.db"
     db.write_bytes(b"this is not sqlite" * 100)
-    with pytest.raises(ProblemError, match=r"studies.db is not a usable study database.*move it aside"):
+    with pytest.raises(ProblemError, match=r"studies.db is not a usable study database "
+                                           r"\(DatabaseError: file is not a database\).*move it aside"):
         run(scale, storage=f"sqlite:///{db}")
+    assert sorted(p.name for p in db.parent.iterdir()) == ["studies.db"]
+    assert db.read_bytes() == b"this is not sqlite" * 100
 
 
 def test_a_study_database_another_process_keeps_locked_is_named_so_within_the_busy_timeout(scale, tmp_path,

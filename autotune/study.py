@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import queue
@@ -54,6 +55,11 @@ _STARTED = "autotune_started_at"
 BUSY_TIMEOUT_S = 10
 #: The stored study's user attribute: the spec file it tunes (KernelSpec.file_id).
 _SPEC_FILE = "autotune_spec_file"
+#: Study attributes ``autotune_retimed:<digest of the configuration>``: a configuration's launch
+#: times in a run's confirmation rounds (tuner.confirm), which stand for its search timing in
+#: later runs: a stopped run's best must not be a configuration those rounds found slower
+#: (trial 37: a Ctrl-C saved the search's fastest single timing over the confirmed winner).
+_RETIMED = "autotune_retimed:"
 
 
 @dataclass(frozen=True)
@@ -322,6 +328,8 @@ class StudyLog:
         self._writer = _Writer(store) if store is not None else None
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
+        #: configuration key -> its launch times in the latest confirmation rounds (see _RETIMED)
+        self.retimed: dict[str, tuple[float, ...]] = _retimed(store)
         #: configurations built and run in this study, whatever the outcome (counted as noted,
         #: since the loop asks for it every iteration)
         self.measured_total = 0
@@ -502,8 +510,28 @@ class StudyLog:
             raise ProblemError(f"some trials could not be stored in the study database "
                                f"({self._writer.failure}); the profile was saved; check --storage")
 
+    def note_retimed(self, timed: list[Measurement]) -> None:
+        """Confirmation rounds' timings (``timed``: measurements whose times are the rounds'):
+        they replace those configurations' search timings here and in the stored study, for
+        this run's best and for later runs'. A study whose database is gone keeps them here."""
+        for m in timed:
+            key = config_key(m.params)
+            self.retimed[key] = m.times_ms
+            if key in self.seen:
+                self.seen[key] = replace(self.seen[key], times_ms=m.times_ms)
+            if self.store is not None:
+                try:
+                    self.store.set_user_attr(_RETIMED + hashlib.sha256(key.encode()).hexdigest()[:24],
+                                             {"config": key, "times_ms": list(m.times_ms)})
+                except Exception:  # noqa: BLE001 - the profile holds the result; only later runs lose it
+                    pass
+        ok = [m for m in self.seen.values() if m.ok]
+        self.best = min(ok, key=lambda m: m.median_ms) if ok else None
+
     def _note(self, m: Measurement) -> None:
         key = config_key(m.params)
+        if m.ok and key in self.retimed:
+            m = replace(m, times_ms=self.retimed[key])
         if key not in self.seen:
             self.seen[key] = m
             self.measured_total += m.status is not Status.INVALID
@@ -511,6 +539,17 @@ class StudyLog:
             self.seen[key] = m
         if m.ok and (self.best is None or m.median_ms < self.best.median_ms):
             self.best = m
+
+
+def _retimed(store: optuna.Study | None) -> dict[str, tuple[float, ...]]:
+    """The configurations' confirmation timings a stored study holds (see _RETIMED)."""
+    found = {}
+    for name, value in (store.user_attrs.items() if store is not None else ()):
+        if name.startswith(_RETIMED) and isinstance(value, dict) and isinstance(value.get("config"), str):
+            times = value.get("times_ms")
+            if isinstance(times, list) and times and all(isinstance(t, (int, float)) and t > 0 for t in times):
+                found[value["config"]] = tuple(float(t) for t in times)
+    return found
 
 
 class _Writer:

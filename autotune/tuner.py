@@ -739,6 +739,7 @@ class _Run:
             self.state.best = min(timed, key=lambda m: m.median_ms) if timed else rest[0] if rest else None
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
+            self.log.note_retimed(timed)  # a later run, stopped or not, starts from these timings
             before = self.state.best
             if before is not None and timed[0].params != before.params:
                 retimed = next((m for m in timed if m.params == before.params), None)

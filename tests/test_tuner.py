@@ -361,6 +361,28 @@ def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale)
     assert rounds[0] != rounds[1] and sorted(map(config_key, rounds[0])) == sorted(map(config_key, rounds[1]))
 
 
+def test_a_stopped_run_does_not_save_a_best_an_earlier_confirmation_overturned(scale):
+    """Trial 37: a finished run's rounds found B's lucky 0.5 ms to be 2 ms and saved A (1 ms);
+    a Ctrl-C in the next run of the study then saved B's single timing as the best so far,
+    replacing A's confirmed entry, and the summary showed B. The rounds' timings stand for the
+    search's in the study, so the stopped run's best is A and the entry stays."""
+    first = run(scale, Noisy(), sampler="grid", trials=1000, storage=None)
+    assert first.overturned is not None and (first.best.params["WPT"], first.best.params["WG"]) == (2, 128)
+
+    class StopsInTheRounds(Noisy):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if not verify:
+                raise KeyboardInterrupt
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    with pytest.raises(TuningInterrupted) as stopped:  # the space is measured: it goes to the rounds
+        run(scale, StopsInTheRounds(), sampler="grid", trials=5, storage=None)
+    best = stopped.value.args[0].best
+    assert (best.params["WPT"], best.params["WG"], best.median_ms) == (2, 128, 1.0)
+    [entry] = profiles.entries(profiles.read(first.profile_path), "scale")
+    assert (entry.params["WPT"], entry.params["WG"], entry.time_ms, entry.partial) == (2, 128, 1.0, False)
+
+
 def test_prune_0_times_every_candidate_in_full(scale):
     ev = FakeEvaluator()
     report = run(scale, ev, sampler="grid", trials=1000, prune=0)

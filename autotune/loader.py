@@ -43,6 +43,7 @@ from shlex import quote
 from typing import Any
 
 import pyopencl as cl
+import pyopencl.array as cl_array
 
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
@@ -157,7 +158,16 @@ class TunedKernel:
             raise ValueError(f"{self.spec.name}: wait_for holds an event of another context; an event "
                              "to wait for must come from a queue of this kernel's context")
         bound = self._arguments.bind(args, named)
-        return Run(tuple(self._launch.enqueue(self.queue, bound, after or None)))
+        # pyopencl's protocol for Arrays: wait for the work still pending on them (an input made
+        # on another queue, a zero fill on an out-of-order queue), and note this call on each
+        # so that what follows (out.get(), a pyopencl kernel) waits for it (trial 36: 8-9 of 10
+        # such calls read or returned data not yet written)
+        arrays = [a for a in (*args, *named.values()) if isinstance(a, cl_array.Array)]
+        after += [e for a in arrays for e in a.events]
+        run = Run(tuple(self._launch.enqueue(self.queue, bound, after or None)))
+        for a in arrays:
+            a.add_event(run.event)
+        return run
 
     def _ours(self, event: cl.Event) -> bool:
         """Whether ``event`` belongs to this kernel's context (an ended context's event does not)."""

@@ -9,6 +9,7 @@ they fail on "nothing raised" instead of taking the test process down.
 from __future__ import annotations
 
 import re
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,6 +195,26 @@ def test_arrays_of_the_right_size_work(mm, queue):
     mm(a_dev, b_dev, c_dev).wait()
     want = a.astype(np.float64) @ b
     np.testing.assert_allclose(c_dev.get().reshape(M, N), want, rtol=1e-4, atol=1e-4)
+
+
+@needs_opencl
+def test_a_call_waits_for_the_work_pending_on_its_arrays_and_is_noted_on_them(mm, queue):
+    """Trial 36: an input made on another queue, or an output zero-filled on an out-of-order
+    queue, raced the call (8-9 of 10 calls wrong), and out.get() did not wait for the call.
+    An input whose pending work is a user event not yet set: the call must not start before it."""
+    a, b, a_dev, b_dev = operands(queue)
+    gate = cl.UserEvent(queue.context)
+    a_dev.add_event(gate)
+    c_dev = cl_array.empty(queue, M * N, np.float32)
+    run = mm(a_dev, b_dev, c_dev)
+    try:
+        queue.flush()
+        time.sleep(0.2)
+        assert run.events[0].command_execution_status != cl.command_execution_status.COMPLETE
+        assert run.event in c_dev.events and run.event in a_dev.events
+    finally:
+        gate.set_status(cl.command_execution_status.COMPLETE)
+    np.testing.assert_allclose(c_dev.get().reshape(M, N), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
 @needs_opencl

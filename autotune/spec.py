@@ -23,7 +23,7 @@ import math
 import re
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -297,11 +297,13 @@ class KernelSpec:
         for p in self.parameters:
             if p.flag is not None:
                 full[p.name] = p.flag in enabled
-            elif full[p.name] not in p.values:
+            elif not _among(full[p.name], p.values):
                 return None
         if whole and self._unnamed(params, full):
             return None
-        return full
+        # a value its variant ignores is the configuration with the first (space.canonical); kept
+        # as stored, the entry read as "not valid here" (trial 36)
+        return {**full, **{p.name: p.values[0] for p in self.parameters if p.flag is None and _unused(p, full)}}
 
     def _outside(self, params: Mapping[str, Value], build_flags: Iterable[str] = ()) -> str:
         """What puts stored ``params`` and ``build_flags`` outside the space: a parameter or a
@@ -314,9 +316,11 @@ class KernelSpec:
             return f"{extra[0]} is not one of the spec's build flags ({', '.join(flags) or 'it has none'})"
         for name, value in params.items():
             p = known[name]
-            if p.flag is None and value not in p.values:
+            if p.flag is None and not _among(value, p.values):
                 if isinstance(value, str) and value in map(str, p.values):
                     return f"{name}: {value!r} is text, not the value {value} (remove its quotes in the YAML)"
+                if why := _other_type(value, p.values):
+                    return f"{name}: {why}"
                 return f"{name}: {value!r} is not one of {', '.join(map(repr, p.values))}"
         return "a stored value is not in the space"
 
@@ -963,8 +967,9 @@ class _Validator:
         for name, value in values.items():
             if name not in by_name:
                 raise self.fail(f"{key}.{name}", f"not a parameter; parameters: {', '.join(by_name)}")
-            if value not in by_name[name].values:
-                raise self.fail(f"{key}.{name}", f"{value!r} is not among its values {list(by_name[name].values)}")
+            if not _among(value, by_name[name].values):
+                raise self.fail(f"{key}.{name}", _other_type(value, by_name[name].values)
+                                or f"{value!r} is not among its values {list(by_name[name].values)}")
         return tuple((p.name, values.get(p.name, p.values[0])) for p in params)
 
 
@@ -1120,6 +1125,25 @@ def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
                 "see the spec format in README.md"
             )
     return module
+
+
+def _among(value: Value, values: Sequence[Value]) -> bool:
+    """Whether ``value`` is one of ``values`` as the same type: 8.0 is not 8 (it would be
+    defined as -DVW=8.0, which the preprocessor refuses; trial 36), nor True 1.
+
+    Example:
+        >>> _among(8, (4, 8)), _among(8.0, (4, 8)), _among(True, (0, 1))
+        (True, False, False)
+    """
+    return any(value == v and type(value) is type(v) for v in values)
+
+
+def _other_type(value: Value, values: Sequence[Value]) -> str | None:
+    """Where ``value`` equals one of ``values`` of another type, what to write instead."""
+    same = next((v for v in values if v == value and type(v) is not type(value)), None)
+    if same is None:
+        return None
+    return f"{value!r} is a {type(value).__name__}, not the {type(same).__name__} {same!r}; write {same!r}"
 
 
 def _unused(p: Parameter, config: Mapping[str, Value]) -> bool:

@@ -363,3 +363,29 @@ def test_threads_importing_one_reference_module_each_get_it_whole(tmp_path):
     with ThreadPoolExecutor(4) as pool:  # as load_kernel(path, ...) in each thread: not imported yet
         whole = list(pool.map(lambda _: callable(getattr(specs.load(path).host_module(), "inputs", None)), range(4)))
     assert whole == [True] * 4, "each thread got the module once its code had run"
+
+
+def test_a_stored_value_of_another_type_is_not_in_the_space_and_an_ignored_one_is_the_first(tmp_path):
+    """Trial 36: a hand-edited `WG: 64.0` equals 64, so it counted as in the space, and was
+    defined as -DWG=64.0, which the preprocessor refuses: load_kernel raised, show marked
+    nothing, a run kept the entry. A value the variant ignores (WG where MODE is 0) made an
+    entry "not valid here" instead of the configuration with the first value."""
+    from types import SimpleNamespace as Entry
+
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace(
+        "  WG: [16, 32, 64, 128, 512]\n  MODE: [0]",
+        "  MODE: [0, 1]\n  WG: {values: [16, 32, 64, 128, 512], when: MODE == 1}")))
+    problem = sp.default_problem()
+
+    def entry(**params):
+        return Entry(spec_hash=sp.spec_hash, problem=problem, params={"WPT": 1, **params}, build_flags=())
+
+    assert sp.unusable(entry(MODE=1, WG=64)) is None
+    assert sp.unusable(entry(MODE=1, WG=64.0)) == ("its configuration is not in the spec's space (WG: 64.0 is a "
+                                                   "float, not the int 64; write 64)")
+    assert sp.unusable(entry(MODE=1, WG=True)) is not None
+    assert sp.unusable(entry(MODE=0, WG=64)) is None
+    assert sp.from_stored({"WPT": 1, "MODE": 0, "WG": 64}, (), whole=True) == {"WPT": 1, "MODE": 0, "WG": 16,
+                                                                               "mad": False}
+    with pytest.raises(SpecError, match=r"default.WG: 64.0 is a float, not the int 64; write 64"):
+        specs.load(write_spec(tmp_path / "d", SCALE_YAML.replace("constraints:", "default: {WG: 64.0}\nconstraints:")))

@@ -689,6 +689,9 @@ class _Validator:
         # derived values of the problem alone may appear in metrics, tolerances and requirements
         of_problem = qnames | {n for n, e in derived if _behind(derived, e.names) <= qnames}
         outputs = tuple(str(o) for o in self.sequence("outputs", raw["outputs"]))
+        if not outputs:  # nothing would be compared with the reference (trial 36: "error 0")
+            raise self.fail("outputs", "is empty, so no configuration would be verified; list the arguments "
+                                       "the kernel writes, each compared with what reference() returns for it")
         metrics = tuple((str(k), self.expr(f"metrics.{k}", v, of_problem | {"seconds"}))
                         for k, v in self.mapping("metrics", raw["metrics"]).items())
         rtol, atol = self.tolerance(raw.get("tolerance"), of_problem)

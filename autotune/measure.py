@@ -10,7 +10,8 @@ answer is a ``wrong_result``. Anything else propagates: it is a bug.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -63,7 +64,8 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     check_outputs(spec)
     check_inputs(spec, inputs, number_arguments(problem))
     _check_memory_order(spec, inputs)
-    expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
+    with _read_only(spec, inputs):
+        expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
         raise SpecError(
@@ -159,6 +161,27 @@ def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:
         raise
     except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
         raise SpecError(f"{spec.reference}: {fn.__name__}() raised {exc!r}") from exc
+
+
+@contextmanager
+def _read_only(spec: KernelSpec, inputs: Mapping[str, Any]) -> Iterator[None]:
+    """The arrays the kernel reads (every input but a pure output) read-only while reference()
+    runs: one it changed in place was uploaded changed, and every configuration "failed" (trial
+    36: `y += a * x` in a saxpy reference)."""
+    read = [a for name, a in inputs.items() if isinstance(a, np.ndarray) and a.flags.writeable
+            and (name not in spec.outputs or name in spec.inplace)]
+    for a in read:
+        a.flags.writeable = False
+    try:
+        yield
+    except SpecError as exc:
+        if isinstance(exc.__cause__, ValueError) and "read-only" in str(exc.__cause__):
+            raise SpecError(f"{spec.reference}: reference() changes its input arrays in place ({exc.__cause__}), "
+                            "but they are what the kernel is given: work on a copy (y = arrays['y'].copy())") from None
+        raise
+    finally:
+        for a in read:
+            a.flags.writeable = True
 
 
 def _mapping(spec: KernelSpec, what: str, value: Any) -> dict[str, Any]:

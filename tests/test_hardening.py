@@ -423,6 +423,26 @@ def test_a_reference_of_the_wrong_size_is_one_spec_error(tmp_path):
         make_workload(spec, spec.resolve_problem({}))
 
 
+def test_a_reference_that_changes_an_input_in_place_is_named_so(tmp_path):
+    """Trial 36: `x *= 2` in reference() changed the input uploaded after it, so every
+    configuration "failed" with a message that did not say why. A pure output stays
+    writable (a reference may fill the buffer inputs() gave for it), and the arrays are
+    writable again after."""
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': np.ones(n, np.float32), 'y': np.zeros(n, np.float32)}\n"
+           "def reference(problem, arrays):\n    x = arrays['x']\n    x *= 2\n    return {'y': x}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=r"reference\(\) changes its input arrays in place \(.*read-only.*\), but "
+                                        r"they are what the kernel is given: work on a copy"):
+        make_workload(spec, spec.resolve_problem({}))
+    (tmp_path / "fills").mkdir()
+    fills = ref.replace("    x = arrays['x']\n    x *= 2\n    return {'y': x}\n",
+                        "    y = arrays['y']\n    y[:] = 2 * arrays['x']\n    return {'y': y}\n")
+    spec = specs.load(write_spec(tmp_path / "fills", SCALE_YAML, ref=fills))
+    work = make_workload(spec, spec.resolve_problem({}))
+    assert (work.expected["y"] == 2).all() and (work.inputs["x"] == 1).all() and work.inputs["x"].flags.writeable
+
+
 def test_a_scalar_reference_for_a_one_element_output_is_verified_as_that_element(tmp_path):
     ref = ("import numpy as np\ndef inputs(problem, rng):\n    return {'x': np.ones(problem['N'], np.float32),"
            " 'y': np.zeros(1, np.float32)}\ndef reference(problem, arrays):\n    return {'y': np.float32(3)}\n")

@@ -96,15 +96,25 @@ OPTIMISM = 2.0
 PAIRS_CAP = 3.0
 
 
-def _log_kernels(sizes: list[int]) -> list[np.ndarray]:
-    """Per parameter: K[a, b] = log P(value a | a measured configuration has value b)."""
-    out = []
-    for k in sizes:
-        pos = np.arange(k)
-        k_ab = np.exp(-0.5 * ((pos[:, None] - pos[None, :]) / BANDWIDTH) ** 2)
-        k_ab = (1 - PRIOR_MIX) * k_ab / k_ab.sum(0, keepdims=True) + PRIOR_MIX / k
-        out.append(np.log(k_ab))
-    return out
+class _LogKernel:
+    """One parameter's K[:, b] = log P(value a | a measured configuration has value b), a column
+    computed when first asked for: all k² at once took 75 GiB for a replayed parameter of
+    100,000 values (trial 37). Columns of a parameter of at most CACHED_VALUES values are kept."""
+
+    CACHED_VALUES = 4096
+
+    def __init__(self, values: int) -> None:
+        self.values = values
+        self._columns: dict[int, np.ndarray] = {}
+
+    def column(self, b: int) -> np.ndarray:
+        col = self._columns.get(b)
+        if col is None:
+            g = np.exp(-0.5 * ((np.arange(self.values) - b) / BANDWIDTH) ** 2)
+            col = np.log((1 - PRIOR_MIX) * g / g.sum() + PRIOR_MIX / self.values)
+            if self.values <= self.CACHED_VALUES:
+                self._columns[b] = col
+        return col
 
 
 class ParzenSearch:
@@ -120,7 +130,7 @@ class ParzenSearch:
         self._names = [p.name for p in params]
         self._index = [{v: i for i, v in enumerate(p.values)} for p in params]
         self._sizes = [len(p.values) for p in params]
-        self._kernels = _log_kernels(self._sizes)
+        self._kernels = [_LogKernel(k) for k in self._sizes]
         self._log_prior = -float(sum(math.log(len(p.values)) for p in params))
         self._pool = np.zeros((0, len(params)), dtype=np.int32)
         self._pool_keys: dict[str, int] = {}
@@ -147,7 +157,7 @@ class ParzenSearch:
     def _column(self, positions: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The product kernel of one measured configuration at these rows (float64: with every
         factor at least PRIOR_MIX / values, it stays far above underflow)."""
-        return np.exp(sum((k[rows[:, p], positions[p]] for p, k in enumerate(self._kernels)),
+        return np.exp(sum((k.column(int(positions[p]))[rows[:, p]] for p, k in enumerate(self._kernels)),
                           np.zeros(len(rows))))
 
     def _add_to_pool(self, configs: list[Config]) -> None:

@@ -244,3 +244,22 @@ def test_a_key_that_does_not_spell_its_values_and_an_unknown_error_name_are_warn
     assert said[0].startswith("1 cache entry ('16,1' holds bx=32, u=2): its key does not spell the values")
     assert said[1].startswith("1 cache entry ('16,2': 'fast'): not a time nor an error Kernel Tuner records")
     assert rec.outcomes[(32, 2)] == 1.0 and rec.outcomes[(16, 2)] == "fast" and rec.outcomes[(16, 1)] == 2.0
+
+
+def test_a_parameter_of_very_many_values_is_replayed_in_bounded_memory(tmp_path):
+    """Trial 37: TPE's kernel held every pair of a parameter's values, 75 GiB for a cache listing
+    100,000 (a traceback); it is computed per measured value now."""
+    import tracemalloc
+
+    xs = list(range(5_000))  # the old kernel: 200 MB an array, for one parameter
+    cache = {str(x): {"X": x, "time": 1.0 + abs(x - 3_700) / 1000} for x in range(0, 5_000, 50)}
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps({"tune_params": {"X": xs}, "cache": cache}))
+    rec = replay.load(path)
+    tracemalloc.start()
+    try:
+        r = replay.replay(rec, trials=20, sampler=Sampler.TPE, seed=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.measured == 20 and peak < 300e6, peak

@@ -1034,12 +1034,13 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
     for rec in recs:
         print(f"{rec.name} ({rec.device}): {rec.valid} valid configuration{'s' * (rec.valid != 1)}, "
               f"optimum {rec.optimum_ms:.4g} ms")
-        starts, names = replay.warm_starts(rec, others)
+        starts, used = replay.warm_starts(rec, others)
         if others:
-            print(f"  starting from the winners of {', '.join(names) or 'none of the --warm-start recordings'}"
-                  + (f" ({len(names)} of {len(others)} used)" if len(names) < len(others) else ""))
+            names = ", ".join(o.name for o in used) or "none of the --warm-start recordings"
+            print(f"  starting from the winners of {names}"
+                  + (f" ({len(used)} of {len(others)} used)" if len(used) < len(others) else ""))
             for other in others:
-                if other.name not in names:
+                if all(other is not o for o in used):
                     why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"
                     print(f"    not {other.name}: {why}")
         summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),

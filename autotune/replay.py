@@ -51,6 +51,7 @@ class Recorded:
     device: str
     parameters: tuple[tuple[str, tuple[Value, ...]], ...]
     outcomes: Mapping[tuple[Value, ...], float | str]
+    path: Path | None = None  # the file it was read from
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -102,7 +103,9 @@ def load(path: str | Path) -> Recorded:
     except ProblemError as exc:
         raise ProblemError(f"{path}: {exc}") from None
     name = re.sub(r"(\.json)?(\.gz)?$", "", path.name, flags=re.IGNORECASE)
-    return Recorded(name, str(raw.get("device_name") or UNKNOWN_DEVICE), params, outcomes)
+    # a name of only spaces is no name (trial 37: it gave an IndexError on every replay)
+    device = str(raw.get("device_name") or "").strip() or UNKNOWN_DEVICE
+    return Recorded(name, device, params, outcomes, path.resolve())
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -403,7 +406,7 @@ def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int
     return summarize(ev.order, rec.optimum_ms, target, seed)
 
 
-def warm_starts(rec: Recorded, others: Sequence[Recorded]) -> tuple[list[dict[str, Value]], list[str]]:
+def warm_starts(rec: Recorded, others: Sequence[Recorded]) -> tuple[list[dict[str, Value]], list[Recorded]]:
     """The winners of ``others`` that tune the same parameters as ``rec`` (the same kernel, as
     far as a recording tells) and fit its space, and the recordings they come from: at most
     ``warmstart.OTHERS_LIMIT``, those whose device name starts with the same word (the vendor)
@@ -411,21 +414,23 @@ def warm_starts(rec: Recorded, others: Sequence[Recorded]) -> tuple[list[dict[st
     device is left out: its winner would be the answer (:func:`unusable` says why one is)."""
     vendor = rec.device.split()[0]
     starts: list[dict[str, Value]] = []
-    names: list[str] = []
+    used: list[Recorded] = []
     for other in sorted(others, key=lambda o: (o.device.split()[0] != vendor, o.name)):
         c = rec.adopt(other.winner) if unusable(rec, other) is None else None
         if c is not None and c not in starts and len(starts) < OTHERS_LIMIT:
             starts.append(c)
-            names.append(other.name)
-    return starts, names
+            used.append(other)
+    return starts, used
 
 
 def unusable(rec: Recorded, other: Recorded) -> str | None:
     """Why ``other``'s winner cannot start a replay of ``rec``; None when it can."""
-    if other.name == rec.name or (other.device == rec.device and rec.device != UNKNOWN_DEVICE):
-        return "a recording of the same device, whose winner would be the answer"
     if set(other.names) != set(rec.names):  # a recording says no more of its kernel
         return "it tunes other parameters"
+    if (other.path == rec.path) if rec.path is not None and other.path is not None else other.name == rec.name:
+        return "the recording being replayed"
+    if other.device == rec.device and rec.device != UNKNOWN_DEVICE:
+        return "a recording of the same device, whose winner would be the answer"
     if rec.adopt(other.winner) is None:
         return "its winner holds a value this space does not list"
     return None

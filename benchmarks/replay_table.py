@@ -62,7 +62,7 @@ def main() -> None:
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in args.cache:
             rec = _recording(path)
-            _, names = replay.warm_starts(rec, [_recording(w) for w in warm])
+            _, used = replay.warm_starts(rec, [_recording(w) for w in warm])
             cells = []
             for s in samplers:
                 t0 = time.perf_counter()
@@ -74,7 +74,7 @@ def main() -> None:
                 shares = f"{summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
                 cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")
                              else f"> {args.trials} / {shares}")
-            start = f" from {', '.join(names)}" if warm else ""
+            start = f" from {', '.join(o.name for o in used)}" if warm else ""
             print(f"| {rec.name} ({rec.device}){start} | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
 
 

@@ -187,8 +187,8 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     near = _recording(tmp_path, "sibling", "GPU B", (11, 2))        # another device, same optimum
     same = _recording(tmp_path, "here_again", "GPU A", (3, 3))      # this device's own: left out
     other = _recording(tmp_path, "other_kernel", "GPU C", (11, 2), params=("X", "Z"))  # another kernel
-    starts, names = replay.warm_starts(replay.load(target), [replay.load(p) for p in (same, other, near)])
-    assert starts == [{"X": 11, "Y": 2}] and names == ["sibling"]
+    starts, used = replay.warm_starts(replay.load(target), [replay.load(p) for p in (same, other, near)])
+    assert starts == [{"X": 11, "Y": 2}] and [o.name for o in used] == ["sibling"]
     cold = replay.replay(replay.load(target), trials=144, seed=0, target=0.0)
     warm = replay.replay(replay.load(target), trials=144, seed=0, target=0.0, starts=starts)
     assert warm.within == 2 < cold.within, "the baseline, then the sibling's winner"
@@ -198,6 +198,18 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     assert "not here_again: a recording of the same device, whose winner would be the answer" in out
     assert "not other_kernel: it tunes other parameters" in out
     assert "within 5% after 2 measured" in out
+    # trial 37: another kernel of this device was "a recording of the same device"; a file of this
+    # name in another folder was left out as this one; a device name of spaces was an IndexError
+    mine = _recording(tmp_path, "my_kernel", "GPU A", (11, 2), params=("X", "Z"))
+    (tmp_path / "elsewhere").mkdir()
+    namesake = _recording(tmp_path / "elsewhere", "here", "GPU B", (11, 2))
+    blank = _recording(tmp_path / "elsewhere", "blank", "   ", (3, 3))
+    assert cli.main(["replay", str(target), "--warm-start", str(mine), str(target), str(namesake), str(blank)]) == 0
+    out = capsys.readouterr().out
+    assert "not my_kernel: it tunes other parameters" in out and "not here: the recording being replayed" in out
+    assert "starting from the winners of here, blank (2 of 4 used)" in out, out  # the same first word first
+    assert cli.main(["replay", str(blank), "-n", "5"]) == 0
+    assert "blank (unknown device)" in capsys.readouterr().out
 
 
 def test_one_configuration_under_two_keys_is_read_once_with_a_warning_where_they_differ(tmp_path):

@@ -31,7 +31,7 @@ from .errors import (
 )
 from .proposer import Sampler
 
-_EXIT_ERROR, _EXIT_USAGE, _EXIT_INTERRUPTED = 1, 2, 130
+_EXIT_ERROR, _EXIT_USAGE = 1, 2
 _STOPPED_BY = 128  # + the signal's number, as a shell reports a process a signal ended
 
 
@@ -1021,10 +1021,11 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     others = [replay.load(path) for path in args.warm_start]
     try:
         _replay_each(args, recs, others)
-    except (TuningInterrupted, KeyboardInterrupt):  # a replay keeps nothing to resume from
+    except (TuningInterrupted, KeyboardInterrupt) as exc:  # a replay keeps nothing to resume from
         print("autotune: replay interrupted; the seeds printed above are complete, nothing else is kept "
               "(run it again, with fewer --seeds for a quicker answer)", file=sys.stderr)
-        return _EXIT_INTERRUPTED
+        # 143 for a SIGTERM, as every command (trial 37: 130)
+        return _STOPPED_BY + (exc.signum if isinstance(exc, TuningInterrupted) else stops.last_stop_signal())
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -91,17 +92,19 @@ def test_the_cli_summarizes_seeds(tmp_path, capsys):
     assert "within 100" not in out  # a share within more than the budget would say nothing
 
 
-def test_an_interrupted_replay_says_what_is_complete_and_promises_no_resume(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_replay_says_what_is_complete_and_promises_no_resume(tmp_path, capsys, monkeypatch, signum):
+    """... and exits 128 + the signal's number, as every command (trial 37: 130 for a SIGTERM)."""
     evaluate = replay.RecordedEvaluator.evaluate
 
     def stop_in_the_second_seed(self, params, *args, **kw):
         if seeds_done := capsys.readouterr().out.count("seed "):  # the first seed has printed
             assert seeds_done == 1
-            raise KeyboardInterrupt
+            signal.raise_signal(signum)
         return evaluate(self, params, *args, **kw)
 
     monkeypatch.setattr(replay.RecordedEvaluator, "evaluate", stop_in_the_second_seed)
-    assert cli.main(["replay", str(_cache(tmp_path)), "--seeds", "3", "-n", "60"]) == 130
+    assert cli.main(["replay", str(_cache(tmp_path)), "--seeds", "3", "-n", "60"]) == 128 + signum
     err = capsys.readouterr().err
     assert "replay interrupted; the seeds printed above are complete" in err and "resume" not in err
     assert err.count("\n") == 1

@@ -112,7 +112,10 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             data = f.read()
-        text = (gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data).decode("utf-8")
+        # a byte-order mark is no reason to refuse a file (trial 37: Python's own hint was shown)
+        text = (gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data).decode("utf-8-sig")
+    except gzip.BadGzipFile as exc:  # an OSError, yet the file was read (trial 37: "cannot read")
+        raise ProblemError(f"{path}: its gzip data is damaged ({exc}); copy or download it again") from None
     except OSError as exc:
         raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
                            "file (.json or .json.gz): `bash benchmarks/fetch_recorded_spaces.sh DIR` downloads "
@@ -130,14 +133,19 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _parse(text: str, path: Path) -> Any:
     """The JSON document; a cache Kernel Tuner left open for appending (its last entry followed
-    by a comma and no closing braces) is closed first, as Kernel Tuner does when it reads one."""
+    by a comma and no closing braces) is closed first, as Kernel Tuner does when it reads one.
+    A key given twice in one object is read once, the first, with a warning (trial 37: the last
+    was read silently, so a cache entry given twice lost its first, faster time)."""
+    repeated: list[str] = []
     try:
-        return json.loads(text)
+        return _warn_repeated(json.loads(text, object_pairs_hook=_first_of_each(repeated)), repeated, path)
     except ValueError as exc:
         problem = str(exc).splitlines()[0]
     left_open = text.rstrip().removesuffix(",")
+    repeated.clear()
     try:
-        raw = json.loads(left_open + "}\n}")
+        raw = _warn_repeated(json.loads(left_open + "}\n}", object_pairs_hook=_first_of_each(repeated)),
+                             repeated, path)
     except ValueError:
         raw = None
     cache = raw.get("cache") if isinstance(raw, dict) else None
@@ -146,6 +154,26 @@ def _parse(text: str, path: Path) -> Any:
     warn(f"{path}: the cache was left open, as Kernel Tuner leaves it while a run appends to it: "
          f"{len(cache) if isinstance(cache, dict) else 0} entries read; if that run did not finish, "
          "the optimum replays aim at is only the best it had measured")
+    return raw
+
+
+def _first_of_each(repeated: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A JSON object hook that keeps the first of a repeated key, noting the others in ``repeated``."""
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key not in out:
+                out[key] = value
+            elif value != out[key]:
+                repeated.append(f"{key!r} ({_short(out[key])}, then {_short(value)})")
+        return out
+    return hook
+
+
+def _warn_repeated(raw: Any, repeated: list[str], path: Path) -> Any:
+    if repeated:
+        warn(f"{path}: {len(repeated)} key{'s' * (len(repeated) > 1)} given twice in one object, with other "
+             f"values: {', '.join(repeated[:3])}{', ...' if len(repeated) > 3 else ''}; the first is read")
     return raw
 
 
@@ -160,6 +188,9 @@ def _parameters(raw: dict[str, Any]) -> tuple[tuple[str, tuple[Value, ...]], ...
     repeated = sorted({str(k) for k in keys if keys.count(k) > 1})
     if repeated:
         raise ProblemError(f"'tune_params_keys' names {', '.join(repeated)} more than once")
+    if left := [k for k in tune_params if k not in keys]:  # trial 37: dropped silently
+        raise ProblemError(f"'tune_params' lists {', '.join(left)}, which 'tune_params_keys' leaves out; "
+                           "name every parameter there, in the order of the cache's keys")
     params = []
     for k in keys:
         values = tune_params.get(k) if isinstance(k, str) else None
@@ -168,8 +199,11 @@ def _parameters(raw: dict[str, Any]) -> tuple[tuple[str, tuple[Value, ...]], ...
         if not isinstance(values, list) or not values:
             raise ProblemError(f"'tune_params' gives {k} {values!r}: give a list of its values")
         listed = tuple(_value(v, k) for v in values)
-        if len(set(listed)) < len(listed):
-            raise ProblemError(f"'tune_params' lists a value of {k} twice")
+        for i, v in enumerate(listed):
+            if (j := listed.index(v)) < i:  # by ==: true and 1 are one value to Python (trial 37)
+                twice = f"the value {_short(v)} of {k} twice" if type(listed[j]) is type(v) else \
+                    f"{_short(listed[j])} and {_short(v)} for {k}, which are one value here"
+                raise ProblemError(f"'tune_params' lists {twice}")
         params.append((k, listed))
     return tuple(params)
 

@@ -127,7 +127,12 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
     ('{"tune_params": {}, "cache": {}}', "names no parameter"),
     ('{"tune_params": {"X": 5}, "cache": {"5": {"X": 5, "time": 1.0}}}', "give a list of its values"),
     ('{"tune_params": {"X": []}, "cache": {"1": {"X": 1, "time": 1.0}}}', "give a list of its values"),
-    ('{"tune_params": {"X": [1, 1]}, "cache": {"1": {"X": 1, "time": 1.0}}}', "lists a value of X twice"),
+    ('{"tune_params": {"X": [1, 1]}, "cache": {"1": {"X": 1, "time": 1.0}}}', "lists the value 1 of X twice"),
+    # trial 37: true and 1 were "a value twice"; a parameter tune_params_keys left out was dropped
+    ('{"tune_params": {"X": [true, 1]}, "cache": {"1": {"X": 1, "time": 1.0}}}',
+     "lists true and 1 for X, which are one value here"),
+    ('{"tune_params_keys": ["X"], "tune_params": {"X": [1], "U": [1, 2]}, "cache": {}}',
+     "'tune_params' lists U, which 'tune_params_keys' leaves out; name every parameter there"),
     ('{"tune_params_keys": ["X", "Y"], "tune_params": {"X": [1]}, "cache": {}}', "which 'tune_params' lacks"),
     ('{"tune_params_keys": "X", "tune_params": {"X": [1]}, "cache": {}}', "give a list of the parameters' names"),
     ('{"tune_params": {"X": [1, 2]}, "cache": {"3": {"X": 3, "time": 1.0}}}', "not one of the values"),
@@ -278,3 +283,22 @@ def test_a_parameter_of_very_many_values_is_replayed_in_bounded_memory(tmp_path)
     finally:
         tracemalloc.stop()
     assert r.measured == 20 and peak < 300e6, peak
+
+
+def test_a_byte_order_mark_a_damaged_gzip_and_a_key_given_twice(tmp_path, capsys):
+    """Trial 37: a BOM got Python's own hint, a gzip with bytes after its end "cannot read" and
+    advice to download, and an entry given twice was read as its last, silently."""
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + _cache(tmp_path).read_bytes())
+    assert replay.load(bom).optimum_ms == 1.0
+    damaged = tmp_path / "damaged.json.gz"
+    damaged.write_bytes(gzip.compress(_cache(tmp_path).read_bytes()) + b"garbage")
+    with pytest.raises(ProblemError, match=r"damaged.json.gz: its gzip data is damaged \(.*\); copy or download it "):
+        replay.load(damaged)
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.0}, '
+                     '"1": {"X": 1, "time": 5.0}, "2": {"X": 2, "time": 2.0}}}')
+    with pytest.warns(AutotuneWarning, match=r"twice.json: 1 key given twice in one object, with other values: "
+                                             r"'1' \(.*1\.0.*, then .*5\.0.*\); the first is read"):
+        rec = replay.load(twice)
+    assert rec.optimum_ms == 1.0

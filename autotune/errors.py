@@ -43,6 +43,11 @@ class ExpressionError(SpecError):
     """A constraint, launch or metric expression is not a valid restricted expression."""
 
 
+class ConditionError(ExpressionError):
+    """A constraint gave something other than true or false: the spec is wrong for every
+    configuration, so it ends the run rather than ruling one out."""
+
+
 class DeviceError(AutotuneError):
     """No OpenCL device matches, or none is available."""
 

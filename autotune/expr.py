@@ -18,10 +18,10 @@ import ast
 import math
 import operator
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ExpressionError
+from .errors import ConditionError, ExpressionError
 
 Env = Mapping[str, Any]
 _Fn = Callable[[Env], Any]
@@ -135,6 +135,8 @@ class Expr:
     source: str
     names: frozenset[str]
     _fn: _Fn = field(repr=False, compare=False)
+    #: it must give true or false (a constraint: trial 36's 'WGX * WGY' ruled nothing out)
+    condition: bool = False
 
     @classmethod
     def parse(cls, source: str | float | bool) -> Expr:
@@ -165,17 +167,25 @@ class Expr:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # the compiled closure does not pickle; the source re-parses to the same expression
         # (a spec travels to the measuring worker this way)
-        return (_reparse, (self.source, self.names))
+        return (_reparse, (self.source, self.names, self.condition))
+
+    def as_condition(self) -> Expr:
+        """This expression, raising ExpressionError where it gives anything but true or false."""
+        return replace(self, condition=True)
 
     def __call__(self, env: Env) -> Any:
         try:
-            return self._fn(env)
+            value = self._fn(env)
         except ExpressionError as exc:  # a size limit or a bad subscript, raised by the closures
             raise ExpressionError(f"{self.source!r}: {exc}") from None
         except KeyError as exc:  # subscripts raise their own errors: a KeyError is a missing name
             raise ExpressionError(f"{self.source!r}: unknown name {exc.args[0]!r}") from None
         except _EVAL_ERRORS as exc:
             raise ExpressionError(f"{self.source!r}: {_one_line(exc)}") from None
+        if self.condition and type(value).__name__ not in ("bool", "bool_"):  # numpy's bool too
+            raise ConditionError(f"{self.source!r} gives {_brief(repr(value))[1:-1]}, not true or false; write a "
+                                 "condition, such as a comparison")
+        return value
 
     def check_names(self, known: set[str] | frozenset[str], where: str,
                     hint: Callable[[str], str] = lambda name: "") -> None:
@@ -191,13 +201,15 @@ class Expr:
             )
 
 
-def _reparse(source: str, names: frozenset[str]) -> Expr:
+def _reparse(source: str, names: frozenset[str], condition: bool = False) -> Expr:
+    e = None
     if not names:  # a constant: parse() keeps numbers as their value, not as text
         try:
-            return Expr.parse(ast.literal_eval(source))
+            e = Expr.parse(ast.literal_eval(source))
         except (ValueError, SyntaxError):
             pass
-    return Expr.parse(source)
+    e = e or Expr.parse(source)
+    return e.as_condition() if condition else e
 
 
 def _brief(text: str, width: int = 60) -> str:

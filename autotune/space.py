@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from .errors import AutotuneError, ExpressionError, ProblemError, SpecError
+from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError
 from .expr import Expr
 from .spec import KernelSpec, LaunchStep, Value, problem_label
 
@@ -163,6 +163,8 @@ def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, A
             if not _holds(spec, c, env):
                 return f"constraint {c.source!r}"
         return _fits_device(spec, env, params, problem, facts)
+    except ConditionError:
+        raise
     except AutotuneError as exc:
         return str(exc)
 
@@ -189,6 +191,8 @@ def _fits_device(spec: KernelSpec, env: Mapping[str, Any], params: Mapping[str, 
 def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
     try:
         return bool(c(env))
+    except ConditionError as exc:
+        raise ConditionError(f"{spec.path}: constraints: {exc}") from None
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: constraints: {exc}") from None
 

@@ -700,7 +700,8 @@ class _Validator:
             name=name, description=str(raw.get("description", "")).strip(), path=self.path,
             template=template, reference=self.reference(raw["reference"]), problem=problem,
             parameters=parameters,
-            constraints=self.conditions(parameters) + self.exprs("constraints", raw.get("constraints"), known),
+            constraints=self.conditions(parameters) + tuple(
+                e.as_condition() for e in self.exprs("constraints", raw.get("constraints"), known)),
             local_memory=(self.expr("local_memory", raw["local_memory"], known)
                           if raw.get("local_memory") is not None else None),
             scratch=tuple((str(k), self.expr(f"scratch.{k}", v, known)) for k, v in

@@ -558,6 +558,9 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     (("args: [x, y]", "args: [x, y]\nscratch: {t: '-4'}"), "scratch.t: '-4' gave -4 bytes"),
     (("args: [x, y]", "args: [x, y]\nlocal_memory: '-4'"), "local_memory: '-4' gave -4, not a number of bytes"),
     (("outputs: [y]", "outputs: [q]"), "outputs: q is not an argument of any launch step"),
+    # trial 36: a constraint that is no condition ruled nothing out, silently
+    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG"'), "constraints: '(N // WPT) % WG' gives 0, not true or false; "
+                                                      "write a condition, such as a comparison"),
     # trial 36: nothing was verified, and the summary said "error 0 relative to the reference"
     (("outputs: [y]", "outputs: []"), "outputs: is empty, so no configuration would be verified; list the arguments"),
     # the kernel's output left out of args: the fix is in args, not in outputs

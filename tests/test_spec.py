@@ -270,6 +270,13 @@ def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
     with pytest.raises(SpecError, match=r'template: .*scale.cl:1: #include "helpers.h" not found beside it \(nor '
                        r"among autotune's headers: autotune.h\)"):
         specs.load(path)
+    # trial 36: a missing header in a branch the compiler may skip was refused; a preprocessor skips it
+    path.parent.joinpath("scale.cl").write_text('#ifdef SOME_VENDOR\n#  include "vendor.h"\n#endif\n'
+                                                '#if 0\n#include "helpers.h"\n#endif\n' + TEMPLATE_CL)
+    assert '#  include "vendor.h"' in specs.load(path).source
+    path.parent.joinpath("scale.cl").write_text('#if 0\n#endif\n#include "helpers.h"\n' + TEMPLATE_CL)
+    with pytest.raises(SpecError, match=r'scale.cl:3: #include "helpers.h" not found beside it'):
+        specs.load(path)
     # autotune's own header, for a template anywhere (trial 8: only the built-in ones could use it)
     path.parent.joinpath("scale.cl").write_text('#include "autotune.h"\n' + TEMPLATE_CL)
     assert '#line 1 "autotune.h"' in specs.load(path).source and "MULTIPLY_ADD" in specs.load(path).source

@@ -339,7 +339,9 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
              params: dict[str, Value], entry: profiles.Entry, path: Path, lead: str) -> Choice:
     """The nearest problem's configuration, with the warning (after ``lead``, why there is no
     entry to use) that names the command that tunes this one."""
-    version = "" if entry.spec_hash == spec.spec_hash else " with another version of the spec"
+    # trial 36: a copy of the spec in another file was called "another version"
+    version = "" if entry.spec_hash == spec.spec_hash else " with another version of the spec (or another spec " \
+                                                           f"file named {spec.name})"
     what = ("its configuration, not verified with this version" if dict(entry.problem) == dict(problem)
             else f"the configuration tuned for {problem_label(entry.problem)}{version}, not verified at this size")
     _warn_once(spec, info, problem, (

@@ -369,7 +369,8 @@ def test_after_a_template_edit_an_untuned_size_times_the_configurations_tuned_wi
     assert timer.calls == [[128, 64, 32]]  # the nearest sizes' first (2048 and 4096: one configuration)
     loader._warned.clear()
     with pytest.warns(loader.AutotuneWarning, match=r"using the configuration tuned for M=2048,N=2048,K=2048,"
-                      r"layout=row with another version of the spec, not verified at this size"):
+                      r"layout=row with another version of the spec \(or another spec file named matmul\), not "
+                      r"verified at this size"):
         c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 2500, "N": 2500, "K": 2500}), folders, None)
     assert c.origin == "nearest" and c.params == T128
 

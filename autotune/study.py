@@ -296,6 +296,12 @@ def _other_versions(storage: optuna.storages.BaseStorage, name: str) -> dict[str
     return dict(found)
 
 
+def spec_file(storage: optuna.storages.BaseStorage, name: str) -> str:
+    """The spec file (KernelSpec.file_id) the study ``name`` recorded, "" for one from before
+    studies recorded it."""
+    return str(optuna.load_study(study_name=name, storage=storage).user_attrs.get(_SPEC_FILE, ""))
+
+
 def supersedes(new: Measurement, old: Measurement) -> bool:
     """Whether ``new``, a later measurement of ``old``'s configuration, replaces it: a timeout
     measured again under a longer limit (tuner: ``_Run.retried``). Otherwise the first stands."""

@@ -135,6 +135,26 @@ def test_a_study_of_an_earlier_spec_is_shown_marked_until_the_current_one_has_on
     assert [s.stale for s in data.find_sections(now, None)] == [False]
 
 
+def test_a_study_of_another_spec_file_of_the_kernels_name_is_not_shown_as_an_earlier_version(scale, tmp_path):
+    """Trial 36: a copy of the spec in another folder, with another tolerance, was tuned; the
+    report of the first file showed that study as "Tuned with an earlier version of the spec"."""
+    import shutil
+
+    copy_dir = tmp_path / "copy"
+    shutil.copytree(scale.path.parent, copy_dir, ignore=shutil.ignore_patterns("home", "out"))
+    copy_path = copy_dir / scale.path.name
+    copy_path.write_text(copy_path.read_text().replace("outputs: [y]", "outputs: [y]\ntolerance: {rtol: 1e-3}"))
+    copy = specs.load(copy_path)
+    assert copy.spec_hash != scale.spec_hash
+    tune_fake(copy, n=1024)
+    with pytest.raises(data.ProblemError, match=r"no study of scale in .* \(its studies of scale tune another "
+                                                r"spec file of that kernel name\)"):
+        data.find_sections(scale, None)
+    tune_fake(scale)
+    assert [(s.label, s.stale) for s in data.find_sections(scale, None)] == [("N=4096", False)]
+    assert [(s.label, s.stale) for s in data.find_sections(copy, None)] == [("N=1024", False)]
+
+
 def test_variant_parameter_is_the_one_conditions_name_and_comes_first():
     matmul = specs.load("matmul")
     assert data.variant_parameter(matmul) == "ALGO"

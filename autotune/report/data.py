@@ -23,7 +23,7 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import StudyId, open_storage, quiet_optuna, shown_url, sqlite_path, supersedes
+from ..study import StudyId, open_storage, quiet_optuna, shown_url, spec_file, sqlite_path, supersedes
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -175,10 +175,13 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
     """
     url, opened = open_existing(storage)
     every = studies(url, opened)
-    ids = [s for s in every if s.kernel == spec.name]
+    named = [s for s in every if s.kernel == spec.name]
+    # another spec file of this kernel name is not an earlier version of this one (trial 36)
+    ids = [s for s in named if s.spec_hash == spec.spec_hash or spec_file(opened, s.name) in ("", spec.file_id)]
     if not ids:
         kernels = sorted({s.kernel for s in every})
-        held = f"it has studies of {', '.join(kernels)}" if kernels else "it has no autotune studies"
+        held = (f"its studies of {spec.name} tune another spec file of that kernel name" if named else
+                f"it has studies of {', '.join(kernels)}" if kernels else "it has no autotune studies")
         raise ProblemError(f"no study of {spec.name} in {shown_url(url)} ({held}); tune first (`autotune run "
                            f"{spec.name}`), or give the --storage the run used")
     if device is not None:

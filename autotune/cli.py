@@ -194,7 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                     help="as for run (default tpe)")
     rp.add_argument("--seeds", type=_number(int), default=1,
-                    help="replay with seeds 0..SEEDS-1 and summarize (default 1)")
+                    help="replay with SEEDS seeds, from --seed on, and summarize (default 1)")
+    rp.add_argument("--seed", type=_number(int), default=0,
+                    help="the first seed (default 0): --seed 9 replays seed 9 alone, as a run of "
+                    "--seeds 10 replays it")
     rp.add_argument("--target", type=_number(float), default=5.0, metavar="PERCENT",
                     help="within this many percent of the optimum counts as found (default 5)")
     rp.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
@@ -1015,6 +1018,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for name, value in (("--seeds", args.seeds), ("-n/--trials", args.trials)):
         if value < 1:
             raise OptionError(f"{name} must be at least 1 (got {value})")
+    if not (0 <= args.seed and args.seed + args.seeds <= 2**32):
+        raise OptionError(f"--seed must be 0 or more, and the seeds from it below 2**32 (got {args.seed})")
     if not 0 <= args.target < math.inf:
         raise OptionError(f"--target must be a percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
@@ -1044,7 +1049,8 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
                 if all(other is not o for o in used):
                     why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"
                     print(f"    not {other.name}: {why}")
-        summary = replay.replay_seeds(rec, args.trials, range(args.seeds), Sampler(args.sampler),
+        seeds = range(args.seed, args.seed + args.seeds)
+        summary = replay.replay_seeds(rec, args.trials, seeds, Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target), starts=starts)
         if args.seeds > 1:
             budgets = sorted({min(100, args.trials), args.trials})  # no share past the budget

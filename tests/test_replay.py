@@ -84,6 +84,16 @@ def test_a_replay_reports_when_it_came_within_the_target(tmp_path, sampler):
     assert short.measured == 1 and (short.within is None) == (short.best_ms > rec.optimum_ms)
 
 
+def test_one_seed_is_replayed_alone_with_seed(tmp_path, capsys):
+    """Trial 37: --seed was refused, and seed 9 was had only with seeds 0-8 before it."""
+    assert cli.main(["replay", str(_cache(tmp_path)), "--seeds", "10", "-n", "60"]) == 0
+    ninth = [line for line in capsys.readouterr().out.splitlines() if "seed 9:" in line]
+    assert cli.main(["replay", str(_cache(tmp_path)), "--seed", "9", "-n", "60"]) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if "seed " in line] == ninth
+    assert cli.main(["replay", str(_cache(tmp_path)), "--seed", "-1"]) == 2
+    assert "--seed must be 0 or more" in capsys.readouterr().err
+
+
 def test_the_cli_summarizes_seeds(tmp_path, capsys):
     assert cli.main(["replay", str(_cache(tmp_path)), "--seeds", "3", "-n", "60"]) == 0
     out = capsys.readouterr().out

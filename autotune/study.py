@@ -21,6 +21,7 @@ import math
 import os
 import queue
 import random
+import socket
 import sqlite3
 import threading
 import time
@@ -60,6 +61,8 @@ _SPEC_FILE = "autotune_spec_file"
 #: later runs: a stopped run's best must not be a configuration those rounds found slower
 #: (trial 37: a Ctrl-C saved the search's fastest single timing over the confirmed winner).
 _RETIMED = "autotune_retimed:"
+#: The trial attribute naming the run that measured it (StudyLog.run_id).
+RUN = "run"
 
 
 @dataclass(frozen=True)
@@ -332,6 +335,9 @@ class StudyLog:
         self._held: list[tuple[optuna.trial.FrozenTrial, Callable[[], None] | None]] = []  # see flush()
         self._open: dict[int, optuna.Trial] = {}  # asked, not yet told: id(trial as asked) -> its trial now
         self._writer = _Writer(store) if store is not None else None
+        #: stored with each trial: which run measured it, so that the report's search time
+        #: leaves out the time between runs (trial 37: a gap under 10 minutes counted)
+        self.run_id = f"{socket.gethostname()}:{os.getpid()}:{time.time():.3f}"
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
         #: configuration key -> its launch times in the latest confirmation rounds (see _RETIMED)
@@ -444,7 +450,7 @@ class StudyLog:
         """Store ``m`` as the trial's outcome (``repeat``: an earlier trial's measurement);
         ``then`` is called once it is stored (by the writer, or at once in memory)."""
         trial = self._close(trial)
-        attrs = {**m.attrs(), **({"repeat": True} if repeat else {})}
+        attrs = {**m.attrs(), RUN: self.run_id, **({"repeat": True} if repeat else {})}
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         value = m.median_ms * 1e-3 if m.ok else math.inf

@@ -122,6 +122,19 @@ def test_studies_of_two_devices_are_grouped_by_device_and_d_picks_one(scale):
     assert [s.slug for s in data.find_sections(scale, None, device="other")] == [other.slug]
 
 
+def test_the_search_time_leaves_out_the_time_between_runs(scale):
+    """Trial 37: a pause under 10 minutes between two runs counted as search time (6.4 s against
+    the runs' own 4.3 s)."""
+    import time
+
+    tune_fake(scale, trials=4)
+    time.sleep(1.5)
+    tune_fake(scale, trials=4)
+    (s,) = data.find_sections(scale, None)
+    assert len(s.trials) == 8 and len({t.run for t in s.trials}) == 2
+    assert 0 < s.wall_s() < 1.0, s.wall_s()
+
+
 def test_a_study_of_an_earlier_spec_is_shown_marked_until_the_current_one_has_one(scale, tmp_path):
     tune_fake(scale)
     edited = scale.template.read_text() + "\n/* edited */\n"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,7 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import StudyId, open_storage, quiet_optuna, shown_url, spec_file, sqlite_path, supersedes
+from ..study import RUN, StudyId, open_storage, quiet_optuna, shown_url, spec_file, sqlite_path, supersedes
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -39,6 +39,7 @@ class Trial:
     number: int
     m: Measurement
     stored_at: datetime | None
+    run: str | None = None  # the run that measured it (studies from before 2026-11-27: None)
 
 
 @dataclass(frozen=True)
@@ -119,14 +120,24 @@ class Section:
         return dict(sorted(counts.items()))
 
     def wall_s(self) -> float:
-        """Seconds of tuning: the time between stored trials, where a pause of SESSION_GAP or
-        more is time between runs and the trial after it counts its own measuring time."""
-        total, previous = 0.0, None
+        """Seconds of tuning: the time the runs spent on their trials, from the start of each
+        run's first (its stored time less its own measuring time) to its last one stored; runs
+        at the same time (workers) count once. Trials of studies from before trials named their
+        run: the time between them, where a pause of SESSION_GAP or more is time between runs
+        and the trial after it counts its own measuring time."""
+        spans: dict[str, tuple[float, float]] = {}
+        legacy, previous = 0.0, None
         for t in sorted((t for t in self.trials if t.stored_at is not None), key=lambda t: t.stored_at or 0):
-            gap = t.stored_at - previous if previous is not None and t.stored_at is not None else None
-            total += gap.total_seconds() if gap is not None and gap < SESSION_GAP else t.m.wall_s
+            assert t.stored_at is not None
+            end = t.stored_at.timestamp()
+            if t.run is not None:
+                start, last = spans.get(t.run, (end - t.m.wall_s, end))
+                spans[t.run] = (min(start, end - t.m.wall_s), max(last, end))
+                continue
+            gap = t.stored_at - previous if previous is not None else None
+            legacy += gap.total_seconds() if gap is not None and gap < SESSION_GAP else t.m.wall_s
             previous = t.stored_at
-        return total
+        return legacy + _union_s(spans.values())
 
     def trials_per_minute(self) -> float | None:
         wall = self.wall_s()
@@ -254,6 +265,20 @@ def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.B
                    ours, found, importances, method, scopes)
 
 
+def _union_s(spans: Iterable[tuple[float, float]]) -> float:
+    """The seconds covered by the (start, end) spans, overlaps counted once.
+
+    Example:
+        >>> _union_s([(0, 2), (1, 3), (5, 6)])
+        4.0
+    """
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(spans):
+        total += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return total
+
+
 def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
     """The measured trials, one per configuration: a timeout measured again later gives way to
     that measurement, as in the run.
@@ -272,7 +297,7 @@ def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
         key = config_key(m.params)
         number = numbers.setdefault(key, len(numbers) + 1)
         if key not in out or supersedes(m, out[key].m):  # in place: the list stays in number order
-            out[key] = Trial(number, m, t.datetime_complete)
+            out[key] = Trial(number, m, t.datetime_complete, t.user_attrs.get(RUN))
     return list(out.values())
 
 

@@ -658,6 +658,11 @@ class _Run:
             raise _OutOfTime(nearer[0])
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
             m = replace(m, message=m.message + self._crash_hint(params))
+        if m.ok and self.log.store is not None and (self.state.best is None or m.median_ms < self.state.best.median_ms):
+            # a new best as far as this worker knows: first what the others stored since its last
+            # look (at most a second ago), so that its line's "*" is the study's (trial 37: two
+            # "new bests" slower than another worker's stored trial)
+            self._take_in(self.log.refresh(every_s=0.0) or [])
         # the claim is finished once the trial is stored: a worker that dies before that
         # leaves it to expire, and the configuration is measured again
         m = self.log.tell(cand.trial, replace(m, params=params), then=lambda: self.claims.finish(params))

@@ -170,6 +170,31 @@ def test_a_workers_progress_counts_the_trials_others_finished_while_it_measured(
     assert said == [1, 2, 5, 6]
 
 
+def test_a_new_best_is_one_no_other_worker_has_stored_a_faster_one_than(scale, home):
+    """Trial 37: a worker marked two trials "*" (a new best) although another worker had stored a
+    faster one before them, within the second between its looks at the study."""
+    storage = f"sqlite:///{home}/shared.db"
+    name = study_name(scale, FAKE, scale.resolve_problem({}))
+    marks: list[bool] = []
+    elsewhere = {"WPT": 16, "WG": 16, "MODE": 0, "mad": False}  # faster than the grid's first few
+
+    class Busy(Slow):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+            if verify and len(self.calls) == 1:  # another worker stores a faster trial meanwhile
+                study = optuna.load_study(study_name=name, storage=storage)
+                t = 0.5 / (16 * 16)
+                study.add_trial(optuna.trial.create_trial(
+                    params=elsewhere, value=t * 1e-3, user_attrs=Measurement(Status.OK, times_ms=(t, t, t)).attrs(),
+                    distributions={p.name: optuna.distributions.CategoricalDistribution(list(p.values))
+                                   for p in scale.parameters}))
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    report = tune(scale, TuneOptions(trials=4, timeout_s=None, storage=storage, sampler="grid", save=False),
+                  evaluator=Busy([], threading.Lock()), info=FAKE,
+                  progress=lambda event, rec, state: event == "start" or marks.append(state.best is rec))
+    assert marks == [True, False, False, False] and report.best.params == elsewhere
+
+
 def test_a_late_worker_joins_the_study_and_measures_only_new_configurations(scale, home):
     calls: list[dict[str, Any]] = []
     lock = threading.Lock()

@@ -974,7 +974,10 @@ class _Validator:
             if not _among(value, by_name[name].values):
                 raise self.fail(f"{key}.{name}", _other_type(value, by_name[name].values)
                                 or f"{value!r} is not among its values {list(by_name[name].values)}")
-        return tuple((p.name, values.get(p.name, p.values[0])) for p in params)
+        full = {p.name: values.get(p.name, p.values[0]) for p in params}
+        # a value its variant ignores is the configuration with the first (trial 36: a scalar
+        # baseline's VW=8 was shown in the summary as if it applied)
+        return tuple((p.name, p.values[0] if _unused(p, full) else full[p.name]) for p in params)
 
 
 def _finite(value: int | float) -> bool:

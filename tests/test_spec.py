@@ -394,5 +394,10 @@ def test_a_stored_value_of_another_type_is_not_in_the_space_and_an_ignored_one_i
     assert sp.unusable(entry(MODE=0, WG=64)) is None
     assert sp.from_stored({"WPT": 1, "MODE": 0, "WG": 64}, (), whole=True) == {"WPT": 1, "MODE": 0, "WG": 16,
                                                                                "mad": False}
+    ignored = specs.load(write_spec(tmp_path / "b", SCALE_YAML.replace(
+        "  WG: [16, 32, 64, 128, 512]\n  MODE: [0]",
+        "  MODE: [0, 1]\n  WG: {values: [16, 32, 64, 128, 512], when: MODE == 1}").replace(
+        "baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 1, MODE: 0, WG: 64}")))
+    assert ignored.baseline_config["WG"] == 16
     with pytest.raises(SpecError, match=r"default.WG: 64.0 is a float, not the int 64; write 64"):
         specs.load(write_spec(tmp_path / "d", SCALE_YAML.replace("constraints:", "default: {WG: 64.0}\nconstraints:")))

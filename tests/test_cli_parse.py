@@ -81,7 +81,7 @@ def test_one_number_for_several_size_keys_that_the_spec_refuses_says_which_keys_
 @pytest.mark.parametrize("argv, command", [(["run", "reverse", "--compile-ahead", "-1"], "run"),
                                            (["run", "reverse", "--bogus"], "run"),
                                            (["show", "reverse", "extra"], "show"),
-                                           (["replay", "x.json", "--seed", "3"], "replay")])
+                                           (["replay", "x.json", "--sed", "3"], "replay")])
 def test_a_usage_error_is_reported_by_its_command_with_exit_2(capsys, argv, command):
     from autotune import cli
 

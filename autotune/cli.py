@@ -669,7 +669,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         more = f" (and {_count(len(report.unsteady) - 1, 'other')})" if len(report.unsteady) > 1 else ""
         lines.append(f"  unsteady    {_fmt_full(first.params, report.spec, report.problem)}{more} passed "
                      "verification in the search and failed when checked again, so it was left out (a race "
-                     f"between work-items gives a wrong result now and then): {_clip(first.message, 300)}")
+                     "between work-items gives a wrong result now and then, and the check again also puts NaN "
+                     f"past the ends of outputs and scratch buffers): {_clip(first.message, 300)}")
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup

@@ -12,7 +12,8 @@ array the kernels only read hold :data:`READ_GUARD_BYTE` (NaN in every float typ
 largest value in an integer one), so that a read outside it (a stencil's ``x[i + 1]`` at the
 last item, ``x[i - 1]`` at the first) gives a wrong result; 0xA5's bytes are a float near 0
 (-2.9e-16), which such a read adds unnoticed, and in an application the bytes there are
-another array's.
+another array's. When the leaders are checked again (``Bench.measure(strict=True)``), every
+zone holds NaN, so that a read past an output or a scratch buffer shows too.
 
 Example:
     >>> guard_size(1 << 20), guard_size(100)
@@ -56,10 +57,7 @@ class Zone:
     size: int
     fix: str  # what to check when a zone is written
     byte: int  # what the zones hold
-
-    @property
-    def read_only(self) -> bool:
-        return self.byte == READ_GUARD_BYTE
+    read_only: bool = False  # the kernels only read the buffer
 
     def sides(self) -> list[tuple[Side, int, int]]:
         """(side, first byte, bytes) of each zone."""
@@ -75,7 +73,8 @@ def allocate(ctx: cl.Context, what: str, nbytes: int, byte: int, fix: str) -> tu
     align = max(dev.mem_base_addr_align // 8 for dev in ctx.devices)
     front = -(-guard_size(nbytes) // align) * align
     whole = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, front + nbytes + guard_size(nbytes))
-    return Zone(what, whole, front, nbytes, fix, byte), whole.get_sub_region(front, whole.size - front)
+    zone = Zone(what, whole, front, nbytes, fix, byte, read_only=byte == READ_GUARD_BYTE)
+    return zone, whole.get_sub_region(front, whole.size - front)
 
 
 def fill(queue: cl.CommandQueue, zones: Collection[Zone], zeroed: Collection[ZoneKey] = ()) -> None:

@@ -40,7 +40,8 @@ class Evaluator(Protocol):
 
     def recheck(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
         """Verify and time again a configuration the search measured (the leaders' first
-        round: a race passes a single check now and then)."""
+        round: a race passes a single check now and then), more strictly (Bench.measure's
+        ``strict``: a read past an output or a scratch buffer shows)."""
         ...
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None: ...
@@ -132,7 +133,7 @@ class InProcessEvaluator:
         return self.bench.measure(params, cutoff_ms, verify)
 
     def recheck(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
-        return self.evaluate(params, limit_s)
+        return self.bench.measure(params, strict=True)
 
     def prefetch(self, upcoming: list[dict[str, Value]]) -> None:
         for params in upcoming:
@@ -167,8 +168,8 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
                 for upcoming in payload:
                     bench.prefetch(upcoming)
                 continue
-            params, cutoff_ms, verify = payload
-            conn.send(("result", bench.measure(params, cutoff_ms, verify)))
+            params, cutoff_ms, verify, strict = payload
+            conn.send(("result", bench.measure(params, cutoff_ms, verify, strict)))
     except EOFError:
         return
     except AutotuneError as exc:  # the spec's or reference module's mistake, said in one line
@@ -242,12 +243,12 @@ class IsolatedEvaluator:
             (Path(self.setup.program_cache) / "lock").unlink(missing_ok=True)
 
     def recheck(self, params: Mapping[str, Value], limit_s: float | None) -> Measurement:
-        return self.evaluate(params, limit_s)
+        return self.evaluate(params, limit_s, strict=True)
 
     def evaluate(self, params: Mapping[str, Value], limit_s: float | None,
-                 cutoff_ms: float | None = None, verify: bool = True) -> Measurement:
+                 cutoff_ms: float | None = None, verify: bool = True, strict: bool = False) -> Measurement:
         t0 = time.perf_counter()
-        conn = self._send(("measure", (dict(params), cutoff_ms, verify)))
+        conn = self._send(("measure", (dict(params), cutoff_ms, verify, strict)))
         try:
             ready = conn.poll(limit_s)
         except KeyboardInterrupt:

@@ -364,3 +364,39 @@ def test_application_threads_building_at_once_leave_no_compiler_warning(monkeypa
         for t in threads:
             t.join()
     assert [str(w.message) for w in caught] == []
+
+
+INPLACE_CL = """
+__kernel void scale(__global const float* x, __global float* y) {
+    const int i = get_global_id(0);
+    const float past = MODE == 1 && i == N - 1 ? y[N] : 0.0f;  /* off by one in the output it also reads */
+    y[i] = y[i] + x[i] + past;
+}
+"""
+INPLACE_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": rng.uniform(-1, 1, n).astype(np.float32)}
+
+def reference(problem, arrays):
+    return {"y": arrays["y"] + arrays["x"]}
+"""
+
+
+def test_a_read_past_an_in_place_outputs_end_is_not_saved(tmp_path):
+    """Trial 38: y[N] read in an in-place output's guard zone, whose 0xA5 bytes are a float near
+    0: it passed and was saved. The search looks for writes there; the leaders' check again puts
+    NaN there, so the leaders that read it are left out and a right one saved."""
+    text = (SCALE_YAML.replace("MODE: [0]", "MODE: [1, 0]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+            .replace("outputs: [y]", "outputs: [y]\ninplace: [y]"))
+    sp = specs.load(write_spec(tmp_path, text, template=INPLACE_CL, ref=INPLACE_REF))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None))
+    assert report.failures == {}, report.failure_examples  # 0xA5's float is near 0: the search sees nothing
+    assert report.unsteady and {m.params["MODE"] for m in report.unsteady} == {1}
+    why = report.unsteady[0].message
+    assert why.startswith("y: read past its end (1024 bytes)") and "x[i + 1] at the last item" in why, why
+    assert report.best is not None and report.best.params["MODE"] == 0
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
+    assert entry.params["MODE"] == 0

@@ -162,6 +162,19 @@ def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_nev
     assert entry.params["SHORT"] == 0
 
 
+def test_a_configuration_that_reads_past_a_scratch_buffer_is_not_saved(tmp_path):
+    """Trial 38: a second step that read t[N] (one past the scratch buffer) passed, 0xA5 there
+    reading as a float near 0, and was saved; load_kernel's buffer is exactly 4 * N bytes."""
+    text = TWO_STEPS_YAML.replace("parameters: {WG: [64]}", "parameters: {WG: [64], PAST: [1, 0]}")
+    template = TWO_STEPS_CL.replace("y[i] = t[i] + 1.0f;", "y[i] = t[i] + 1.0f + (PAST && i == N - 1 ? t[N] : 0.0f);")
+    sp = specs.load(write_spec(tmp_path, text, template=template, ref=TWO_STEPS_REF, name="twosteps.yaml"))
+    report = tune(sp, TuneOptions(sampler="grid", trials=10, timeout_s=None))
+    assert [m.params["PAST"] for m in report.unsteady] == [1]
+    assert report.unsteady[0].message.startswith("scratch.t: read past its end (1048576 bytes)"), report.unsteady
+    (entry,) = profiles.entries(profiles.read(report.profile_path), "twosteps")
+    assert entry.params["PAST"] == 0
+
+
 def test_a_crash_names_the_scratch_sizes_of_its_configuration(tmp_path):
     """Trial 13: a scratch size that rounds to 0 for some configurations killed the worker
     (SIGSEGV on a CPU device; an illegal address on a GPU), and the trial said only that."""

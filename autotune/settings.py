@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 
 import platformdirs
@@ -14,8 +15,7 @@ _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 def home() -> Path:
     """The folder for studies and profiles: ``$AUTOTUNE_HOME`` or the user data folder."""
-    env = os.environ.get("AUTOTUNE_HOME")
-    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("autotune"))
+    return _folder("AUTOTUNE_HOME") or Path(platformdirs.user_data_dir("autotune"))
 
 
 def profiles_dir() -> Path:
@@ -25,7 +25,9 @@ def profiles_dir() -> Path:
 
 def default_storage() -> str:
     """Optuna RDB URL of the default study database (SQLite under :func:`home`)."""
-    return f"sqlite:///{home() / 'studies.db'}"
+    # a path is not a URL: its % and ? are escaped (trial 39: a Jenkins workspace's %2F was
+    # decoded to a folder that does not exist, and a ? put the database in the parent folder)
+    return "sqlite:///" + urllib.parse.quote(str(home() / "studies.db"), safe="/")
 
 
 def default_device_selector() -> str | None:
@@ -36,8 +38,15 @@ def default_device_selector() -> str | None:
 def cache_dir() -> Path:
     """Derived files that can be rebuilt (ICD folders, build checks): ``$AUTOTUNE_CACHE`` or
     the user cache folder."""
-    env = os.environ.get("AUTOTUNE_CACHE")
-    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir("autotune"))
+    return _folder("AUTOTUNE_CACHE") or Path(platformdirs.user_cache_dir("autotune"))
+
+
+def _folder(variable: str) -> Path | None:
+    """The folder ``$variable`` names, made absolute (trial 39: a relative AUTOTUNE_CACHE became
+    a relative OCL_ICD_VENDORS, which a chdir or a child process elsewhere lost); None where it
+    is unset, empty or only spaces (which made a folder named " ")."""
+    env = os.environ.get(variable, "")
+    return Path(env).expanduser().absolute() if env.strip() else None
 
 
 def system_opencl_only(quiet: bool = False) -> bool:

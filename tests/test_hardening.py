@@ -11,6 +11,7 @@ import sys
 import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -1080,3 +1081,26 @@ def test_a_result_that_changes_between_two_launches_is_called_a_race_not_a_read_
     assert why.endswith("; the first launch: hist: 256 of 256 elements differ")
     steady = SimpleNamespace(_run=lambda launch: None, _outputs_marks=lambda: [b"4047"])
     assert Bench._unreproducible(steady, None, "hist: 256 of 256 elements differ") is None  # type: ignore[arg-type]
+
+
+def test_autotune_home_may_hold_percent_and_question_marks_and_is_made_absolute(scale, tmp_path, monkeypatch):
+    """Trial 39: the default database URL was the path as it is, so a Jenkins workspace's `%2F`
+    was decoded (exit 1, blaming --storage, never given) and `?` put the database in a file `h`
+    of the parent folder; a relative AUTOTUNE_CACHE became a relative OCL_ICD_VENDORS; a blank
+    AUTOTUNE_HOME made a folder named " "."""
+    import platformdirs
+
+    for name in ("job%2Flogin", "h?mode=ro"):
+        home = tmp_path / name / ".autotune"
+        home.mkdir(parents=True)
+        monkeypatch.setenv("AUTOTUNE_HOME", str(home))
+        report = run(scale)
+        assert (home / "studies.db").is_file() and report.profile_path.parent == home / "profiles"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("h", "job"))) == ["h?mode=ro", "job%2Flogin"]
+    monkeypatch.chdir(tmp_path)
+    for variable, where in (("AUTOTUNE_HOME", settings.home), ("AUTOTUNE_CACHE", settings.cache_dir)):
+        monkeypatch.setenv(variable, "relative")
+        assert where() == tmp_path / "relative"
+        monkeypatch.setenv(variable, "  ")
+        assert where() == Path({"AUTOTUNE_HOME": platformdirs.user_data_dir,
+                                "AUTOTUNE_CACHE": platformdirs.user_cache_dir}[variable]("autotune"))

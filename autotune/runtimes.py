@@ -107,7 +107,23 @@ def vendors_folder(runtimes: list[Runtime], source: str | None) -> Path | None:
     folder = settings.cache_dir() / "icd" / digest
     if not folder.is_dir():
         _write_atomically(folder, icds)
+    else:  # a cache cleaner may remove files and leave their folder (trial 39: Intel's runtime gone for good)
+        _fill_in(folder, icds)
     return folder
+
+
+def _fill_in(folder: Path, icds: dict[str, str]) -> None:
+    """Write the ICD files ``folder`` lacks or holds otherwise, each by an atomic rename."""
+    for name, text in icds.items():
+        path = folder / name
+        try:
+            if path.read_text(encoding="utf-8", errors="surrogateescape") == text:
+                continue
+        except OSError:
+            pass
+        staging = folder / f".{name}.{os.getpid()}.tmp"
+        staging.write_text(text, encoding="utf-8", errors="surrogateescape")
+        os.replace(staging, path)
 
 
 def _write_atomically(folder: Path, icds: dict[str, str]) -> None:

@@ -44,6 +44,18 @@ def test_the_folder_keeps_every_system_icd_and_adds_the_runtime(tmp_path: Path) 
     assert runtimes.vendors_folder([INTEL], str(system)) == folder, "same content, same folder"
 
 
+def test_files_a_cache_cleaner_removed_from_the_folder_are_written_again(tmp_path: Path) -> None:
+    """Trial 39: a cleaner that deletes old files and leaves folders removed the runtime's ICD
+    file; the folder existed, so it was never refilled, and Intel's runtime was gone for good."""
+    system = _system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")
+    folder = runtimes.vendors_folder([INTEL], str(system))
+    assert folder is not None
+    whole = _contents(folder)
+    (folder / "autotune-intel-cpu.icd").unlink()
+    (folder / "nvidia.icd").write_text("")  # cut short
+    assert runtimes.vendors_folder([INTEL], str(system)) == folder and _contents(folder) == whole
+
+
 def test_a_runtime_the_system_registers_is_not_added_twice(tmp_path: Path) -> None:
     system = _system(tmp_path, intel="/opt/intel/oneapi/lib/libintelocl.so")
     assert runtimes.vendors_folder([INTEL], str(system)) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.util
 import io
 import logging
@@ -267,6 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="replace")
     previous = sys.stdout
+    closed = previous is None  # started with `>&-`: Python has no sys.stdout (trial 39: a traceback)
+    if closed:
+        previous = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - the process's stdout from now on
     sys.stdout = out = _Stdout(previous, carry_on=args.command in _WORK)
     # a stop lands anywhere, inside SQLAlchemy too, which then logs "Error closing cursor" with a
     # traceback through Python's last-resort handler (trial 25); its errors that matter are
@@ -276,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stops.stop_signals(), warnings.catch_warnings():  # a SIGTERM before a run starts too
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            if closed:
+                out.write_failed(OSError(errno.EBADF, "standard output is closed"))
             status = _COMMANDS[args.command](args)
         return status if out.lost is None else _output_lost(args.command, out.lost, status, previous)
     except TuningInterrupted as exc:
@@ -381,10 +387,19 @@ class _Stdout:
             except OSError as exc:
                 self._failed(exc)
 
+    def write_failed(self, exc: OSError) -> None:
+        """Take ``exc`` as a failure of the next write (a stream that is closed from the start)."""
+        self._failed(exc)
+
     def _failed(self, exc: OSError) -> None:
         if not self._carry_on:
             raise _OutputLost(exc) from None
         self.lost = exc
+
+    def __getattr__(self, name: str) -> Any:
+        # the rest of the stream's interface (trial 39: a reference module's sys.stdout.isatty()
+        # raised AttributeError, this method having stood after a return elsewhere)
+        return getattr(self._stream, name)
 
 
 def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
@@ -399,9 +414,6 @@ def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
     elif not left:
         print(f"autotune: error: cannot write standard output ({error.strerror})", file=sys.stderr)
     return status if left or status else _EXIT_ERROR
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
 
 
 def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:

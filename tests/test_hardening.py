@@ -662,6 +662,27 @@ def test_a_listing_whose_output_fails_stops_in_one_line(monkeypatch, capsys, err
     assert capsys.readouterr().err == err
 
 
+def test_a_closed_standard_output_is_a_failed_output_and_its_interface_is_the_streams(scale, home, monkeypatch,
+                                                                                     capsys):
+    """Trial 39: started with `>&-` (sys.stdout None) a command ended in a traceback and `run`
+    measured nothing; and sys.stdout.isatty() raised AttributeError in a reference module."""
+    from autotune import tuner
+
+    real = tuner.tune
+    seen = []
+    monkeypatch.setattr(tuner, "tune", lambda spec, options, problem=None, progress=None: (
+        seen.append(sys.stdout.isatty()), real(spec, options, problem, progress, evaluator=Fast(), info=FAKE))[1])
+    monkeypatch.setattr(sys, "stdout", None)
+    assert cli.main(["run", str(scale.path), "-n", "5"]) == 1
+    assert capsys.readouterr().err == ("autotune: warning: standard output stopped (cannot write it: standard output "
+                                       "is closed); `run` went on to its end without printing\n")
+    entry = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, settings.profiles_dir())), "scale", "")[0]
+    assert entry.trials == 5 and seen == [False]
+    monkeypatch.setattr(sys, "stdout", None)
+    assert cli.main(["list"]) == 1
+    assert capsys.readouterr().err == "autotune: error: cannot write standard output (standard output is closed)\n"
+
+
 def _kill_worker_between(scale, folder, first, second, dying=lambda: None):
     """Measure ``first`` in a worker, kill it (after ``dying()``), measure ``second``:
     (first, second, the evaluator, seconds the second took)."""

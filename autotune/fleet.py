@@ -30,7 +30,7 @@ from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
 from .tuner import RunState, TuneOptions, TuneReport, save_best, study_name, tune
-from .worker import describe_exit
+from .worker import describe_exit, main_left_out
 
 #: (worker label, event, measurement, the worker's counters) as the tuner's progress gives them
 FleetProgress = Callable[[str, str, Measurement | None, RunState], None]
@@ -101,7 +101,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
         procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop, options.save),
                                        name=f"autotune-worker-{label}"))
     with _stops_passed_on(procs, stop):
-        with _stops_ignored():  # inherited: a worker's start-up (Python, imports) is not cut short
+        with _stops_ignored(), main_left_out():  # inherited: a worker's start-up is not cut short
             for _, p in procs.values():
                 p.start()
         results = _collect(procs, events, progress)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -197,6 +198,25 @@ def _ignoring_sigint() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def main_left_out() -> Iterator[None]:
+    """The caller's ``__main__`` hidden from multiprocessing while it spawns a process: autotune's
+    processes run autotune's code only, and spawn would run the caller's script again in each
+    (trial 39: a script without ``if __name__ == "__main__":`` failed with "the measuring worker
+    died while starting" after running its top level twice; one read from stdin failed too)."""
+    main = sys.modules.get("__main__")
+    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if main is not None and hasattr(main, k)}
+    try:
+        if "__spec__" in saved:
+            main.__spec__ = None  # type: ignore[union-attr]
+        if "__file__" in saved:
+            del main.__file__  # type: ignore[union-attr]
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(main, k, v)
+
+
 class IsolatedEvaluator:
     """Measures in a persistent worker process that is replaced after a hang or crash."""
 
@@ -211,7 +231,7 @@ class IsolatedEvaluator:
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self.setup), daemon=True)
-        with _ignoring_sigint():
+        with _ignoring_sigint(), main_left_out():
             proc.start()
         child.close()
         self._proc, self._conn = proc, parent

@@ -1125,3 +1125,19 @@ def test_autotune_home_may_hold_percent_and_question_marks_and_is_made_absolute(
         monkeypatch.setenv(variable, "  ")
         assert where() == Path({"AUTOTUNE_HOME": platformdirs.user_data_dir,
                                 "AUTOTUNE_CACHE": platformdirs.user_cache_dir}[variable]("autotune"))
+
+
+@needs_opencl
+def test_tune_from_a_script_without_a_main_guard_or_from_stdin_runs_its_top_level_once(scale, tmp_path):
+    """Trial 39: spawn ran the caller's script again in the measuring worker, so a script
+    without `if __name__ == "__main__":` (and one read from stdin) failed with "the measuring
+    worker died while starting", its top level having run twice."""
+    script = tmp_path / "noguard.py"
+    script.write_text("import autotune\nprint('top level ran')\n"
+                      f"r = autotune.tune({str(scale.path)!r}, autotune.TuneOptions(trials=2, storage=':memory:', "
+                      "save=False, timeout_s=120))\nprint('measured', r.measured)\n")
+    for how in ([str(script)], ["-"]):
+        done = subprocess.run([sys.executable, *how], input=script.read_text() if how == ["-"] else None,
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.splitlines() == ["top level ran", "measured 2"], (how, done.stdout, done.stderr[-2000:])

@@ -5,7 +5,7 @@ Tune with ``autotune run matmul`` (or :func:`tune`), then use the result::
     import pyopencl as cl, autotune
     queue = cl.CommandQueue(ctx)
     mm = autotune.load_kernel("matmul", queue, M=2048, N=2048, K=2048)
-    event = mm(a_buf, b_buf, c_buf)
+    run = mm(a_buf, b_buf, c_buf)   # a Run: its events, run.wait(), run.seconds
 """
 
 from __future__ import annotations

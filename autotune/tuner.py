@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import time
 from collections import Counter
@@ -120,6 +121,7 @@ class TuneOptions:
     warm_start: bool = True  # no winner on this device: start from other devices' (warmstart)
 
     def __post_init__(self) -> None:
+        self._check_types()
         try:
             object.__setattr__(self, "sampler", Sampler(self.sampler))
         except ValueError:
@@ -145,6 +147,25 @@ class TuneOptions:
                               "drop one of them")
         if self.compile_ahead is not None and self.compile_ahead < 0:
             raise OptionError(f"--compile-ahead must be 0 or more (got {self.compile_ahead})")
+
+    def _check_types(self) -> None:
+        """OptionError for a field of the wrong type, given through the API (trial 39: trials=2.5
+        ran 3, seed=1.5 failed inside numpy, isolate="no" isolated)."""
+        kinds: tuple[tuple[str, tuple[type, ...], str], ...] = (
+            ("trials study_trials compile_ahead seed", (numbers.Integral,), "a whole number"),
+            ("timeout_s max_time_per_config study_timeout_s prune", (numbers.Real,), "a number"),
+            ("isolate save warm_start", (bool,), "True or False"),
+            ("storage device", (str,), "a string"),
+            ("timing", (TimingOptions,), "a TimingOptions"))
+        may_be_none = {"study_trials", "compile_ahead", "seed", "timeout_s", "max_time_per_config",
+                       "study_timeout_s", "storage", "device"}
+        for names, types, what in kinds:
+            for name in names.split():
+                value = getattr(self, name)
+                if value is None and name in may_be_none:
+                    continue
+                if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                    raise OptionError(f"TuneOptions.{name} must be {what} (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -840,6 +861,11 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     and BuildError when every configuration fails to build the same way.
     """
     t_start = time.perf_counter()
+    if not isinstance(options, TuneOptions):  # trial 39: a dict gave "'dict' object has no attribute 'device'"
+        raise TypeError(f"tune() takes its options as a TuneOptions, not a {type(options).__name__}: "
+                        "tune(kernel, TuneOptions(trials=20), problem={...})")
+    if problem is not None and not isinstance(problem, Mapping):
+        raise TypeError(f"tune()'s problem is a mapping of size keys, such as {{'N': 4096}}, not {problem!r}")
     spec = kernel if isinstance(kernel, KernelSpec) else specs.load(kernel)
     info = info or devices.select(options.device)[0]
     prob = spec.resolve_problem(problem)

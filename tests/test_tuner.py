@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import signal
 import sys
 import threading
 import time
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from autotune import profiles, settings, stops, study, tuner
@@ -1086,3 +1088,28 @@ def test_the_run_says_from_its_first_line_which_device_it_tunes_on(scale):
         run(scale, FakeEvaluator(), trials=2, seed=0, save=False, progress=printer)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith(f"tuning scale on {FAKE.name} ({FAKE.platform}, {FAKE.selector}): up to 2 new "), lines
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"trials": 2.5}, "TuneOptions.trials must be a whole number (got 2.5)"),
+    ({"trials": "5"}, "TuneOptions.trials must be a whole number (got '5')"),
+    ({"trials": True}, "TuneOptions.trials must be a whole number (got True)"),
+    ({"seed": 1.5}, "TuneOptions.seed must be a whole number (got 1.5)"),
+    ({"isolate": "no"}, "TuneOptions.isolate must be True or False (got 'no')"),
+    ({"timeout_s": "60"}, "TuneOptions.timeout_s must be a number (got '60')"),
+])
+def test_options_of_the_wrong_type_are_refused_by_name(fields, message):
+    """Trial 39: trials=2.5 ran 3 configurations, seed=1.5 failed inside numpy, isolate="no"
+    isolated, trials="5" was a TypeError from a comparison."""
+    from autotune.errors import OptionError
+
+    with pytest.raises(OptionError, match=re.escape(message)):
+        TuneOptions(**fields)
+    TuneOptions(trials=np.int64(5), seed=np.uint32(3), timeout_s=None, prune=0)  # numpy's numbers are numbers
+
+
+def test_tune_says_what_it_takes_for_options_and_problem(scale):
+    with pytest.raises(TypeError, match=r"tune\(\) takes its options as a TuneOptions, not a dict"):
+        tune(scale, {"trials": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"tune\(\)'s problem is a mapping of size keys"):
+        tune(scale, TuneOptions(trials=1), problem="N=256")  # type: ignore[arg-type]

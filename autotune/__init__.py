@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+from .caches import redirect as _redirect_caches
 from .runtimes import register as _register_runtimes
 
-# before anything asks the ICD loader for platforms (see autotune.runtimes)
+# before anything asks the ICD loader for platforms (see autotune.runtimes), and before
+# pyopencl picks its cache folders (see autotune.caches)
 _register_runtimes()
+_redirect_caches()
 
 from .errors import (  # noqa: E402
     AutotuneError,

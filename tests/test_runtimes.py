@@ -207,3 +207,22 @@ def test_the_advice_names_import_order_where_the_installed_runtime_is_not_listed
     monkeypatch.setattr(runtimes, "installed", lambda: [])
     Platform.name = "Portable Computing Language"
     assert runtimes.cpu_fix().startswith("install a CPU OpenCL runtime"), "not installed: install it"
+
+
+def test_pyopencls_caches_go_under_autotunes_where_the_home_cache_cannot_be_written(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    """Trial 39: with a read-only home, pyopencl's cache could not be written: `run` said to
+    install a CPU OpenCL runtime, and load_kernel raised a raw OSError."""
+    from autotune import caches
+
+    home_cache = tmp_path / "home" / ".cache"
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "autotune-cache"))
+    monkeypatch.setattr(caches.platformdirs, "user_cache_dir", lambda *a, **k: str(home_cache))
+    monkeypatch.setattr(caches, "_writable", lambda path: not path.is_relative_to(tmp_path / "home"))
+    assert caches.redirect() == tmp_path / "autotune-cache" / "xdg"
+    assert os.environ["XDG_CACHE_HOME"] == str(tmp_path / "autotune-cache" / "xdg")
+    assert caches.redirect() is None, "a variable that is set is left as it is"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(caches, "_writable", lambda path: True)
+    assert caches.redirect() is None and "XDG_CACHE_HOME" not in os.environ

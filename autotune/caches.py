@@ -1,0 +1,37 @@
+"""Where pyopencl and pytools keep their caches (built programs, kernel invokers).
+
+Both write under the user cache folder (``$XDG_CACHE_HOME``, else ``~/.cache``) and fail when
+it cannot be written: a read-only home (a container, systemd's ``ProtectHome=read-only``) gave
+"install a CPU OpenCL runtime" from ``run``'s build check and a raw ``OSError`` from
+``load_kernel`` (trial 39), although ``$AUTOTUNE_CACHE`` named a writable folder. There, their
+caches go under ``$AUTOTUNE_CACHE/xdg`` instead. Call before pyopencl is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+from . import settings
+
+
+def redirect() -> Path | None:
+    """Point ``XDG_CACHE_HOME`` under autotune's cache folder where the user cache folder cannot
+    be written and the variable is not set; returns the folder, or None where nothing changed."""
+    if os.environ.get("XDG_CACHE_HOME") or _writable(Path(platformdirs.user_cache_dir())):
+        return None
+    folder = settings.cache_dir() / "xdg"
+    if not _writable(folder):
+        return None  # no better place: pyopencl's own error says where it failed
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    return folder
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path``, or the nearest folder above it that exists, can be written."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return os.access(folder, os.W_OK)
+    return False

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import shutil
@@ -425,31 +426,59 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
         path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=60):
         refuse_read_only(path)
-        doc = read(path, check_entries=False)
-        new, verdict = change(doc)
-        if verdict == "kept":
-            return verdict
-        text = yaml.dump(new, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=100)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        # the backup is replaced only once the profile is: a file that cannot be replaced (made
-        # immutable, say) keeps both as they were
-        backup = f"{tmp}.bak"
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:  # as read_yaml reads it, whatever the locale
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a profile is shared data
-            if doc:  # only a file that parsed to a profile may replace the backup
-                shutil.copy2(path, backup)
-            os.replace(tmp, path)
-            if doc:
-                os.replace(backup, str(path) + ".bak")
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+        for _ in range(REREADS):
+            before = _state(path)
+            doc = read(path, check_entries=False)
+            new, verdict = change(doc)
+            if verdict == "kept" or _replace(path, new, doc, before):
+                return verdict
+        raise OSError(errno.EBUSY, f"it kept changing while it was merged ({REREADS} tries); something other than "
+                                   "autotune is writing it")
+
+
+#: Reads of a profile that changed between its reading and its replacing, before giving up.
+REREADS = 5
+
+
+def _state(path: Path) -> tuple[int, int, int] | None:
+    """The file's inode, size and modification time (None: absent)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple[int, int, int] | None) -> bool:
+    """Replace the profile with ``new`` (backing up ``doc``'s file), unless it changed since it
+    was read (``before``): False then, to read it again. A person's editor that writes the file
+    in place takes no lock (trial 39: a pick merged into a half-written file, the rest of that
+    save went to the file the rename unlinked, and a tuned entry was lost, .bak included)."""
+    text = yaml.dump(new, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=100)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # the backup is replaced only once the profile is: a file that cannot be replaced (made
+    # immutable, say) keeps both as they were
+    backup = f"{tmp}.bak"
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:  # as read_yaml reads it, whatever the locale
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a profile is shared data
+        if doc:  # only a file that parsed to a profile may replace the backup
+            shutil.copy2(path, backup)
+        if _state(path) != before:
+            Path(tmp).unlink()
             Path(backup).unlink(missing_ok=True)
-            raise
-    return verdict
+            return False
+        os.replace(tmp, path)
+        if doc:
+            os.replace(backup, str(path) + ".bak")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        Path(backup).unlink(missing_ok=True)
+        raise
+    return True
 
 
 class _PlainDumper(yaml.SafeDumper):

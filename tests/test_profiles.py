@@ -299,3 +299,30 @@ def test_a_profile_that_is_a_link_is_written_through_and_a_link_to_no_file_is_na
         with pytest.raises(ProfileError, match=rf"^{null} is a link to /dev/null, not to a file; remove the link"):
             call()
     assert null.is_symlink()
+
+
+def test_a_profile_written_in_place_while_a_save_merges_is_read_again(tmp_path, monkeypatch):
+    """Trial 39: an editor that saves in place (truncate, then write) takes no lock; a pick saved
+    between its two writes merged into the half-written file, the rest of the person's save went
+    to the file the rename unlinked, and a tuned entry was lost, .bak included."""
+    path, edited = tmp_path / "dev.yaml", tmp_path / "edited.yaml"
+    profiles.save(entry({"N": 1}, 2.0), "mm", {"name": "Dev"}, path)
+    profiles.save(entry({"N": 1}, 2.0), "mm", {"name": "Dev"}, edited)
+    profiles.save(entry({"N": 2}, 2.0), "mm", {"name": "Dev"}, edited)  # the person's save adds N=2
+    head, whole = path.read_text(), edited.read_text()
+    assert whole.startswith(head)
+    real_read, reads = profiles.read, []
+
+    def read_during_the_edit(p, **kw):
+        doc = real_read(p, **kw)
+        if not reads:  # the editor's second write lands while the save merges
+            with open(p, "a", encoding="utf-8") as f:
+                f.write(whole[len(head):])
+        reads.append(p)
+        return doc
+
+    monkeypatch.setattr(profiles, "read", read_during_the_edit)
+    assert profiles.save(entry({"N": 3}, 2.0), "mm", {"name": "Dev"}, path) == "added"
+    monkeypatch.setattr(profiles, "read", real_read)
+    assert len(reads) == 2
+    assert sorted(e.problem["N"] for e in profiles.entries(profiles.read(path), "mm")) == [1, 2, 3]

@@ -458,7 +458,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # where a selector came from
     chosen = args.device or default_device_selector()
     if chosen and several(chosen):
-        return _run_together(spec, replace(options, device=chosen), problem, args.quiet)
+        given = "--device" if args.device else "$AUTOTUNE_DEVICE"
+        return _run_together(spec, replace(options, device=chosen), problem, args.quiet, given)
     return _run_one(spec, options, problem, args.quiet)
 
 
@@ -479,12 +480,13 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
     return 0 if report.best is not None else _EXIT_ERROR
 
 
-def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> int:
-    """``run -d all`` or ``-d A,B``: a worker per device, one merged progress, a summary per study."""
+def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool, given: str) -> int:
+    """``run -d all`` or ``-d A,B``: a worker per device, one merged progress, a summary per study
+    (``given``: where the devices were named, --device or $AUTOTUNE_DEVICE)."""
     from .device import select_many
     from .fleet import groups, require_shared, tune_together
 
-    infos = select_many(options.device)
+    infos = select_many(options.device, given)
     if len(infos) == 1:  # `-d all` on a host with one device: an ordinary run
         return _run_one(spec, replace(options, device=infos[0].selector), problem, quiet)
     require_shared(options)
@@ -837,7 +839,7 @@ def _default_devices() -> tuple[set[str], AutotuneError | None]:
     chosen = settings.default_device_selector()
     try:
         if chosen and device.several(chosen):
-            return {d.selector for d in device.select_many(chosen)}, None
+            return {d.selector for d in device.select_many(chosen, "$AUTOTUNE_DEVICE")}, None
         return {device.select(None)[0].selector}, None
     except AutotuneError as exc:
         return set(), exc

@@ -217,16 +217,17 @@ def _is_all(text: str) -> bool:
     return text.strip().lower() == "all"
 
 
-def select_many(text: str) -> list[DeviceInfo]:
+def select_many(text: str, given: str = "--device") -> list[DeviceInfo]:
     """The devices ``all`` or a comma-separated list of selectors names, in order (a device
-    named twice gets two workers)."""
+    named twice gets two workers). ``given``: where ``text`` came from, for the errors (trial
+    39: a bad $AUTOTUNE_DEVICE was called --device)."""
     if not _is_all(text):
         parts = [part.strip() for part in text.split(",")]
         if not all(parts):
-            raise DeviceError(f"--device {text!r} has an empty selector; separate selectors with single "
+            raise DeviceError(f"{given} {text!r} has an empty selector; separate selectors with single "
                               "commas, e.g. 0:0,0:1")
         if any(_is_all(part) for part in parts):  # trial 33: 'all' alone said run takes one device
-            raise DeviceError(f"--device {text!r}: 'all' stands alone (every GPU that builds, else every CPU "
+            raise DeviceError(f"{given} {text!r}: 'all' stands alone (every GPU that builds, else every CPU "
                               "device); give either 'all' or a list of selectors such as 0:0,0:1")
         return [select(part)[0] for part in parts]
     found = list_devices()

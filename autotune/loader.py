@@ -394,7 +394,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     path = profiles.path_for(info.slug, folder)
     try:
         verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=spec.stores)
-        saved = (f"not saved: {path} keeps its tuned entry for this size" if verdict.startswith("kept") else
+        # trial 39: the entry kept may be another process's pick, made at the same time
+        saved = (f"not saved: {path} keeps its entry for this size" if verdict.startswith("kept") else
                  f"saved to {path} beside that entry, which the spec's old version still uses"
                  if verdict.startswith("added beside") else f"saved to {path}")
     except ProfileError as exc:

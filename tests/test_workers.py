@@ -348,6 +348,14 @@ def test_bad_device_lists_are_one_line(capsys, device, message):
 
 
 @needs_cpu
+def test_a_bad_device_list_in_autotune_device_is_named_as_that(capsys, monkeypatch):
+    """Trial 39: `AUTOTUNE_DEVICE="0:0,"` was reported as --device."""
+    monkeypatch.setenv("AUTOTUNE_DEVICE", f"{DEVICES[0]},")
+    assert cli.main(["run", "reverse", "--storage", ":memory:", "-n", "2", "-s", SIZE]) == 1
+    assert f"$AUTOTUNE_DEVICE '{DEVICES[0]},' has an empty selector" in capsys.readouterr().err
+
+
+@needs_cpu
 @pytest.mark.parametrize("value", ["all", "{0},{0}"])
 def test_autotune_device_may_name_several_devices_as_device_does(capsys, monkeypatch, value):
     monkeypatch.setenv("AUTOTUNE_DEVICE", value.format(DEVICES[0]))

@@ -402,10 +402,24 @@ def refuse_read_only(path: Path, more: str = "") -> None:
     only at the end of a run. ``more``: another fix, where the caller has one (run's --no-save)."""
     if not path.is_file():
         return
+    # trial 39: on a read-only mount chmod and chattr were offered, and --no-save alone failed
+    # (the study database is there too)
+    if _read_only_mount(path):
+        raise ProfileError(f"{path} is on a read-only file system, so results cannot be saved to it; set "
+                           "AUTOTUNE_HOME to a folder on a writable one"
+                           + (", or pass --no-save --storage :memory:" if more else ""))
     if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:  # root passes access()
         raise ProfileError(f"{path} is read-only, so results cannot be saved to it; make it writable "
                            f"(chmod u+w, or chattr -i where it is immutable) or set AUTOTUNE_HOME to "
                            f"another folder{more}")
+
+
+def _read_only_mount(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs (Windows): the other checks say what they can
+        return False
 
 
 def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str, Any], path: Path) -> None:

@@ -326,3 +326,17 @@ def test_a_profile_written_in_place_while_a_save_merges_is_read_again(tmp_path, 
     monkeypatch.setattr(profiles, "read", real_read)
     assert len(reads) == 2
     assert sorted(e.problem["N"] for e in profiles.entries(profiles.read(path), "mm")) == [1, 2, 3]
+
+
+def test_a_profile_on_a_read_only_mount_is_named_so(tmp_path, monkeypatch):
+    """Trial 39: the advice was chmod u+w or chattr -i, which a read-only mount ignores."""
+    import os
+    from types import SimpleNamespace
+
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 1}, 2.0), "mm", {"name": "Dev"}, path)
+    monkeypatch.setattr(os, "statvfs", lambda p: SimpleNamespace(f_flag=os.ST_RDONLY))
+    with pytest.raises(ProfileError, match=r"dev.yaml is on a read-only file system, so results cannot be saved to "
+                                           r"it; set AUTOTUNE_HOME to a folder on a writable one, or pass --no-save "
+                                           r"--storage :memory:"):
+        profiles.check_writable(path)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import runtimes
-from .guards import is_outside
+from .guards import is_kernels_fault
 from .launch import NO_KERNEL
 from .result import Status
 from .spec import expand_includes
@@ -126,7 +126,8 @@ class SameWrongResult(_SameFailure):
     """The first :data:`WRONG_WINDOW` trials of a new study, the baseline first, all give wrong
     results that differ only in their numbers (which elements, what values): the reference or
     the spec's arguments are more likely wrong than every configuration of the kernel. A read
-    or write outside an array is not one: that is the kernel's, and its reason says where."""
+    or write outside an array, a race or a scratch buffer read before written is not one:
+    that is the kernel's, and its reason says so."""
 
     # a configuration that timed out or did not build or launch gave no result to compare
     # (trial 22: one hanging hint among the first five hid a wrong reference for the whole run)
@@ -136,7 +137,7 @@ class SameWrongResult(_SameFailure):
         super().__init__(window)
 
     def _signature(self, status: Status, message: str) -> str | None:
-        if status is not Status.WRONG_RESULT or is_outside(message):  # a read or write outside: the kernel's
+        if status is not Status.WRONG_RESULT or is_kernels_fault(message):  # pinned on the kernel already
             return None
         return _NUMBERS.sub("#", message)
 

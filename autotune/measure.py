@@ -276,7 +276,7 @@ class Bench:
         first = self._outputs_marks()
         if self._run(launch) is not None or self._outputs_marks() == first:
             return None
-        return ("the result changes from one launch to the next: a race between work-items (an element or a "
+        return (f"{guards.RACE}: a race between work-items (an element or a "
                 "local array updated by several without an atomic, or read before a barrier makes others' writes "
                 f"visible); the first launch: {failure}")
 
@@ -326,7 +326,7 @@ class Bench:
         still = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else \
             " (with 0 there it verifies)"
         listed = ", ".join(f"scratch.{n}" for n in found)
-        return (f"{listed}: read before written (a scratch buffer starts undefined, and in load_kernel holds "
+        return (f"{listed}: {guards.UNWRITTEN} (a scratch buffer starts undefined, and in load_kernel holds "
                 f"the previous call's values: write each element before reading it, e.g. = not +=); with NaN "
                 f"there: {failure}{still}")
 

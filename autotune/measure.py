@@ -25,7 +25,7 @@ from .result import Measurement, Status
 from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
 from .spec import KernelSpec, Value
-from .verify import POISON_BYTE, Expected
+from .verify import POISON_BYTE, Expected, without_unwritten_advice
 
 _K = TypeVar("_K")  # a place verification fills with NaN: a guard zone's key, a scratch buffer's name
 
@@ -311,7 +311,7 @@ class Bench:
             return None
         reason = guards.read_outside(found, {z.what: z.size for z in zones})
         also = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else ""
-        return f"{reason}; with NaN there: {failure}{also}"
+        return f"{reason}; with NaN there: {without_unwritten_advice(failure)}{also}"
 
     def _read_unwritten(self, launch: Launch, failure: str) -> str | None:
         """The reason for ``failure`` where the kernels read a scratch buffer before writing it
@@ -328,7 +328,7 @@ class Bench:
         listed = ", ".join(f"scratch.{n}" for n in found)
         return (f"{listed}: {guards.UNWRITTEN} (a scratch buffer starts undefined, and in load_kernel holds "
                 f"the previous call's values: write each element before reading it, e.g. = not +=); with NaN "
-                f"there: {failure}{still}")
+                f"there: {without_unwritten_advice(failure)}{still}")
 
     def _culprits(self, keys: Sequence[_K], run_with_zero: Callable[[Sequence[_K]], str | None]
                   ) -> tuple[list[_K], tuple[float, float] | Measurement | None]:

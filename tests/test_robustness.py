@@ -413,3 +413,40 @@ def test_a_read_past_an_in_place_outputs_end_is_not_saved(tmp_path):
     assert report.best is not None and report.best.params["MODE"] == 0
     (entry,) = profiles.entries(profiles.read(report.profile_path), "scale")
     assert entry.params["MODE"] == 0
+
+
+SUM_CL = """
+__kernel void scale(__global const float* x, __global float* y) {
+    float s = 0.0f;
+    for (int i = 0; i <= N - 1 + MODE; ++i) s += x[i];  /* MODE 1: one past the end */
+    y[0] = s;
+}
+"""
+SUM_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    return {"x": rng.uniform(-1, 1, problem["N"]).astype(np.float32), "y": np.zeros(1, np.float32)}
+
+def reference(problem, arrays):
+    return {"y": np.array([arrays["x"].astype(np.float64).sum()], np.float32)}
+"""
+
+
+def test_a_read_outside_whose_nan_fills_the_output_gives_no_advice_about_args(tmp_path):
+    """Trial 38: NaN read past the input's end filled the one-element output with the poison's
+    bits, and after the right "x: read past its end" the reason said no element was written and
+    to check 'args'."""
+    from autotune.verify import without_unwritten_advice
+
+    text = (SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+            .replace("WG: [16, 32, 64, 128, 512]", "WG: [1]").replace('global: ["N // WPT"]', "global: [1]")
+            .replace("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 1, WG: 1}"))
+    sp = specs.load(write_spec(tmp_path, text, template=SUM_CL, ref=SUM_REF))
+    report = tune(sp, TuneOptions(sampler="grid", trials=10, timeout_s=None, save=False, storage=":memory:"))
+    why = report.failure_examples["wrong_result"]
+    assert why.startswith("x: read past its end") and "no element was written" not in why, why
+    advice = ("; no element was written (each still holds the poison y starts with): check that 'args' lists the "
+              "kernel's arguments in the order of its signature, and that the launch covers y")
+    assert without_unwritten_advice(f"y: 1 of 1 elements are not finite{advice}; more") == \
+        "y: 1 of 1 elements are not finite; more"

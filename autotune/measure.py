@@ -19,13 +19,13 @@ import numpy as np
 import pyopencl as cl
 
 from . import guards
-from .errors import SpecError
+from .errors import SpecError, warn
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .result import Measurement, Status
 from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
 from .spec import KernelSpec, Value
-from .verify import POISON_BYTE, Expected, without_unwritten_advice
+from .verify import POISON_BYTE, Expected, vacuous, without_unwritten_advice
 
 _K = TypeVar("_K")  # a place verification fills with NaN: a guard zone's key, a scratch buffer's name
 
@@ -83,7 +83,14 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
         expected[name] = want.reshape(got.shape)  # compared element by element: a scalar for a 1-element buffer is fine
         _check_type(spec, host, name, got, expected[name])
         _check_finite(spec, host, name, expected[name])
-    return Workload(inputs, expected, _bounds(spec, problem, inputs, expected))
+    bounds = _bounds(spec, problem, inputs, expected)
+    for name in spec.outputs:
+        if vacuous(spec, problem, expected[name], bounds.get(name)):
+            warn(f"{spec.path}: the error allowed for each element of {name} (the tolerance"
+                 f"{' plus error_bound()' if name in bounds else ''}) is at least its expected value, so an "
+                 f"output of zeros would pass verification: tighten {'error_bound() or ' if name in bounds else ''}"
+                 "the tolerance")
+    return Workload(inputs, expected, bounds)
 
 
 def _check_memory_order(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:

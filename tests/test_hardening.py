@@ -1141,3 +1141,17 @@ def test_tune_from_a_script_without_a_main_guard_or_from_stdin_runs_its_top_leve
                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.splitlines() == ["top level ran", "measured 2"], (how, done.stdout, done.stderr[-2000:])
+
+
+def test_a_tolerance_that_passes_an_output_of_zeros_is_warned_of(tmp_path):
+    """Trial 38: a worst-case error_bound larger than the answer passed a kernel 100% wrong, shown
+    as "error 1 relative to the reference, worst element at 29% of its tolerance"."""
+    loose = specs.load(write_spec(tmp_path, SCALE_YAML.replace("outputs: [y]", "outputs: [y]\ntolerance: {rtol: 1}")))
+    with pytest.warns(AutotuneWarning, match=r"the error allowed for each element of y \(the tolerance\) is at least "
+                                             r"its expected value, so an output of zeros would pass verification"):
+        make_workload(loose, loose.resolve_problem({}))
+    (tmp_path / "tight").mkdir()
+    tight = specs.load(write_spec(tmp_path / "tight", SCALE_YAML))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_workload(tight, tight.resolve_problem({}))

@@ -238,7 +238,12 @@ def _check_kind(spec: KernelSpec, entry: str, position: int, name: str, buffer: 
     pointers = {pointer for _, _, pointer in matching}
     if len(pointers) != 1 or pointers == {buffer}:
         return
-    declared_as = matching[0][0]
+    declared_as, kind = matching[0][0], matching[0][1]
+    if buffer and re.search(r"\d$", kind):  # trial 38: "list the arguments in the kernel's order" misled
+        raise SpecError(f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "
+                        f"({declared_as}) by value as a {kind}, a vector, which autotune cannot pass ({name} from "
+                        f"inputs() is passed as a buffer); declare it `__constant {kind}* {declared_as}` and read "
+                        f"{declared_as}[0], with inputs() giving it as an array of one {kind}")
     what = "an array of inputs() or a scratch buffer" if buffer else "a number (an integer problem key)"
     wanted = "a buffer" if not buffer else "a number"
     raise SpecError(f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "

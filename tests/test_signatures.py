@@ -98,6 +98,17 @@ def test_a_number_where_the_kernel_takes_a_buffer_or_the_reverse_is_refused():
         _check(frozenset({"n"}), x=np.zeros(4, np.float32))  # n: an integer problem key, not an input
 
 
+def test_a_vector_taken_by_value_is_named_as_one_with_the_way_to_pass_it():
+    """Trial 38: `float4 s` by value was "a number"; the arguments' order, which was right, was blamed."""
+    spec = SimpleNamespace(path="v.yaml", template=Path("v.cl"), scratch=(),
+                           source="__kernel void v(__global const float4* a, float4 s) {}",
+                           launch=[SimpleNamespace(entry="v", args=("a", "s"))])
+    with pytest.raises(SpecError, match=r"takes argument 2 \(s\) by value as a float4, a vector, which autotune "
+                                        r"cannot pass .*; declare it `__constant float4\* s` and read s\[0\]"):
+        check_inputs(spec, {"a": np.zeros(16, np.float32), "s": np.zeros(4, np.float32)},  # type: ignore[arg-type]
+                     frozenset())
+
+
 def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():
     with pytest.raises(SpecError, match=r"kernel k in k.cl takes x as float\*, but inputs\(\) gives float64 "
                                         r"elements .*return x.astype\(np.float32\)"):

@@ -527,7 +527,7 @@ def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypat
     two = changed(FAKE, selector="1:0")
     results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report), fleet.WorkerResult("1:0", two, report=slow)]
     monkeypatch.setattr(fleet, "tune_together", lambda *a: results)
-    monkeypatch.setattr(devices, "select_many", lambda text: [FAKE, two])
+    monkeypatch.setattr(devices, "select_many", lambda text, given="--device": [FAKE, two])
     assert isinstance(slow, TuneReport)
     cli.main(["run", str(scale.path), "-d", f"{FAKE.selector},1:0", "-n", "2", "--no-save"])
     out = capsys.readouterr().out

@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="end the run after this many seconds; a candidate still running then is "
                      "stopped and measured again next time (default 150)")
     run.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
-                     help="tpe (default; after 3-5 random draws, candidates in turn from TPE over the "
+                     help="tpe (default; after random start-up draws up to 3-5 measurements, the baseline, "
+                     "default and hints counted, candidates in turn from TPE over the "
                      "valid configurations, a step beside the best, TPE, and the configuration a "
                      "regression of log time predicts fastest), random (uniform over the valid "
                      "configurations), or grid (every valid configuration in order)")
@@ -233,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "files: convergence with failed trials marked, time by parameter value, parameter "
                             "importances, the best against the device's ceilings, the top 10 and the totals. "
                             "One section per study: every problem and device tuned, unless -s or -d narrow "
-                            "it. Needs matplotlib: pip install \"autotune[report]\".")
+                            "it. Needs matplotlib: pip install -e \".[report]\" from the checkout.")
     report.add_argument("kernel", metavar="KERNEL|PATH.yaml")
     report.add_argument("-s", "--size", default=None, help="only this problem, as for run; default: every "
                         "problem with a study")
@@ -780,7 +781,7 @@ def _report_command(report: Any, storage: str | None) -> str | None:
                         "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
                         *(["--storage", quote(shown_url(_absolute(storage)))] if storage else [])])
     # the quick start installs no plotting library: say so here rather than when it is run
-    needs = "" if importlib.util.find_spec("matplotlib") else '  (after pip install "autotune[report]")'
+    needs = "" if importlib.util.find_spec("matplotlib") else '  (after pip install -e ".[report]" from the checkout)'
     return command + needs
 
 

@@ -266,7 +266,7 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
                 "running and the URL's user, host or socket folder, and database name")
     return (f"--storage {shown_url(url)!r} cannot be opened ({first}); give an optuna "
             "storage URL such as sqlite:///PATH/studies.db whose database driver is installed "
-            "(PostgreSQL: pip install \"autotune[postgres]\")")
+            "(PostgreSQL: pip install -e \".[postgres]\" from the checkout)")
 
 
 @contextmanager

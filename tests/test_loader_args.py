@@ -494,6 +494,7 @@ def test_the_documented_types_are_importable_from_the_package():
     for name in autotune.__all__:
         assert getattr(autotune, name) is not None
     assert autotune.Run is loader.Run and autotune.TunedKernel is loader.TunedKernel
+    assert issubclass(autotune.OptionError, autotune.AutotuneError)  # trial 41: the README names it
 
 
 @needs_opencl

@@ -254,7 +254,7 @@ def test_without_matplotlib_the_report_command_says_what_to_install(scale, monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else find(name, *a))
     line = format_report(run).splitlines()[-1]
     assert line == (f"  report      autotune report {scale.path} -s N=4096 -d {SLUG}"
-                    '  (after pip install "autotune[report]")')
+                    '  (after pip install -e ".[report]" from the checkout)')
 
 
 def test_bench_ceilings_kept_in_the_profile_give_the_ceiling_figure(scale, tmp_path):
@@ -371,14 +371,14 @@ def test_unknown_kernel_and_bad_storage_are_one_line_errors(capsys, tmp_path):
 def test_without_matplotlib_it_says_how_to_install_it(scale, capsys, monkeypatch):
     tune_fake(scale)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    assert 'pip install "autotune[report]"' in error_of(capsys, "report", str(scale.path))
+    assert 'pip install -e ".[report]" from the checkout' in error_of(capsys, "report", str(scale.path))
 
 
 def test_help_names_the_options(capsys):
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     out = capsys.readouterr().out
-    for option in ("-s SIZE", "-d DEVICE", "-o DIR", "--storage URL", 'pip install "autotune[report]"'):
+    for option in ("-s SIZE", "-d DEVICE", "-o DIR", "--storage URL", 'pip install -e ".[report]"'):
         assert option in out
 
 

@@ -34,7 +34,7 @@ def require_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError:
         raise ProblemError('autotune report draws with matplotlib, which is not installed: '
-                           'pip install "autotune[report]"') from None
+                           'pip install -e ".[report]" from the checkout') from None
 
 
 def _figure(width: float, height: float) -> Any:

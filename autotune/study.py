@@ -61,6 +61,10 @@ _SPEC_FILE = "autotune_spec_file"
 #: later runs: a stopped run's best must not be a configuration those rounds found slower
 #: (trial 37: a Ctrl-C saved the search's fastest single timing over the confirmed winner).
 _RETIMED = "autotune_retimed:"
+#: ``autotune_rejected:<digest>``: a configuration the leaders' check again found wrong (its
+#: reason), which stands for its search measurement in later runs (trial 40: a stopped run
+#: saved one that read past an in-place output's end, the check again having rejected it).
+_REJECTED = "autotune_rejected:"
 #: The trial attribute naming the run that measured it (StudyLog.run_id).
 RUN = "run"
 
@@ -340,8 +344,9 @@ class StudyLog:
         self.run_id = f"{socket.gethostname()}:{os.getpid()}:{time.time():.3f}"
         self.seen: dict[str, Measurement] = {}
         self.best: Measurement | None = None
-        #: configuration key -> its launch times in the latest confirmation rounds (see _RETIMED)
-        self.retimed: dict[str, tuple[float, ...]] = _retimed(store)
+        #: configuration key -> its launch times in the latest confirmation rounds (see _RETIMED),
+        #: and -> why the leaders' check again rejected it (see _REJECTED)
+        self.retimed, self.rejected = _verdicts(store)
         #: configurations built and run in this study, whatever the outcome (counted as noted,
         #: since the loop asks for it every iteration)
         self.measured_total = 0
@@ -417,6 +422,11 @@ class StudyLog:
                 m = Measurement.from_attrs(t.user_attrs, t.params, t.number)
                 self._note(m)
                 new.append(m)
+        try:  # another worker's confirmation since (trial 40: its winner was replaced by a stopped worker)
+            retimed, rejected = _verdicts(self.store)
+        except Exception as exc:  # noqa: BLE001 - as above
+            raise StorageError.lost(exc) from None
+        self._apply(retimed, rejected)
         return new
 
     def skip(self, trial: optuna.Trial) -> None:
@@ -522,28 +532,44 @@ class StudyLog:
             raise ProblemError(f"some trials could not be stored in the study database "
                                f"({self._writer.failure}); the profile was saved; check --storage")
 
-    def note_retimed(self, timed: list[Measurement]) -> None:
-        """Confirmation rounds' timings (``timed``: measurements whose times are the rounds'):
-        they replace those configurations' search timings here and in the stored study, for
-        this run's best and for later runs'. A study whose database is gone keeps them here."""
-        for m in timed:
-            key = config_key(m.params)
-            self.retimed[key] = m.times_ms
-            if key in self.seen:
-                self.seen[key] = replace(self.seen[key], times_ms=m.times_ms)
-            if self.store is not None:
-                try:
-                    self.store.set_user_attr(_RETIMED + hashlib.sha256(key.encode()).hexdigest()[:24],
-                                             {"config": key, "times_ms": list(m.times_ms)})
-                except Exception:  # noqa: BLE001 - the profile holds the result; only later runs lose it
-                    pass
+    def note_confirmed(self, timed: list[Measurement], wrong: Mapping[str, str]) -> None:
+        """The confirmation's verdicts: the rounds' timings (``timed``: measurements whose
+        times are the rounds') and the configurations its check again rejected (``wrong``: key
+        -> why). They stand for those configurations' search measurements here and in the
+        stored study, for this run's best and later runs'. A study whose database is gone keeps
+        them here."""
+        retimed = {config_key(m.params): m.times_ms for m in timed}
+        self._apply(retimed, wrong)
+        if self.store is None:
+            return
+        try:
+            for key, times in retimed.items():
+                self.store.set_user_attr(_RETIMED + _digest(key), {"config": key, "times_ms": list(times)})
+            for key, why in wrong.items():
+                self.store.set_user_attr(_REJECTED + _digest(key), {"config": key, "message": why[:2000]})
+        except Exception:  # noqa: BLE001 - the profile holds the result; only later runs lose it
+            pass
+
+    def _apply(self, retimed: Mapping[str, tuple[float, ...]], rejected: Mapping[str, str]) -> None:
+        """Take confirmation verdicts in: into ``seen``, and the best again."""
+        self.retimed.update(retimed)
+        self.rejected.update(rejected)
+        for key, m in list(self.seen.items()):
+            self.seen[key] = self._verdict(key, m)
         ok = [m for m in self.seen.values() if m.ok]
         self.best = min(ok, key=lambda m: m.median_ms) if ok else None
 
+    def _verdict(self, key: str, m: Measurement) -> Measurement:
+        """``m`` as the study's confirmations left it: wrong where rejected, else at the rounds' times."""
+        if m.ok and key in self.rejected:
+            return replace(m, status=Status.WRONG_RESULT, message=self.rejected[key], times_ms=())
+        if m.ok and key in self.retimed and m.times_ms != self.retimed[key]:
+            return replace(m, times_ms=self.retimed[key])
+        return m
+
     def _note(self, m: Measurement) -> None:
         key = config_key(m.params)
-        if m.ok and key in self.retimed:
-            m = replace(m, times_ms=self.retimed[key])
+        m = self._verdict(key, m)
         if key not in self.seen:
             self.seen[key] = m
             self.measured_total += m.status is not Status.INVALID
@@ -553,15 +579,26 @@ class StudyLog:
             self.best = m
 
 
-def _retimed(store: optuna.Study | None) -> dict[str, tuple[float, ...]]:
-    """The configurations' confirmation timings a stored study holds (see _RETIMED)."""
-    found = {}
+def _verdicts(store: optuna.Study | None) -> tuple[dict[str, tuple[float, ...]], dict[str, str]]:
+    """The confirmations' verdicts a stored study holds: timings (see _RETIMED) and rejections
+    (see _REJECTED), by configuration key."""
+    retimed: dict[str, tuple[float, ...]] = {}
+    rejected: dict[str, str] = {}
     for name, value in (store.user_attrs.items() if store is not None else ()):
-        if name.startswith(_RETIMED) and isinstance(value, dict) and isinstance(value.get("config"), str):
-            times = value.get("times_ms")
-            if isinstance(times, list) and times and all(isinstance(t, (int, float)) and t > 0 for t in times):
-                found[value["config"]] = tuple(float(t) for t in times)
-    return found
+        if not (isinstance(value, dict) and isinstance(value.get("config"), str)):
+            continue
+        times, why = value.get("times_ms"), value.get("message")
+        if name.startswith(_RETIMED) and isinstance(times, list) and times and all(
+                isinstance(t, (int, float)) and t > 0 for t in times):
+            retimed[value["config"]] = tuple(float(t) for t in times)
+        elif name.startswith(_REJECTED) and isinstance(why, str):
+            rejected[value["config"]] = why
+    return retimed, rejected
+
+
+def _digest(key: str) -> str:
+    """A configuration key's short digest: a study attribute's name (optuna keeps them short)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 class _Writer:

@@ -361,8 +361,10 @@ class _Run:
         for m in found:
             self.limits.learn(m.wg_limits)
         best = self.log.best  # the study's, kept as measurements are noted
-        if best is not None and (self.state.best is None or best.median_ms < self.state.best.median_ms):
-            self.state.best = best
+        mine = self.state.best
+        if best is not None and (mine is None or self.log.get(mine.params) is not mine
+                                 or best.median_ms < mine.median_ms):
+            self.state.best = best  # faster, or this run's best was overturned or rejected since
         if self.state.baseline is None and self.baseline is not None:
             self.state.baseline = self.log.get(self.baseline)
             # a baseline that timed out says nothing of how long the others take (measured again)
@@ -763,9 +765,11 @@ class _Run:
         if self.state.best is not None and config_key(self.state.best.params) in wrong:
             rest = [m for m in leaders if config_key(m.params) not in wrong]
             self.state.best = min(timed, key=lambda m: m.median_ms) if timed else rest[0] if rest else None
+        # a later run, stopped or not, starts from these verdicts (trial 40: one rejected here was
+        # saved by the next run's Ctrl-C)
+        self.log.note_confirmed(sorted(timed, key=lambda m: m.median_ms) if len(timed) >= 2 else [], wrong)
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
-            self.log.note_retimed(timed)  # a later run, stopped or not, starts from these timings
             before = self.state.best
             if before is not None and timed[0].params != before.params:
                 retimed = next((m for m in timed if m.params == before.params), None)

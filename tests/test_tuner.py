@@ -390,6 +390,32 @@ def test_a_stopped_run_does_not_save_a_best_an_earlier_confirmation_overturned(s
     assert (entry.params["WPT"], entry.params["WG"], entry.time_ms, entry.partial) == (2, 128, 1.0, False)
 
 
+def test_a_configuration_the_check_again_rejected_is_not_a_later_stopped_runs_best(scale):
+    """Trial 40: the leaders' check again rejected B (it read past an output's end), yet a
+    Ctrl-C in the next run of the study saved B by its search timing over the confirmed A."""
+    class RejectsB(Noisy):
+        def recheck(self, params, limit_s):
+            if (params["WPT"], params["WG"]) == (4, 64):
+                return Measurement(Status.WRONG_RESULT, "y: read past its end (1024 bytes), so the result ...")
+            return super().recheck(params, limit_s)
+
+    first = run(scale, RejectsB(), sampler="grid", trials=1000, storage=None)
+    assert {(m.params["WPT"], m.params["WG"]) for m in first.unsteady} == {(4, 64)}
+
+    class StopsInTheRounds(Noisy):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if not verify:
+                raise KeyboardInterrupt
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    with pytest.raises(TuningInterrupted) as stopped:
+        run(scale, StopsInTheRounds(), sampler="grid", trials=5, storage=None)
+    best = stopped.value.args[0].best
+    assert (best.params["WPT"], best.params["WG"]) == (2, 128)
+    [entry] = profiles.entries(profiles.read(first.profile_path), "scale")
+    assert (entry.params["WPT"], entry.params["WG"], entry.partial) == (2, 128, False)
+
+
 def test_prune_0_times_every_candidate_in_full(scale):
     ev = FakeEvaluator()
     report = run(scale, ev, sampler="grid", trials=1000, prune=0)

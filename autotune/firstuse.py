@@ -80,7 +80,9 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
                 if fastest is not None and time.perf_counter() > end:
                     return Timed(tuple(timed), bench.cache, len(candidates) + len(fallbacks) - i)
                 cutoff = fastest.median_ms if fastest is not None and i >= len(candidates) else None
-                timed.append(bench.measure(params, cutoff_ms=cutoff))
+                m = bench.measure(params, cutoff_ms=cutoff)
+                # its pick is saved at once: checked for writes (above) and for reads outside
+                timed.append(bench.verify_strictly(params) or m if m.ok else m)
         finally:
             bench.cache.close()  # no build outlives the filter
         return Timed(tuple(timed), bench.cache)

@@ -260,6 +260,22 @@ class Bench:
         return Measurement(Status.OK, "", tuple(times), errors[0], errors[1], build_s,
                            time.perf_counter() - t0, pruned=pruned, params=params, wg_limits=launch.wg_limits)
 
+    def verify_strictly(self, params: Mapping[str, Value]) -> Measurement | None:
+        """The failure of a verification of ``params`` (built before) with NaN past the ends of
+        its outputs and scratch buffers too (see measure()'s ``strict``), or None where it
+        verifies: for load_kernel's first use, whose pick is saved after one measure() (trial
+        40: it picked a configuration that read past an in-place output's end)."""
+        self._strict = True
+        try:
+            launch = Launch(self.ctx, self.spec, dict(params), self.problem, self.facts, self.cache,
+                            guard=guards.guard_size)
+            failed = self._verify(launch)
+        except CandidateError as exc:
+            return Measurement(Status(exc.status), str(exc), params=dict(params))
+        finally:
+            self._strict = False
+        return replace(failed, params=dict(params)) if isinstance(failed, Measurement) else None
+
     def _finish(self, events: list[cl.Event]) -> None:
         try:
             cl.wait_for_events(events)

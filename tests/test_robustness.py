@@ -450,3 +450,29 @@ def test_a_read_outside_whose_nan_fills_the_output_gives_no_advice_about_args(tm
               "kernel's arguments in the order of its signature, and that the launch covers y")
     assert without_unwritten_advice(f"y: 1 of 1 elements are not finite{advice}; more") == \
         "y: 1 of 1 elements are not finite; more"
+
+
+def test_load_kernels_first_use_does_not_pick_a_configuration_that_reads_past_an_output(tmp_path):
+    """Trial 40: first use verified as the search does (0xA5 past an in-place output, a float
+    near 0), so it picked and saved a tuned configuration that reads y[N]."""
+    import warnings
+
+    import pyopencl as cl
+    import yaml
+
+    import autotune
+    from autotune import device
+
+    text = (SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+            .replace("outputs: [y]", "outputs: [y]\ninplace: [y]"))
+    path = write_spec(tmp_path, text, template=INPLACE_CL, ref=INPLACE_REF)
+    report = tune(specs.load(path), TuneOptions(sampler="grid", trials=100, timeout_s=None), problem={"N": 128})
+    doc = yaml.safe_load(report.profile_path.read_text())
+    doc["kernels"]["scale"][0]["params"]["MODE"] = 1  # as if tuned so: it reads past y's end
+    report.profile_path.write_text(yaml.safe_dump(doc))
+    _, dev = device.select(None)
+    ctx = cl.Context([dev])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", autotune.AutotuneWarning)
+        k = autotune.load_kernel(str(path), cl.CommandQueue(ctx), N=256)
+    assert k.origin == "measured" and k.params["MODE"] == 0, (k.origin, k.params)

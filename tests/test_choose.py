@@ -587,6 +587,9 @@ def test_first_use_starts_no_candidate_once_its_time_is_up_and_one_has_verified(
             ok = params["MWG"] != 64
             return Measurement(Status.OK if ok else Status.COMPILE_ERROR, "", (1.0,) if ok else (), params=params)
 
+        def verify_strictly(self, params: Any) -> None:
+            return None
+
     monkeypatch.setattr(firstuse, "Bench", SlowBench)
     monkeypatch.setattr(firstuse, "make_workload", lambda spec, problem: None)
     monkeypatch.setattr(firstuse.time, "perf_counter", lambda: clock[0])

@@ -139,8 +139,9 @@ class Expr:
     condition: bool = False
 
     @classmethod
-    def parse(cls, source: str | float | bool) -> Expr:
-        """Parse ``source``; numbers are accepted as constant expressions."""
+    def parse(cls, source: str | float | bool, conditions: bool = False) -> Expr:
+        """Parse ``source``; numbers are accepted as constant expressions. ``conditions``: each
+        operand of ``and``/``or`` must give true or false (see :meth:`as_condition`)."""
         if isinstance(source, bool) or isinstance(source, (int, float)):
             value = source
             if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
@@ -161,7 +162,7 @@ class Expr:
             raise ExpressionError(f"{source!r} is not a valid expression ({_one_line(exc)})") from None
         _check_depth(tree.body, source)
         names: set[str] = set()
-        fn = _compile(tree.body, source, names)
+        fn = _compile(tree.body, source, names, conditions)
         return cls(source, frozenset(names), fn)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
@@ -170,12 +171,15 @@ class Expr:
         return (_reparse, (self.source, self.names, self.condition))
 
     def as_condition(self) -> Expr:
-        """This expression, raising ExpressionError where it gives anything but true or false."""
-        return replace(self, condition=True)
+        """This expression, raising ConditionError where it, or an operand of its ``and`` and
+        ``or``, gives anything but true or false (trial 40: ``WPT == 1 or WG`` passed)."""
+        return replace(Expr.parse(self.source, conditions=True) if self.names else self, condition=True)
 
     def __call__(self, env: Env) -> Any:
         try:
             value = self._fn(env)
+        except ConditionError as exc:  # an operand's, said with this expression
+            raise ConditionError(f"{self.source!r}: {exc}") from None
         except ExpressionError as exc:  # a size limit or a bad subscript, raised by the closures
             raise ExpressionError(f"{self.source!r}: {exc}") from None
         except KeyError as exc:  # subscripts raise their own errors: a KeyError is a missing name
@@ -199,6 +203,18 @@ class Expr:
                 + (f" ({hints})" if hints else "")
                 + f"; known names are: {', '.join(sorted(known))}"
             )
+
+
+def _a_condition(part: _Fn, text: str) -> _Fn:
+    """``part``, an operand of ``and``/``or`` in a condition, raising ConditionError where it
+    gives anything but true or false (numpy's bools are bools)."""
+    def checked(env: Env) -> Any:
+        value = part(env)
+        if type(value).__name__ not in ("bool", "bool_"):
+            raise ConditionError(f"its part {text!r} gives {_brief(repr(value))[1:-1]}, not true or false; write "
+                                 "a condition there, such as a comparison")
+        return value
+    return checked
 
 
 def _reparse(source: str, names: frozenset[str], condition: bool = False) -> Expr:
@@ -248,9 +264,9 @@ def _subscript(container: Any, index: Any, what: str) -> Any:
         raise ExpressionError(f"{what} has no key {index!r}") from None
 
 
-def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
+def _compile(node: ast.AST, source: str, names: set[str], conditions: bool = False) -> _Fn:
     def sub(n: ast.AST) -> _Fn:
-        return _compile(n, source, names)
+        return _compile(n, source, names, conditions)
 
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, str, bool)):
         value = node.value
@@ -273,6 +289,8 @@ def _compile(node: ast.AST, source: str, names: set[str]) -> _Fn:
         return lambda env: uop(operand(env))
     if isinstance(node, ast.BoolOp):
         parts = [sub(v) for v in node.values]
+        if conditions:
+            parts = [_a_condition(p, ast.unparse(v)) for p, v in zip(parts, node.values, strict=True)]
         if isinstance(node.op, ast.And):
             return lambda env: all(p(env) for p in parts)
         return lambda env: any(p(env) for p in parts)

@@ -22,6 +22,7 @@ import json
 import math
 import re
 import statistics
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,13 +115,15 @@ def _read(path: Path) -> dict[str, Any]:
             data = f.read()
         # a byte-order mark is no reason to refuse a file (trial 37: Python's own hint was shown)
         text = (gzip.decompress(data) if data[:2] == _GZIP_MAGIC else data).decode("utf-8-sig")
-    except gzip.BadGzipFile as exc:  # an OSError, yet the file was read (trial 37: "cannot read")
+    # an OSError, yet the file was read (trial 37: "cannot read"); corrupt data is zlib's error,
+    # a file cut short an EOFError (trial 40: a traceback, and "not a JSON cache file")
+    except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise ProblemError(f"{path}: its gzip data is damaged ({exc}); copy or download it again") from None
     except OSError as exc:
         raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
                            "file (.json or .json.gz): `bash benchmarks/fetch_recorded_spaces.sh DIR` downloads "
                            "the README's recorded spaces from GitHub (it needs internet access)") from None
-    except (ValueError, EOFError) as exc:  # a broken gzip stream, or not UTF-8
+    except ValueError as exc:  # not UTF-8
         raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
     raw = _parse(text, path)
     if not isinstance(raw, dict) or "tune_params" not in raw or "cache" not in raw:

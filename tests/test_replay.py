@@ -305,6 +305,12 @@ def test_a_byte_order_mark_a_damaged_gzip_and_a_key_given_twice(tmp_path, capsys
     damaged.write_bytes(gzip.compress(_cache(tmp_path).read_bytes()) + b"garbage")
     with pytest.raises(ProblemError, match=r"damaged.json.gz: its gzip data is damaged \(.*\); copy or download it "):
         replay.load(damaged)
+    packed = gzip.compress(_cache(tmp_path).read_bytes())  # trial 40: corrupt data and a cut gave other errors
+    for name, data in (("cut.json.gz", packed[:len(packed) // 2]),
+                       ("garbled.json.gz", packed[:20] + bytes(b ^ 0x5A for b in packed[20:60]) + packed[60:])):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ProblemError, match=rf"{name}: its gzip data is damaged \(.*\); copy or download it"):
+            replay.load(tmp_path / name)
     twice = tmp_path / "twice.json"
     twice.write_text('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.0}, '
                      '"1": {"X": 1, "time": 5.0}, "2": {"X": 2, "time": 2.0}}}')

@@ -17,6 +17,9 @@ __version__ = "0.1.0"
 
 from .caches import redirect as _redirect_caches
 from .runtimes import register as _register_runtimes
+from .settings import pin_folders as _pin_folders
+
+_pin_folders()  # before anything uses them, and before any process is started
 
 # before anything asks the ICD loader for platforms (see autotune.runtimes), and before
 # pyopencl picks its cache folders (see autotune.caches)

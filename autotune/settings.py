@@ -1,4 +1,5 @@
-"""Environment knobs, read in one place and only when asked (never at import time)."""
+"""Environment knobs, read in one place and only when asked (never at import time, except
+:func:`pin_folders`, which ``import autotune`` calls)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,20 @@ def cache_dir() -> Path:
     """Derived files that can be rebuilt (ICD folders, build checks): ``$AUTOTUNE_CACHE`` or
     the user cache folder."""
     return _folder("AUTOTUNE_CACHE") or Path(platformdirs.user_cache_dir("autotune"))
+
+
+def pin_folders() -> None:
+    """Make a relative ``$AUTOTUNE_HOME`` or ``$AUTOTUNE_CACHE`` absolute in the environment, from
+    the folder the process is in (``import autotune`` calls this): a later chdir, and the
+    processes autotune starts, then use the same folders (trial 40: one process wrote
+    profiles into two folders)."""
+    for variable in ("AUTOTUNE_HOME", "AUTOTUNE_CACHE"):
+        env = os.environ.get(variable, "")
+        if env.strip() and not Path(env).expanduser().is_absolute():
+            try:
+                os.environ[variable] = str(Path(env).expanduser().absolute())
+            except OSError:  # the working folder is gone: left to each use
+                pass
 
 
 def _folder(variable: str) -> Path | None:

@@ -1125,6 +1125,10 @@ def test_autotune_home_may_hold_percent_and_question_marks_and_is_made_absolute(
     for variable, where in (("AUTOTUNE_HOME", settings.home), ("AUTOTUNE_CACHE", settings.cache_dir)):
         monkeypatch.setenv(variable, "relative")
         assert where() == tmp_path / "relative"
+        settings.pin_folders()  # as import autotune does: a chdir since keeps the folder (trial 40)
+        monkeypatch.chdir(tmp_path / "job%2Flogin")
+        assert where() == tmp_path / "relative" and os.environ[variable] == str(tmp_path / "relative")
+        monkeypatch.chdir(tmp_path)
         monkeypatch.setenv(variable, "  ")
         assert where() == Path({"AUTOTUNE_HOME": platformdirs.user_data_dir,
                                 "AUTOTUNE_CACHE": platformdirs.user_cache_dir}[variable]("autotune"))

@@ -160,6 +160,8 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
                                "or give a path in an existing folder")
         if _not_sqlite(path):  # refused before a lock file is left beside someone's other file
             raise ProblemError(_storage_problem(url, sqlite3.DatabaseError("file is not a database"), reading))
+        if reading and path.is_file():  # nothing is created: no lock, which a read-only place refuses (trial 40)
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):

@@ -122,6 +122,24 @@ def test_studies_of_two_devices_are_grouped_by_device_and_d_picks_one(scale):
     assert [s.slug for s in data.find_sections(scale, None, device="other")] == [other.slug]
 
 
+def test_a_study_database_is_read_without_its_lock(scale, monkeypatch):
+    """Trial 40: `report` on a read-only mount said it "cannot write the study database": it made
+    the lock file that runs take to create the database."""
+    from autotune import settings, study
+
+    tune_fake(scale, trials=3)
+    db = study.sqlite_path(settings.default_storage())
+    Path(f"{db}.lock").unlink()
+
+    class Refused:
+        def __init__(self, *a, **k):
+            raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(study, "FileLock", Refused)
+    (s,) = data.find_sections(scale, None)
+    assert len(s.trials) == 3 and not Path(f"{db}.lock").exists()
+
+
 def test_the_search_time_leaves_out_the_time_between_runs(scale):
     """Trial 37: a pause under 10 minutes between two runs counted as search time (6.4 s against
     the runs' own 4.3 s)."""

@@ -640,15 +640,18 @@ class _Run:
                 if upcoming is not None and upcoming.follows_the_search and self.state.best is not best:
                     # chosen around the old best (and a model without this result): choose again
                     self.turns -= upcoming.kind in TURNS  # its turn is taken again
-                    self.drop(upcoming)
-                    upcoming = None
+                    # cleared first: a stop landing in the drop must not drop it again in the
+                    # finally below (trial 40: "Cannot tell a FAIL trial", two tracebacks)
+                    dropped, upcoming = upcoming, None
+                    self.drop(dropped)
                 self.say("trial", m, self.state)
                 if broken.add(m.status, m.message) and self.state.best is None:
                     return "broken"
                 if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
                     return "same wrong result"
         finally:
-            self.drop(upcoming)
+            dropped, upcoming = upcoming, None
+            self.drop(dropped)
 
     def _prefetch(self, evaluator: Evaluator, upcoming: _Candidate | None) -> None:
         """Announce what comes next, so the worker builds it while it times this one."""

@@ -1144,3 +1144,21 @@ def test_tune_says_what_it_takes_for_options_and_problem(scale):
         tune(scale, {"trials": 1})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"tune\(\)'s problem is a mapping of size keys"):
         tune(scale, TuneOptions(trials=1), problem="N=256")  # type: ignore[arg-type]
+
+
+def test_a_stop_while_a_candidate_chosen_ahead_is_dropped_ends_as_an_interrupted_run(scale, monkeypatch):
+    """Trial 40: a stop landing in the drop of the candidate chosen ahead (after a new best) was
+    followed by a second drop of it in the loop's finally: "Cannot tell a FAIL trial", two
+    tracebacks, exit 1."""
+    skip, calls = study.StudyLog.skip, []
+
+    def stopped_after_the_first(self, trial):
+        skip(self, trial)
+        calls.append(trial)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(study.StudyLog, "skip", stopped_after_the_first)
+    with pytest.raises(TuningInterrupted):
+        run(scale, FakeEvaluator(), trials=40, seed=3, compile_ahead=2)
+    assert len(calls) == 1

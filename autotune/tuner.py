@@ -650,8 +650,8 @@ class _Run:
                 if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
                     return "same wrong result"
         finally:
-            dropped, upcoming = upcoming, None
-            self.drop(dropped)
+            left, upcoming = upcoming, None
+            self.drop(left)
 
     def _prefetch(self, evaluator: Evaluator, upcoming: _Candidate | None) -> None:
         """Announce what comes next, so the worker builds it while it times this one."""

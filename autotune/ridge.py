@@ -35,6 +35,19 @@ import numpy as np
 LAMBDA = 1.0
 
 
+#: One-hot codes up to this many values over all parameters (see _Kernel.one_hot).
+ONE_HOT_MAX = 4096
+
+
+def _shared(a: np.ndarray, b: np.ndarray, block: int = 256) -> np.ndarray:
+    """How many value positions each row of ``a`` shares with each row of ``b``, in blocks of
+    ``block`` rows of ``a`` (bounded memory)."""
+    out = np.empty((len(a), len(b)))
+    for start in range(0, len(a), block):
+        out[start:start + block] = (a[start:start + block, None, :] == b[None, :, :]).sum(-1)
+    return out
+
+
 @dataclass(frozen=True)
 class _Kernel:
     """The fit's kernel: shared parameter values (and pairs of them), and the trend lines."""
@@ -52,21 +65,31 @@ class _Kernel:
         """Per varied parameter: each value position's place on its trend line."""
         return [np.linspace(-1.0, 1.0, self.sizes[p]) for p in self.varied]
 
+    @property
+    def one_hot(self) -> bool:
+        """Whether rows are coded one-hot (a product of codes counts the shared values fast), or,
+        for parameters of very many values, by value positions compared in blocks (trial 40: the
+        one-hot codes of 8,192 rows by 100,000 values took 74.5 GiB)."""
+        return sum(self.sizes[p] for p in self.varied) <= ONE_HOT_MAX
+
     def features(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(one-hot codes, places on the lines) of each row."""
+        """(codes: one-hot or value positions, places on the lines) of each row."""
         varied = self.varied
         x = rows[:, list(varied)]
-        offsets = np.cumsum([0] + [self.sizes[p] for p in varied[:-1]], dtype=np.int64)
-        onehot = np.zeros((len(rows), sum(self.sizes[p] for p in varied)))
-        onehot[np.arange(len(rows))[:, None], x + offsets] = 1.0
+        if self.one_hot:
+            offsets = np.cumsum([0] + [self.sizes[p] for p in varied[:-1]], dtype=np.int64)
+            codes = np.zeros((len(rows), sum(self.sizes[p] for p in varied)))
+            codes[np.arange(len(rows))[:, None], x + offsets] = 1.0
+        else:
+            codes = x
         along = np.zeros((len(rows), len(varied)))
         for i, line in enumerate(self.lines()):
             along[:, i] = line[x[:, i]]
-        return onehot, along
+        return codes, along
 
     def __call__(self, a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """The kernel between the rows of two feature sets."""
-        same = a[0] @ b[0].T  # shared parameters, pair by pair (a product of 0/1: exact)
+        same = a[0] @ b[0].T if self.one_hot else _shared(a[0], b[0])  # shared parameters (exact counts)
         gram = same + same * (same - 1) / 2 if self.pairs else same
         return gram + self.trend * (a[1] @ b[1].T) if self.trend else gram
 

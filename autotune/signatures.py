@@ -155,6 +155,10 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
             if isinstance(value, np.ndarray) or name in scratch or (name in numbers and name not in inputs):
                 _check_kind(spec, entry, position, name, name not in numbers or name in inputs, matching)
             if not isinstance(value, np.ndarray):
+                # a number for a vector (a macro type may well be a scalar's: left to the compiler)
+                vectors = [(a, k) for a, k, pointer in matching if not pointer and re.search(r"\d$", k)]
+                if name in inputs and matching and len(vectors) == len(matching):  # trial 40: INVALID_ARG_SIZE
+                    raise SpecError(_by_value(spec, entry, position, *vectors[0], f"inputs() gives {name} a number"))
                 if name in inputs and any(pointer for _, _, pointer in matching):
                     kind = next((t for t in map(_element, matching) if t is not None), "float")
                     raise SpecError(
@@ -239,16 +243,29 @@ def _check_kind(spec: KernelSpec, entry: str, position: int, name: str, buffer: 
     if len(pointers) != 1 or pointers == {buffer}:
         return
     declared_as, kind = matching[0][0], matching[0][1]
-    if buffer and re.search(r"\d$", kind):  # trial 38: "list the arguments in the kernel's order" misled
-        raise SpecError(f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "
-                        f"({declared_as}) by value as a {kind}, a vector, which autotune cannot pass ({name} from "
-                        f"inputs() is passed as a buffer); declare it `__constant {kind}* {declared_as}` and read "
-                        f"{declared_as}[0], with inputs() giving it as an array of one {kind}")
+    if buffer and kind not in _SCALARS:  # trial 38: "list the arguments in the kernel's order" misled
+        raise SpecError(_by_value(spec, entry, position, declared_as, kind, f"{name} from inputs() is passed as a "
+                                                                             "buffer"))
     what = "an array of inputs() or a scratch buffer" if buffer else "a number (an integer problem key)"
     wanted = "a buffer" if not buffer else "a number"
     raise SpecError(f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "
                     f"({declared_as}) as {wanted}, but args gives it {name}, {what}; list the arguments in the "
                     "kernel's order")
+
+
+#: The scalar types a kernel argument taken by value may have, as autotune passes numbers.
+_SCALARS = {*_TYPES, "char", "uchar", "bool", "size_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t",
+            "uint32_t", "int64_t", "uint64_t"}
+
+
+def _by_value(spec: KernelSpec, entry: str, position: int, declared_as: str, kind: str, given: str) -> str:
+    """Why a kernel argument taken by value as a vector (or a type autotune does not know: a
+    macro or a typedef) cannot be given, and how to give it instead."""
+    what = "a vector" if re.search(r"\d$", kind) else "a type autotune does not know (a macro or a typedef?)"
+    return (f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "
+            f"({declared_as}) by value as a {kind}, {what}, which autotune cannot pass ({given}); declare it "
+            f"`__constant {kind}* {declared_as}` and read {declared_as}[0], with inputs() giving it as an array "
+            "of one element")
 
 
 def _element(arg: Argument) -> str | None:

@@ -107,6 +107,16 @@ def test_a_vector_taken_by_value_is_named_as_one_with_the_way_to_pass_it():
                                         r"cannot pass .*; declare it `__constant float4\* s` and read s\[0\]"):
         check_inputs(spec, {"a": np.zeros(16, np.float32), "s": np.zeros(4, np.float32)},  # type: ignore[arg-type]
                      frozenset())
+    # trial 40: a number for it reached clSetKernelArg (INVALID_ARG_SIZE, a traceback), and a
+    # macro type given an array blamed the order again
+    with pytest.raises(SpecError, match=r"by value as a float4, a vector, .*\(inputs\(\) gives s a number\)"):
+        check_inputs(spec, {"a": np.zeros(16, np.float32), "s": np.float32(2.5)}, frozenset())  # type: ignore[arg-type]
+    macro = SimpleNamespace(**{**vars(spec), "source": "#define VEC float4\n__kernel void v(__global const float4* a, "
+                                                       "const VEC s) {}"})
+    with pytest.raises(SpecError, match=r"by value as a VEC, a type autotune does not know \(a macro or a typedef\?\)"):
+        check_inputs(macro, {"a": np.zeros(16, np.float32), "s": np.zeros(4, np.float32)},  # type: ignore[arg-type]
+                     frozenset())
+    check_inputs(macro, {"a": np.zeros(16, np.float32), "s": np.float32(2.5)}, frozenset())  # type: ignore[arg-type]
 
 
 def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 from .caches import redirect as _redirect_caches
+from .result import Measurement  # what TuneReport's best and baseline are
 from .runtimes import register as _register_runtimes
 from .settings import pin_folders as _pin_folders
 
@@ -61,6 +62,7 @@ __all__ = [
     "BuildError",
     "DeviceError",
     "ExpressionError",
+    "Measurement",
     "OptionError",
     "ProblemError",
     "ProfileError",

@@ -685,7 +685,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append(f"  unsteady    {_fmt_full(first.params, report.spec, report.problem)}{more} passed "
                      "verification in the search and failed when checked again, so it was left out (a race "
                      "between work-items gives a wrong result now and then, and the check again also puts NaN "
-                     f"past the ends of outputs and scratch buffers): {_clip(first.message, 300)}")
+                     f"past the ends of outputs and scratch buffers): {_clip(first.message, 700)}")
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup

@@ -484,8 +484,7 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:
     """The command that tunes ``problem`` on ``info``'s device: the built-in name, or the spec's path."""
-    name = spec.name if spec.builtin else str(spec.path)
-    words = ["autotune run", quote(name), "-s", quote(problem_label(problem))]  # a path with spaces (trial 34)
+    words = ["autotune run", spec.argument, "-s", quote(problem_label(problem))]  # a path with spaces (trial 34)
     return " ".join(words + (["-d", quote(info.selector)] if info.selector else []))
 
 

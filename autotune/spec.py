@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import re
+import shlex
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -332,6 +333,12 @@ class KernelSpec:
     def builtin(self) -> bool:
         """Whether this is one of autotune's own specs (run and loaded by name)."""
         return self.path.resolve().parent == data_dir("search_spaces").resolve()
+
+    @property
+    def argument(self) -> str:
+        """How a command names this spec: the built-in name, or the file's path (quoted for a
+        shell). Example: ``autotune run {spec.argument}``."""
+        return self.name if self.builtin else shlex.quote(str(self.path))
 
     @property
     def file_id(self) -> str:

@@ -81,10 +81,10 @@ def _notes(s: Section, figures: Mapping[str, bytes]) -> dict[str, str]:
     size = f" -s {s.label}"
     notes = {
         "convergence": (f"No trial was measured in this study: its run stopped before the first "
-                        f"(`autotune run {s.spec.name}{size}` measures some)."),
+                        f"(`autotune run {s.spec.argument}{size}` measures some)."),
         "importance": "No parameter importances: they need at least 4 verified trials that differ.",
         "parameters": "No parameter varies among the verified trials.",
-        "ceiling": (f"No ceiling known for {s.device_name}: run `autotune bench {s.spec.name}{size}` on it "
+        "ceiling": (f"No ceiling known for {s.device_name}: run `autotune bench {s.spec.argument}{size}` on it "
                     "(it keeps the copy bandwidth and FP32 rate in the device's profile)."
                     if s.best is not None else "No configuration verified, so nothing to set against the ceilings."),
     }

@@ -194,7 +194,7 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
         held = (f"its studies of {spec.name} tune another spec file of that kernel name" if named else
                 f"it has studies of {', '.join(kernels)}" if kernels else "it has no autotune studies")
         raise ProblemError(f"no study of {spec.name} in {shown_url(url)} ({held}); tune first (`autotune run "
-                           f"{spec.name}`), or give the --storage the run used")
+                           f"{spec.argument}`), or give the --storage the run used")
     if device is not None:
         keep = match_devices(device, sorted({s.slug for s in ids}))
         ids = [s for s in ids if s.slug in keep]

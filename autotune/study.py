@@ -348,7 +348,7 @@ class StudyLog:
         self.best: Measurement | None = None
         #: configuration key -> its launch times in the latest confirmation rounds (see _RETIMED),
         #: and -> why the leaders' check again rejected it (see _REJECTED)
-        self.retimed, self.rejected = _verdicts(store)
+        self.retimed, self.rejected = verdicts(store)
         #: configurations built and run in this study, whatever the outcome (counted as noted,
         #: since the loop asks for it every iteration)
         self.measured_total = 0
@@ -425,7 +425,7 @@ class StudyLog:
                 self._note(m)
                 new.append(m)
         try:  # another worker's confirmation since (trial 40: its winner was replaced by a stopped worker)
-            retimed, rejected = _verdicts(self.store)
+            retimed, rejected = verdicts(self.store)
         except Exception as exc:  # noqa: BLE001 - as above
             raise StorageError.lost(exc) from None
         self._apply(retimed, rejected)
@@ -581,7 +581,7 @@ class StudyLog:
             self.best = m
 
 
-def _verdicts(store: optuna.Study | None) -> tuple[dict[str, tuple[float, ...]], dict[str, str]]:
+def verdicts(store: optuna.Study | None) -> tuple[dict[str, tuple[float, ...]], dict[str, str]]:
     """The confirmations' verdicts a stored study holds: timings (see _RETIMED) and rejections
     (see _REJECTED), by configuration key."""
     retimed: dict[str, tuple[float, ...]] = {}

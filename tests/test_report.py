@@ -123,6 +123,30 @@ def test_studies_of_two_devices_are_grouped_by_device_and_d_picks_one(scale):
     assert [s.slug for s in data.find_sections(scale, None, device="other")] == [other.slug]
 
 
+def test_the_pages_best_is_the_confirmations_not_an_overturned_or_rejected_search_timing(scale):
+    """Trial 40: the page's best (and its top 10's first row) was the configuration the rounds
+    had overturned, at its one lucky search timing."""
+    class Lucky(Evaluator):  # WPT 4, WG 64 times 0.001 ms once in the search, 5 ms after; 16 x 128 is rejected
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            if (params["WPT"], params["WG"]) == (4, 64):
+                t = 0.001 if verify else 5.0
+                return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
+            return m
+
+        def recheck(self, params, limit_s):
+            if (params["WPT"], params["WG"]) == (16, 128):
+                return Measurement(Status.WRONG_RESULT, "y: read past its end (1024 bytes)")
+            return super().recheck(params, limit_s)
+
+    report = tune(scale, TuneOptions(sampler="grid", trials=1000, timeout_s=None), problem={"N": 4096},
+                  evaluator=Lucky(), info=FAKE)
+    assert report.overturned is not None
+    (s,) = data.find_sections(scale, None)
+    assert s.best.m.params == report.best.params, (s.best.m.params, report.best.params)
+    assert report.unsteady and all((t.m.params["WPT"], t.m.params["WG"]) != (16, 128) for t in s.top(10))
+
+
 def test_a_study_database_is_read_without_its_lock(scale, monkeypatch):
     """Trial 40: `report` on a read-only mount said it "cannot write the study database": it made
     the lock file that runs take to create the database."""

@@ -11,7 +11,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,7 +23,7 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import RUN, StudyId, open_storage, quiet_optuna, shown_url, spec_file, sqlite_path, supersedes
+from ..study import RUN, StudyId, open_storage, quiet_optuna, shown_url, spec_file, sqlite_path, supersedes, verdicts
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -255,7 +255,7 @@ def _sizes(problem: Mapping[str, Any]) -> tuple[tuple[int, int, str], ...]:
 
 def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.BaseStorage) -> Section:
     study = optuna.load_study(study_name=sid.name, storage=opened)
-    trials = tuple(_trials(study.get_trials(deepcopy=False)))
+    trials = tuple(_confirmed(_trials(study.get_trials(deepcopy=False)), study))
     problem = parse_problem_label(sid.label)
     device_name, entry, found = _profile(spec.name, sid.slug, problem)
     method, importances, scopes = importance(spec, trials, problem)
@@ -263,6 +263,22 @@ def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.B
     ours = entry is None or entry.study is None or entry.study == record.study_key(url, sid.name)
     return Section(spec, sid.name, sid.slug, problem, sid.spec_hash, trials, device_name or sid.slug, entry,
                    ours, found, importances, method, scopes)
+
+
+def _confirmed(trials: list[Trial], study: optuna.Study) -> list[Trial]:
+    """``trials`` as the runs' confirmations left them: at the rounds' times, or wrong where the
+    check again rejected them (trial 40: the page's best was a configuration the rounds had
+    overturned, at its one search timing)."""
+    retimed, rejected = verdicts(study)
+    out = []
+    for t in trials:
+        key = config_key(t.m.params)
+        if t.m.ok and key in rejected:
+            t = replace(t, m=replace(t.m, status=Status.WRONG_RESULT, message=rejected[key], times_ms=()))
+        elif t.m.ok and key in retimed:
+            t = replace(t, m=replace(t.m, times_ms=retimed[key]))
+        out.append(t)
+    return out
 
 
 def _union_s(spans: Iterable[tuple[float, float]]) -> float:

@@ -229,7 +229,10 @@ def select_many(text: str, given: str = "--device") -> list[DeviceInfo]:
         if any(_is_all(part) for part in parts):  # trial 33: 'all' alone said run takes one device
             raise DeviceError(f"{given} {text!r}: 'all' stands alone (every GPU that builds, else every CPU "
                               "device); give either 'all' or a list of selectors such as 0:0,0:1")
-        return [select(part)[0] for part in parts]
+        try:
+            return [select(part)[0] for part in parts]
+        except DeviceError as exc:  # trial 40: a part of $AUTOTUNE_DEVICE was not said to come from it
+            raise DeviceError(f"{exc} (in {given} {text!r})") from None
     found = list_devices()
     if not found:
         raise DeviceError(f"no OpenCL device found; {runtimes.cpu_fix()}")

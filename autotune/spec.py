@@ -1166,7 +1166,12 @@ def _other_type(value: Value, values: Sequence[Value]) -> str | None:
     same = next((v for v in values if v == value and type(v) is not type(value)), None)
     if same is None:
         return None
-    return f"{value!r} is a {type(value).__name__}, not the {type(same).__name__} {same!r}; write {same!r}"
+    return f"{value!r} is {_a(type(value).__name__)}, not the {type(same).__name__} {same!r}; write {same!r}"
+
+
+def _a(word: str) -> str:
+    """``word`` with its article: "an int", "a float"."""
+    return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
 
 
 def _unused(p: Parameter, config: Mapping[str, Value]) -> bool:

@@ -158,7 +158,10 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
         elif not path.parent.is_dir():
             raise ProblemError(f"--storage {url!r}: the folder {path.parent} does not exist; create it, "
                                "or give a path in an existing folder")
-        if _not_sqlite(path):  # refused before a lock file is left beside someone's other file
+        # refused before a lock file is left beside someone's folder (trial 40) or other file
+        if path.is_dir():
+            raise ProblemError(_storage_problem(url, IsADirectoryError(f"{path} is a folder"), reading))
+        if _not_sqlite(path):
             raise ProblemError(_storage_problem(url, sqlite3.DatabaseError("file is not a database"), reading))
         if reading and path.is_file():  # nothing is created: no lock, which a read-only place refuses (trial 40)
             return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})

@@ -184,6 +184,7 @@ def test_a_study_database_with_a_damaged_page_is_one_line_not_a_traceback(scale,
 def test_storage_naming_a_folder_or_a_file_as_its_folder_says_which(scale, tmp_path):
     with pytest.raises(ProblemError, match=rf"names a folder; give a file in it, e.g. sqlite:///{tmp_path}/studies.db"):
         run(scale, storage=f"sqlite:///{tmp_path}")
+    assert not Path(f"{tmp_path}.lock").exists(), "trial 40: a lock file was left beside the folder"
     (tmp_path / "afile").write_text("")
     with pytest.raises(ProblemError, match=rf"{tmp_path}/afile is a file, not a folder"):
         run(scale, storage=f"sqlite:///{tmp_path}/afile/x.db")

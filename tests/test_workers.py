@@ -353,6 +353,9 @@ def test_a_bad_device_list_in_autotune_device_is_named_as_that(capsys, monkeypat
     monkeypatch.setenv("AUTOTUNE_DEVICE", f"{DEVICES[0]},")
     assert cli.main(["run", "reverse", "--storage", ":memory:", "-n", "2", "-s", SIZE]) == 1
     assert f"$AUTOTUNE_DEVICE '{DEVICES[0]},' has an empty selector" in capsys.readouterr().err
+    monkeypatch.setenv("AUTOTUNE_DEVICE", f"{DEVICES[0]},nosuchdevice")  # trial 40: not said where it came from
+    assert cli.main(["run", "reverse", "--storage", ":memory:", "-n", "2", "-s", SIZE]) == 1
+    assert f"(in $AUTOTUNE_DEVICE '{DEVICES[0]},nosuchdevice')" in capsys.readouterr().err
 
 
 @needs_cpu

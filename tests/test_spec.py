@@ -109,6 +109,8 @@ def test_missing_file():
     (("  GB/s:", "  bad: N / 0\n  GB/s:"), r"metrics.bad: .*division by zero.*\(on the default problem\)"),
     (("  GB/s:", "  bad: \"'fast'\"\n  GB/s:"), r"metrics.bad: \"'fast'\" gives 'fast' for the default problem"),
     (("outputs: [y]", "outputs: [y]\ntolerance: {atol: -1}"), r"tolerance.atol: '-1' gives -1"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2.0, 4, 8, 16]"),  # trial 40
+     r"parameters.WPT: values .* mix whole numbers with floats \(2.0\); write them all alike"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),
      r"requires\[0\]: 'N > 1000' does not hold for the default problem"),
 ])

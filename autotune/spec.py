@@ -699,6 +699,9 @@ class _Validator:
         if not outputs:  # nothing would be compared with the reference (trial 36: "error 0")
             raise self.fail("outputs", "is empty, so no configuration would be verified; list the arguments "
                                        "the kernel writes, each compared with what reference() returns for it")
+        if bad := [o for o in outputs if not _IDENT.match(o) or outputs.count(o) > 1]:  # trial 40: [y, y], [""]
+            raise self.fail("outputs", f"{bad[0]!r} is not an argument name, or is listed twice; list each output "
+                                       "once, by the name args gives it")
         metrics = tuple((str(k), self.expr(f"metrics.{k}", v, of_problem | {"seconds"}))
                         for k, v in self.mapping("metrics", raw["metrics"]).items())
         rtol, atol = self.tolerance(raw.get("tolerance"), of_problem)

@@ -568,6 +568,8 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
                                                                   "part 'WG' gives 16, not true or false"),
     # trial 36: nothing was verified, and the summary said "error 0 relative to the reference"
     (("outputs: [y]", "outputs: []"), "outputs: is empty, so no configuration would be verified; list the arguments"),
+    (("outputs: [y]", "outputs: [y, y]"), "outputs: 'y' is not an argument name, or is listed twice"),  # trial 40
+    (("outputs: [y]", 'outputs: [""]'), "outputs: '' is not an argument name, or is listed twice"),
     # the kernel's output left out of args: the fix is in args, not in outputs
     (("args: [x, y]", "args: [x]"), "add it to the 'args' of the kernel that writes it"),
     # misspelt in args (trial 10): the message named the output, never the typo

@@ -673,9 +673,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                              f"{again.median_ms:.4f} ms timed again (min {again.spread[0]:.4f}, max "
                              f"{again.spread[1]:.4f}): the best above is the fastest over all rounds")
         elif report.unconfirmed and not report.unsteady:  # trial 35: said only where this run measured 2+
-            lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so one "
-                         "timing each decided (and gave the speed-up); a longer --timeout or --study-timeout leaves "
-                         "a tenth for it")
+            lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so their "
+                         "search timings decided (an earlier run's rounds', where it timed them) and gave the "
+                         "speed-up; a longer --timeout or --study-timeout leaves a tenth for it")
         lines.append("  throughput  " + ", ".join(f"{v:.2f} {k}" for k, v in report.throughput().items()))
         if best.error is not None:
             lines.append(f"  error       {_describe_error(best)}")
@@ -1053,18 +1053,24 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -> None:
     from . import replay
 
+    # a recording named by its file's stem, or by its path where another has that stem (trial 40)
+    stems = Counter(o.name for o in [*recs, *others])
+
+    def label(o: Any) -> str:
+        return str(o.path) if stems[o.name] > 1 and o.path is not None else str(o.name)
+
     for rec in recs:
         print(f"{rec.name} ({rec.device}): {rec.valid} valid configuration{'s' * (rec.valid != 1)}, "
               f"optimum {rec.optimum_ms:.4g} ms")
         starts, used = replay.warm_starts(rec, others)
         if others:
-            names = ", ".join(o.name for o in used) or "none of the --warm-start recordings"
+            names = ", ".join(label(o) for o in used) or "none of the --warm-start recordings"
             print(f"  starting from the winners of {names}"
                   + (f" ({len(used)} of {len(others)} used)" if len(used) < len(others) else ""))
             for other in others:
                 if all(other is not o for o in used):
                     why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"
-                    print(f"    not {other.name}: {why}")
+                    print(f"    not {label(other)}: {why}")
         seeds = range(args.seed, args.seed + args.seeds)
         summary = replay.replay_seeds(rec, args.trials, seeds, Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target), starts=starts)

@@ -186,7 +186,7 @@ class Expr:
             raise ExpressionError(f"{self.source!r}: unknown name {exc.args[0]!r}") from None
         except _EVAL_ERRORS as exc:
             raise ExpressionError(f"{self.source!r}: {_one_line(exc)}") from None
-        if self.condition and type(value).__name__ not in ("bool", "bool_"):  # numpy's bool too
+        if self.condition and not _is_bool(value):
             raise ConditionError(f"{self.source!r} gives {_brief(repr(value))[1:-1]}, not true or false; write a "
                                  "condition, such as a comparison")
         return value
@@ -205,12 +205,17 @@ class Expr:
             )
 
 
+def _is_bool(value: Any) -> bool:
+    """Whether ``value`` is true or false: Python's bool or numpy's (a comparison of its numbers)."""
+    return type(value).__name__ in ("bool", "bool_")
+
+
 def _a_condition(part: _Fn, text: str) -> _Fn:
     """``part``, an operand of ``and``/``or`` in a condition, raising ConditionError where it
-    gives anything but true or false (numpy's bools are bools)."""
+    gives anything but true or false."""
     def checked(env: Env) -> Any:
         value = part(env)
-        if type(value).__name__ not in ("bool", "bool_"):
+        if not _is_bool(value):
             raise ConditionError(f"its part {text!r} gives {_brief(repr(value))[1:-1]}, not true or false; write "
                                  "a condition there, such as a comparison")
         return value

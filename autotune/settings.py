@@ -48,12 +48,12 @@ def pin_folders() -> None:
     processes autotune starts, then use the same folders (trial 40: one process wrote
     profiles into two folders)."""
     for variable in ("AUTOTUNE_HOME", "AUTOTUNE_CACHE"):
-        env = os.environ.get(variable, "")
-        if env.strip() and not Path(env).expanduser().is_absolute():
-            try:
-                os.environ[variable] = str(Path(env).expanduser().absolute())
-            except OSError:  # the working folder is gone: left to each use
-                pass
+        try:
+            folder = _folder(variable)
+        except OSError:  # the working folder is gone: left to each use
+            continue
+        if folder is not None:
+            os.environ[variable] = str(folder)
 
 
 def _folder(variable: str) -> Path | None:

@@ -156,7 +156,7 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
                 _check_kind(spec, entry, position, name, name not in numbers or name in inputs, matching)
             if not isinstance(value, np.ndarray):
                 # a number for a vector (a macro type may well be a scalar's: left to the compiler)
-                vectors = [(a, k) for a, k, pointer in matching if not pointer and re.search(r"\d$", k)]
+                vectors = [(a, k) for a, k, pointer in matching if not pointer and _is_vector(k)]
                 if name in inputs and matching and len(vectors) == len(matching):  # trial 40: INVALID_ARG_SIZE
                     raise SpecError(_by_value(spec, entry, position, *vectors[0], f"inputs() gives {name} a number"))
                 if name in inputs and any(pointer for _, _, pointer in matching):
@@ -258,10 +258,15 @@ _SCALARS = {*_TYPES, "char", "uchar", "bool", "size_t", "int8_t", "uint8_t", "in
             "uint32_t", "int64_t", "uint64_t"}
 
 
+def _is_vector(kind: str) -> bool:
+    """Whether a type's name is an OpenCL vector's (``float4``, ``int2``)."""
+    return re.search(r"\d$", kind) is not None
+
+
 def _by_value(spec: KernelSpec, entry: str, position: int, declared_as: str, kind: str, given: str) -> str:
     """Why a kernel argument taken by value as a vector (or a type autotune does not know: a
     macro or a typedef) cannot be given, and how to give it instead."""
-    what = "a vector" if re.search(r"\d$", kind) else "a type autotune does not know (a macro or a typedef?)"
+    what = "a vector" if _is_vector(kind) else "a type autotune does not know (a macro or a typedef?)"
     return (f"{spec.path}: launch: kernel {entry} in {spec.template.name} takes argument {position + 1} "
             f"({declared_as}) by value as a {kind}, {what}, which autotune cannot pass ({given}); declare it "
             f"`__constant {kind}* {declared_as}` and read {declared_as}[0], with inputs() giving it as an array "

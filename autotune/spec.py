@@ -304,7 +304,7 @@ class KernelSpec:
             return None
         # a value its variant ignores is the configuration with the first (space.canonical); kept
         # as stored, the entry read as "not valid here" (trial 36)
-        return {**full, **{p.name: p.values[0] for p in self.parameters if p.flag is None and _unused(p, full)}}
+        return _first_where_unused(self.parameters, full)
 
     def _outside(self, params: Mapping[str, Value], build_flags: Iterable[str] = ()) -> str:
         """What puts stored ``params`` and ``build_flags`` outside the space: a parameter or a
@@ -989,10 +989,9 @@ class _Validator:
             if not _among(value, by_name[name].values):
                 raise self.fail(f"{key}.{name}", _other_type(value, by_name[name].values)
                                 or f"{value!r} is not among its values {list(by_name[name].values)}")
-        full = {p.name: values.get(p.name, p.values[0]) for p in params}
         # a value its variant ignores is the configuration with the first (trial 36: a scalar
         # baseline's VW=8 was shown in the summary as if it applied)
-        return tuple((p.name, p.values[0] if _unused(p, full) else full[p.name]) for p in params)
+        return tuple(_first_where_unused(params, {p.name: values.get(p.name, p.values[0]) for p in params}).items())
 
 
 def _finite(value: int | float) -> bool:
@@ -1180,6 +1179,12 @@ def _other_type(value: Value, values: Sequence[Value]) -> str | None:
 def _a(word: str) -> str:
     """``word`` with its article: "an int", "a float"."""
     return f"{'an' if word[:1] in 'aeiou' else 'a'} {word}"
+
+
+def _first_where_unused(params: Sequence[Parameter], config: Mapping[str, Value]) -> dict[str, Value]:
+    """``config`` with each parameter whose ``when`` does not hold there at its first value
+    (the problem-free part of space.canonical: a problem key in a ``when`` counts as used)."""
+    return {**config, **{p.name: p.values[0] for p in params if p.flag is None and _unused(p, config)}}
 
 
 def _unused(p: Parameter, config: Mapping[str, Value]) -> bool:

@@ -556,25 +556,21 @@ class StudyLog:
             pass
 
     def _apply(self, retimed: Mapping[str, tuple[float, ...]], rejected: Mapping[str, str]) -> None:
-        """Take confirmation verdicts in: into ``seen``, and the best again."""
+        """Take confirmation verdicts in: into ``seen``, and the best again where one is new
+        (refresh() reads them all at each look)."""
+        fresh = {k for k, times in retimed.items() if self.retimed.get(k) != times} | (rejected.keys() - self.rejected)
+        if not fresh:
+            return
         self.retimed.update(retimed)
         self.rejected.update(rejected)
-        for key, m in list(self.seen.items()):
-            self.seen[key] = self._verdict(key, m)
+        for key in fresh & self.seen.keys():
+            self.seen[key] = confirmed(self.seen[key], key, self.retimed, self.rejected)
         ok = [m for m in self.seen.values() if m.ok]
         self.best = min(ok, key=lambda m: m.median_ms) if ok else None
 
-    def _verdict(self, key: str, m: Measurement) -> Measurement:
-        """``m`` as the study's confirmations left it: wrong where rejected, else at the rounds' times."""
-        if m.ok and key in self.rejected:
-            return replace(m, status=Status.WRONG_RESULT, message=self.rejected[key], times_ms=())
-        if m.ok and key in self.retimed and m.times_ms != self.retimed[key]:
-            return replace(m, times_ms=self.retimed[key])
-        return m
-
     def _note(self, m: Measurement) -> None:
         key = config_key(m.params)
-        m = self._verdict(key, m)
+        m = confirmed(m, key, self.retimed, self.rejected)
         if key not in self.seen:
             self.seen[key] = m
             self.measured_total += m.status is not Status.INVALID
@@ -599,6 +595,18 @@ def verdicts(store: optuna.Study | None) -> tuple[dict[str, tuple[float, ...]], 
         elif name.startswith(_REJECTED) and isinstance(why, str):
             rejected[value["config"]] = why
     return retimed, rejected
+
+
+def confirmed(m: Measurement, key: str, retimed: Mapping[str, tuple[float, ...]],
+              rejected: Mapping[str, str]) -> Measurement:
+    """``m`` (of configuration ``key``) as the study's confirmations left it (see verdicts):
+    wrong where the check again rejected it, else at the rounds' times; ``m`` itself where
+    neither changes it."""
+    if m.ok and key in rejected:
+        return replace(m, status=Status.WRONG_RESULT, message=rejected[key], times_ms=())
+    if m.ok and key in retimed and m.times_ms != retimed[key]:
+        return replace(m, times_ms=retimed[key])
+    return m
 
 
 def _digest(key: str) -> str:

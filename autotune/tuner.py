@@ -770,7 +770,7 @@ class _Run:
             self.state.best = min(timed, key=lambda m: m.median_ms) if timed else rest[0] if rest else None
         # a later run, stopped or not, starts from these verdicts (trial 40: one rejected here was
         # saved by the next run's Ctrl-C)
-        self.log.note_confirmed(sorted(timed, key=lambda m: m.median_ms) if len(timed) >= 2 else [], wrong)
+        self.log.note_confirmed(timed if len(timed) >= 2 else [], wrong)
         if len(timed) >= 2:
             timed.sort(key=lambda m: m.median_ms)
             before = self.state.best

@@ -23,7 +23,18 @@ from ..errors import AutotuneError, ProblemError
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
-from ..study import RUN, StudyId, open_storage, quiet_optuna, shown_url, spec_file, sqlite_path, supersedes, verdicts
+from ..study import (
+    RUN,
+    StudyId,
+    confirmed,
+    open_storage,
+    quiet_optuna,
+    shown_url,
+    spec_file,
+    sqlite_path,
+    supersedes,
+    verdicts,
+)
 
 #: A pause this long between two stored trials starts a new session (a resumed run).
 SESSION_GAP = timedelta(minutes=10)
@@ -270,15 +281,7 @@ def _confirmed(trials: list[Trial], study: optuna.Study) -> list[Trial]:
     check again rejected them (trial 40: the page's best was a configuration the rounds had
     overturned, at its one search timing)."""
     retimed, rejected = verdicts(study)
-    out = []
-    for t in trials:
-        key = config_key(t.m.params)
-        if t.m.ok and key in rejected:
-            t = replace(t, m=replace(t.m, status=Status.WRONG_RESULT, message=rejected[key], times_ms=()))
-        elif t.m.ok and key in retimed:
-            t = replace(t, m=replace(t.m, times_ms=retimed[key]))
-        out.append(t)
-    return out
+    return [replace(t, m=confirmed(t.m, config_key(t.m.params), retimed, rejected)) for t in trials]
 
 
 def _union_s(spans: Iterable[tuple[float, float]]) -> float:

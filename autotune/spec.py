@@ -1054,6 +1054,29 @@ def _spec_hash(source: str, raw: Mapping[str, Any]) -> str:
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
 _IF_OPENS = re.compile(r"^\s*#\s*if(n?def)?\b")
 _IF_CLOSES = re.compile(r"^\s*#\s*endif\b")
+_COMMENT_MARKS = re.compile(r'//|/\*|"(?:\\.|[^"\\])*"')  # a string literal is skipped whole
+
+
+def _ends_in_comment(line: str, inside: bool) -> bool:
+    """Whether a ``/* ... */`` comment is still open after ``line``, given whether one was
+    before it: a directive on a line that starts inside one is text, not a directive.
+
+    Example:
+        >>> _ends_in_comment('x = 1; /* #if', False), _ends_in_comment('#endif */ "/*"', True)
+        (True, False)
+    """
+    pos = 0
+    while True:
+        if inside:
+            end = line.find("*/", pos)
+            if end < 0:
+                return True
+            inside, pos = False, end + 2
+            continue
+        m = _COMMENT_MARKS.search(line, pos)
+        if m is None or m.group() == "//":
+            return False
+        inside, pos = m.group() == "/*", m.end()
 
 
 def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
@@ -1074,10 +1097,13 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
                         "save it as UTF-8") from None
     depth = 0  # of #if blocks around this line
+    commented = False  # whether this line starts inside a /* */ comment (trial 40: its #if counted)
     for n, line in enumerate(text.splitlines(), 1):
-        m = _INCLUDE.match(line)
+        m = None if commented else _INCLUDE.match(line)
         if m is None:
-            depth += 1 if _IF_OPENS.match(line) else -1 if _IF_CLOSES.match(line) else 0
+            if not commented:
+                depth += 1 if _IF_OPENS.match(line) else -1 if _IF_CLOSES.match(line) else 0
+            commented = _ends_in_comment(line, commented)
             out.append(line)
             continue
         included = (path.parent / m.group(1)).resolve()

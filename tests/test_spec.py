@@ -279,6 +279,14 @@ def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
     path.parent.joinpath("scale.cl").write_text('#if 0\n#endif\n#include "helpers.h"\n' + TEMPLATE_CL)
     with pytest.raises(SpecError, match=r'scale.cl:3: #include "helpers.h" not found beside it'):
         specs.load(path)
+    # trial 40: an #if in a comment opened no block, so a missing header after it was left to
+    # the compiler; and an #include in a comment is no include
+    for commented in ('/* old:\n#if 0\n*/ int x; /* "*/\n', '// #ifdef X /*\n', 'x = "/*"; /* a */\n'):
+        path.parent.joinpath("scale.cl").write_text(commented + '#include "helpers.h"\n' + TEMPLATE_CL)
+        with pytest.raises(SpecError, match=r'#include "helpers.h" not found beside it'):
+            specs.load(path)
+    path.parent.joinpath("scale.cl").write_text('/*\n#include "helpers.h"\n*/\n' + TEMPLATE_CL)
+    assert '#include "helpers.h"' in specs.load(path).source
     # autotune's own header, for a template anywhere (trial 8: only the built-in ones could use it)
     path.parent.joinpath("scale.cl").write_text('#include "autotune.h"\n' + TEMPLATE_CL)
     assert '#line 1 "autotune.h"' in specs.load(path).source and "MULTIPLY_ADD" in specs.load(path).source

@@ -294,6 +294,8 @@ class KernelSpec:
         enabled = set(build_flags)
         if not enabled <= {p.flag for p in self.parameters}:
             return None  # a flag the spec does not tune would be dropped silently (trial 33)
+        if any(p.flag is not None and p.name in params for p in self.parameters):
+            return None  # a flag's on/off is build_flags' to say: written here it was ignored (trial 40)
         full = self.complete(params)
         for p in self.parameters:
             if p.flag is not None:
@@ -315,6 +317,9 @@ class KernelSpec:
         flags = [p.flag for p in self.parameters if p.flag is not None]
         if extra := [f for f in build_flags if f not in flags]:
             return f"{extra[0]} is not one of the spec's build flags ({', '.join(flags) or 'it has none'})"
+        if flag := next((known[n] for n in params if known[n].flag is not None), None):
+            return (f"{flag.name} is a build flag, on when build_flags lists {flag.flag}: "
+                    f"remove {flag.name} from params")
         for name, value in params.items():
             p = known[name]
             if p.flag is None and not _among(value, p.values):

@@ -786,6 +786,8 @@ def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
     # trial 33: show listed the flag, and load_kernel used the entry without it
     ((r"build_flags: \[[^\]]*\]", "build_flags: [-bogus-flag]"), "replaced an entry whose configuration is not in "
                                                                   "the spec's space"),
+    # trial 40: show listed mad=1 among the params, and load_kernel built without the flag
+    ((r"params: \{", "params: {mad: 1, "), "replaced an entry whose configuration is not in the spec's space"),
     # trial 31: a time that is not a positive number is a malformed field, as show and load_kernel see it
     ((r"time_ms: ", "time_ms: -"), "added; removed a malformed entry for its problem (kernels.scale[0]: malformed "
                                    "entry (time_ms is -"),

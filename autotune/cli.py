@@ -6,6 +6,7 @@ import argparse
 import errno
 import importlib.util
 import io
+import json
 import logging
 import math
 import os
@@ -16,7 +17,7 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from . import __version__, stops
@@ -207,14 +208,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "recordings: other devices' of the same kernel (the same parameters), as run "
                     "starts from other devices' winners where the device has none; it takes every "
                     "file that follows it, so give it after the CACHE_FILEs")
-    sub.add_parser("list", help="list the built-in kernels")
+    listing = sub.add_parser("list", help="list the built-in kernels")
+    listing.add_argument("--json", action="store_true", help=_JSON_HELP)
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
+    show.add_argument("--json", action="store_true", help=_JSON_HELP)
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
     show.add_argument("-d", "--device", type=_selector,
                       help="device selector (default as for run), or a profile's file name without .yaml "
                            "to show the profile of a device not present here")
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
+    devices.add_argument("--json", action="store_true", help=_JSON_HELP)
     devices.add_argument("--recheck", action="store_true",
                          help="check each device again (build the check kernels, launch one) instead of "
                               "using the cached result")
@@ -799,11 +803,24 @@ def _valid_space(report: Any) -> str:
     return str(report.valid_space) if report.valid_space_exact else f"~{report.valid_space} (estimated)"
 
 
+_JSON_HELP = "print JSON (for scripts) instead of the table"
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from . import spec as specs
 
-    for name in specs.builtin_names():
-        print(f"{name:<12} {specs.load(name).description}")
+    loaded = [specs.load(name) for name in specs.builtin_names()]
+    if args.json:
+        _print_json([{"name": sp.name, "description": sp.description, "spec": str(sp.path),
+                      "problem": sp.default_problem(),
+                      "parameters": {p.name: list(p.values) for p in sp.parameters}} for sp in loaded])
+        return 0
+    for sp in loaded:
+        print(f"{sp.name:<12} {sp.description}")
     return 0
 
 
@@ -815,21 +832,30 @@ def _cmd_devices(args: argparse.Namespace) -> int:
         raise AutotuneError(f"no OpenCL device found; {runtimes.cpu_fix()}")
     built = device.build_checks(found, recheck=args.recheck)
     default, trouble = _default_devices() if any(b.ok for b in built.values()) else (None, None)
-    print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} "
-          f"{'local':>9}  builds")
-    for d, _ in found:
-        check = built[d.selector]
-        mark = "yes" + (" (default)" if d.selector in (default or ()) else "") if check.ok else f"NO: {check.message}"
-        print(f"{d.selector:<9} {d.device_type:<5} {d.name[:36]:<36} {d.platform[:30]:<30} "
-              f"{d.compute_units:>4} {d.max_work_group_size:>6} {d.local_mem_size // 1024:>5} KiB  {mark}")
-    print("\nuse --device with a selector (e.g. 0:0) or a name substring (e.g. nvidia, intel); profile: <slug>.yaml")
-    for d, _ in found:
-        print(f"  {d.selector}: {d.slug}")
+    if args.json:
+        _print_json([{**asdict(d), "slug": d.slug, "builds": built[d.selector].ok,
+                      "why_not": None if built[d.selector].ok else built[d.selector].message,
+                      "default": d.selector in (default or ())} for d, _ in found])
+    else:
+        _print_devices(found, built, default or set())
     if default is None:
         raise AutotuneError(f"no device can run OpenCL kernels; {runtimes.cpu_fix()}")
     if trouble is not None:  # after the table, which is what it asks the user to look at
         raise trouble
     return 0
+
+
+def _print_devices(found: Sequence[Any], built: Mapping[str, Any], default: set[str]) -> None:
+    print(f"{'selector':<9} {'type':<5} {'device':<36} {'platform':<30} {'CUs':>4} {'max WG':>6} "
+          f"{'local':>9}  builds")
+    for d, _ in found:
+        check = built[d.selector]
+        mark = "yes" + (" (default)" if d.selector in default else "") if check.ok else f"NO: {check.message}"
+        print(f"{d.selector:<9} {d.device_type:<5} {d.name[:36]:<36} {d.platform[:30]:<30} "
+              f"{d.compute_units:>4} {d.max_work_group_size:>6} {d.local_mem_size // 1024:>5} KiB  {mark}")
+    print("\nuse --device with a selector (e.g. 0:0) or a name substring (e.g. nvidia, intel); profile: <slug>.yaml")
+    for d, _ in found:
+        print(f"  {d.selector}: {d.slug}")
 
 
 def _default_devices() -> tuple[set[str], AutotuneError | None]:
@@ -864,35 +890,33 @@ def _cmd_show(args: argparse.Namespace) -> int:
             return own
         return specs.load(kernel) if kernel in builtin else None
 
-    shown = 0
+    mine = target.info.profile_header() if target.info is not None else None
+    shown, listed = 0, []
     for folder in folders:
         path = profiles.path_for(target.slug, folder)
         doc = profiles.read(path, check_entries=False)  # a malformed entry is listed, not fatal
-        kernels = doc.get("kernels") or {}
-        for kernel in sorted(kernels):
+        for kernel in sorted(doc.get("kernels") or {}):
             if wanted and kernel != wanted:
                 continue
-            if not shown:
-                print(target.title)
             broken: list[ProfileError] = []
-            entries = profiles.entries(doc, kernel, str(path), broken.append)
-            known = current(kernel)
-            unchecked = "" if known is not None else \
-                "  (not a built-in kernel: give its spec's path to mark stale entries)"
-            mine = target.info.profile_header() if target.info is not None else None
-            other = profiles.written_for_another(doc.get("device"), mine) if mine is not None else None
-            elsewhere = f"  (written for {other}: load_kernel uses it here, with a warning)" if other else ""
-            ours = folder == settings.profiles_dir()  # runs write here only
-            _show_entries(f"{kernel}  [{path}]{elsewhere}{unchecked}", entries, known,
-                          None if other else mine, ours)
-            for exc in broken:
-                print(f"  {str(exc).removeprefix(f'{path}: ')} (load_kernel skips it; {_remedy('', ours)})")
-            shown += len(entries) + len(broken)
+            block = _ShowBlock(kernel, path, profiles.entries(doc, kernel, str(path), broken.append),
+                               tuple(broken), current(kernel),
+                               profiles.written_for_another(doc.get("device"), mine) if mine is not None else None,
+                               folder == settings.profiles_dir())  # runs write here only
+            if not args.json:
+                _print_block(block, target.title if not shown else None, mine)
+            listed.append(block)
+            shown += len(block.entries) + len(broken)
     if not shown and args.kernel:
         specs.resolve(args.kernel)  # neither tuned here nor a kernel: an error, as for run
-    if not shown and target.info is None:
+    if args.json:
+        _print_json({"device": target.title, "slug": target.slug, "present": target.info is not None,
+                     "profiles": [b.to_json(mine) for b in listed]})
+    if shown or args.json:
+        return 0
+    if target.info is None:
         print(f"no tuned entries for {args.kernel or 'any kernel'} on {target.title}")
-    elif not shown:
+    else:
         info = target.info
         what = f"{args.kernel} on " if args.kernel else ""
         on = f" -d {shlex.quote(args.device)}" if args.device else ""
@@ -903,6 +927,45 @@ def _cmd_show(args: argparse.Namespace) -> int:
             f", and it cannot be tuned here, since it cannot run OpenCL kernels: {check.message}"
         print(f"no tuned entries for {what}{info.name}{advice}")
     return 0
+
+
+@dataclass(frozen=True)
+class _ShowBlock:
+    """One kernel's entries in one profile file, as ``show`` lists them."""
+
+    kernel: str
+    path: Any
+    entries: list[Any]
+    broken: tuple[ProfileError, ...]
+    spec: Any  # what the entries are checked against; None: not known here
+    other: str | None  # the device the file was written for, where not this one
+    ours: bool  # the profile runs write to
+
+    def to_json(self, mine: Mapping[str, Any] | None) -> dict[str, Any]:
+        from .profiles import written_for_another
+
+        def entry(e: Any) -> dict[str, Any]:
+            why = None if self.spec is None else self.spec.unusable(e)
+            return {**e.to_yaml(), "usable": None if self.spec is None else why is None, "skipped_because": why,
+                    "measured_on_another_device": written_for_another(e.device, mine)
+                    if mine is not None and self.other is None else None}
+
+        return {"kernel": self.kernel, "path": str(self.path), "written_for_another_device": self.other,
+                "checked": self.spec is not None, "entries": [entry(e) for e in self.entries],
+                "malformed": [str(exc) for exc in self.broken]}
+
+
+def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] | None) -> None:
+    """``block`` as show's table, under the device's ``title`` where this is the first."""
+    if title is not None:
+        print(title)
+    unchecked = "" if block.spec is not None else \
+        "  (not a built-in kernel: give its spec's path to mark stale entries)"
+    elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
+    _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block.entries, block.spec,
+                  None if block.other else mine, block.ours)
+    for exc in block.broken:
+        print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy('', block.ours)})")
 
 
 @dataclass(frozen=True)

@@ -237,3 +237,39 @@ def test_show_with_a_file_where_the_profiles_folder_goes_says_so(monkeypatch, ca
     assert cli.main(["show", "-d", "0:0"]) == 1
     err = capsys.readouterr().err
     assert "profiles is not a folder, and profiles are kept in it; move it aside" in err and "Traceback" not in err
+
+
+def test_devices_show_and_list_print_json_for_scripts(monkeypatch, capsys) -> None:
+    """Trial 39: a script had to parse the tables; --json gives what the tables say, each
+    entry with whether load_kernel can use it and why not."""
+    import json
+
+    from autotune import cli
+    from autotune import spec as specs
+
+    found, checks = _found(("CPU", True), ("CPU", False))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    assert cli.main(["devices", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [(d["selector"], d["builds"], d["default"], d["slug"]) for d in listed] == [
+        ("0:0", True, True, found[0][0].slug), ("1:0", False, False, found[1][0].slug)]
+    assert listed[1]["why_not"] == checks["1:0"].message and listed[0]["why_not"] is None
+    reverse = specs.load("reverse")
+    params = reverse.without_flags(reverse.default_config)
+    for n, spec_hash in ((100, reverse.spec_hash), (1000, "older")):
+        save_winner(found[0][0], {"N": n}, params, kernel="reverse", spec_hash=spec_hash)
+    assert cli.main(["show", "reverse", "--json", "-d", "0:0"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["present"] and shown["slug"] == found[0][0].slug
+    (block,) = shown["profiles"]
+    assert block["kernel"] == "reverse" and block["checked"] and block["malformed"] == []
+    by_n = {e["problem"]["N"]: e for e in block["entries"]}
+    assert by_n[100]["skipped_because"] is None and by_n[100]["usable"] and by_n[100]["params"] == params
+    assert not by_n[1000]["usable"] and by_n[1000]["skipped_because"].startswith("stale")
+    assert cli.main(["show", "mul1", "--json", "-d", "0:0"]) == 0  # nothing tuned: an empty list, no prose
+    assert json.loads(capsys.readouterr().out)["profiles"] == []
+    assert cli.main(["list", "--json"]) == 0
+    kernels = {k["name"]: k for k in json.loads(capsys.readouterr().out)}
+    assert set(kernels) == set(specs.builtin_names()) and kernels["reverse"]["problem"] == reverse.default_problem()
+    assert "WG" in kernels["reverse"]["parameters"]

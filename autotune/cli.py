@@ -792,11 +792,18 @@ def _report_command(report: Any, storage: str | None) -> str | None:
 def _absolute(storage: str) -> str:
     """A SQLite URL with its path made absolute, so that the command works from any folder
     (trial 28: ``sqlite:///rel.db`` was echoed as given)."""
+    from urllib.parse import quote
+
+    from .study import sqlite_path
+
     prefix = "sqlite:///"
     path = storage[len(prefix):] if storage.startswith(prefix) else ""
-    if path and not path.startswith("/") and path != ":memory:":
-        return prefix + os.path.abspath(path)
-    return storage
+    if not path or path.startswith("/") or path.startswith(":memory:"):
+        return storage
+    # the folder's name escaped, as the URL's own part is (trial 43: a folder named `w d%?` or
+    # `p%41` made the printed command read another database, or none)
+    query = storage.partition("?")[1:]
+    return prefix + quote(os.path.abspath(sqlite_path(storage)), safe="/") + "".join(query)
 
 
 def _valid_space(report: Any) -> str:
@@ -1134,6 +1141,10 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
                 if all(other is not o for o in used):
                     why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"
                     print(f"    not {label(other)}: {why}")
+            for other, start in zip(used, starts, strict=True):
+                if replay.not_recorded(rec, start):
+                    print(f"    {label(other)}: its winner is not recorded here (it did not build, or was not "
+                          "measured); a recorded configuration one parameter away is measured instead")
         seeds = range(args.seed, args.seed + args.seeds)
         summary = replay.replay_seeds(rec, args.trials, seeds, Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target), starts=starts)

@@ -57,6 +57,8 @@ class DeviceInfo:
             "max_work_item_sizes": self.max_work_item_sizes,
             "global_mem_size": self.global_mem_size,
             "is_gpu": self.is_gpu,
+            # not a name expressions may use (spec.DEVICE_FACTS): scratch sizes are checked against it
+            "max_mem_alloc_size": self.max_mem_alloc_size,
         }
 
     def profile_header(self) -> dict[str, Any]:

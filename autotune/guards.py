@@ -138,8 +138,10 @@ _KERNELS = re.compile(rf"[\w.]+: (?:written|read) (?:past its end|before its sta
                       rf"scratch\.\w+(?:, scratch\.\w+)*: {UNWRITTEN}")
 
 
-def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int]) -> str:
-    """The reason for reads found in ``zones`` of arrays of ``sizes`` bytes (see Bench._read_outside)."""
+def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int],
+                 there: str = "every bit set: NaN, or -1 or the largest integer") -> str:
+    """The reason for reads found in ``zones`` of arrays of ``sizes`` bytes (see
+    Bench._read_outside), whose bytes were ``there``."""
     parts = []
     for what in dict.fromkeys(w for w, _ in zones):
         sides = {s for w, s in zones if w == what}
@@ -149,6 +151,6 @@ def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int]) -> str:
     found = {s for _, s in zones}
     examples = (["x[i - 1] at the first item"] if "before" in found else []) + (
         ["x[i + 1] at the last item"] if "after" in found else [])
-    return (f"{'; '.join(parts)}, so the result depends on the bytes there (here every bit set: NaN, or -1 or the "
-            f"largest integer; in an application another array's); work-items must not read outside an array "
+    return (f"{'; '.join(parts)}, so the result depends on the bytes there (here {there}; "
+            f"in an application another array's); work-items must not read outside an array "
             f"(check the kernel's bounds, such as {' or '.join(examples)})")

@@ -26,7 +26,8 @@ import numpy as np
 import pyopencl as cl
 
 from . import capture
-from .errors import SpecError
+from .errors import ProblemError, SpecError
+from .signatures import by_value_types, cast
 from .space import Geometry, geometry
 from .spec import KernelSpec, Value
 
@@ -214,6 +215,7 @@ class Launch:
         program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
         self.wg_limits: dict[str, int] = {}  # entry -> CL_KERNEL_WORK_GROUP_SIZE, for autotune.limits
         self.kernels = [self._kernel(program, step, ctx.devices[0]) for step in self.geometry.steps]
+        self._types = [by_value_types(spec.source, step.entry, len(step.args)) for step in self.geometry.steps]
         extra = guard or (lambda nbytes: 0)
         self.scratch = {
             name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes + extra(nbytes), 4))
@@ -268,8 +270,8 @@ class Launch:
         in_order = not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
         with self._lock:
             first = [*(wait_for or []), *([self._last] if self.scratch and self._last is not None else [])]
-            for kernel, step in zip(self.kernels, self.geometry.steps, strict=True):
-                kernel.set_args(*(self._arg(name, named) for name in step.args))
+            for kernel, step, types in zip(self.kernels, self.geometry.steps, self._types, strict=True):
+                kernel.set_args(*(self._arg(name, named, kind) for name, kind in zip(step.args, types, strict=True)))
                 after = (first or None) if not events else None if in_order else events[-1:]
                 try:
                     events.append(cl.enqueue_nd_range_kernel(
@@ -281,13 +283,17 @@ class Launch:
             self._last = events[-1] if events else None
         return events
 
-    def _arg(self, name: str, named: Mapping[str, Any]) -> Any:
+    def _arg(self, name: str, named: Mapping[str, Any], kind: Any) -> Any:
+        """The value of argument ``name``, a problem key as the kernel's ``kind`` (int where unknown)."""
         if name in self.scratch:
             return self.scratch[name]
         if name in named:
             return named[name]
-        if isinstance(self.problem.get(name), int):
-            return np.int32(self.problem[name])
+        if isinstance(value := self.problem.get(name), int):
+            if (bound := cast(value, np.dtype(kind or np.int32))) is None:
+                raise ProblemError(f"{name}={value} does not fit the {np.dtype(kind or np.int32).name} the kernel "
+                                   f"takes it as; declare it long in the kernel")
+            return bound
         raise unknown_argument(self.spec, name)
 
 

@@ -27,6 +27,26 @@ from .space import check as check_config
 from .spec import KernelSpec, Value
 from .verify import POISON_BYTE, Expected, vacuous, without_unwritten_advice
 
+#: The bytes the leaders' check again (measure's ``strict``) fills the zones and the outputs'
+#: and scratch buffers' elements with, one verification each: NaN (-1 in an integer array), then
+#: the largest and a very negative finite value (3.4e38 and -1.7e38 as floats, 2139062143 and
+#: -16843010 as int32). A read outside an array that fmax(), max() or min() hides when it is NaN or
+#: -1 shows with one of the others, and an output element the kernel leaves unwritten shows
+#: though its wanted value is -1 (trial 45: both verified and were saved).
+STRICT_BYTES = (POISON_BYTE, 0x7F, 0xFE)
+
+
+def _as_values(byte: int) -> str:
+    """``byte`` repeated, as floats and ints read it.
+
+        >>> _as_values(0x7F)
+        '0x7f bytes (3.4e+38 as a float, 2139062143 as an int)'
+    """
+    word = bytes([byte] * 4)
+    return (f"{byte:#04x} bytes ({np.frombuffer(word, np.float32)[0]:.3g} as a float, "
+            f"{np.frombuffer(word, np.int32)[0]} as an int)")
+
+
 _K = TypeVar("_K")  # a place verification fills with NaN: a guard zone's key, a scratch buffer's name
 
 
@@ -168,6 +188,9 @@ def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:
         raise
     except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
         raise SpecError(f"{spec.reference}: {fn.__name__}() raised {exc!r}") from exc
+    except SystemExit as exc:  # trial 45: sys.exit(3) there ended autotune with status 3 and no word
+        raise SpecError(f"{spec.reference}: {fn.__name__}() called sys.exit({exc.code!r}); return its "
+                        "result instead") from None
 
 
 @contextmanager
@@ -212,7 +235,7 @@ class Bench:
         self.cache = ProgramCache(timing.compile_threads, program_cache)
         self.args: dict[str, Any] = {}
         self._zones: dict[str, guards.Zone] = {}  # each array's allocation, with its guard zones
-        self._strict = False  # see measure()
+        self._fill: int | None = None  # the strict check's byte (see measure()); None: the search's
         for name, value in workload.inputs.items():
             if isinstance(value, np.ndarray):
                 byte = guards.GUARD_BYTE if name in spec.outputs else guards.READ_GUARD_BYTE
@@ -234,12 +257,12 @@ class Bench:
         A launch (warm-up or timed) slower than ``cutoff_ms`` ends the timing there: that one
         time is the result, marked ``pruned`` (a candidate that far behind cannot win).
         ``verify=False`` only times (a workload without expected outputs). ``strict`` (the
-        leaders' check again): the zones of outputs and scratch buffers hold NaN too, as those
-        of the arrays the kernels only read, so that a read past their end shows (trial 38: an
-        in-place output's y[n] read 0xA5's bytes, a float near 0, and passed); a write there
-        was looked for when the search verified the configuration with 0xA5.
+        leaders' check again): verified once per byte of :data:`STRICT_BYTES`, which fills every
+        zone (those of outputs and scratch buffers too, so that a read past their end shows;
+        trial 38: an in-place output's y[n] read 0xA5's bytes, a float near 0, and passed; a
+        write there was looked for when the search verified the configuration with 0xA5) and
+        poisons the outputs and scratch buffers.
         """
-        self._strict = strict
         t0 = time.perf_counter()
         params = dict(params)
         reason = check_config(self.spec, params, self.problem, self.facts)
@@ -249,7 +272,7 @@ class Bench:
             launch = Launch(self.ctx, self.spec, params, self.problem, self.facts, self.cache,
                             guard=guards.guard_size)
             build_s = time.perf_counter() - t0
-            errors = self._verify(launch) if verify else (None, None)
+            errors = (self._verify_strictly(launch) if strict else self._verify(launch)) if verify else (None, None)
             if isinstance(errors, Measurement):
                 return replace(errors, params=params, build_s=build_s,
                                wall_s=time.perf_counter() - t0, wg_limits=launch.wg_limits)
@@ -265,15 +288,12 @@ class Bench:
         its outputs and scratch buffers too (see measure()'s ``strict``), or None where it
         verifies: for load_kernel's first use, whose pick is saved after one measure() (trial
         40: it picked a configuration that read past an in-place output's end)."""
-        self._strict = True
         try:
             launch = Launch(self.ctx, self.spec, dict(params), self.problem, self.facts, self.cache,
                             guard=guards.guard_size)
-            failed = self._verify(launch)
+            failed = self._verify_strictly(launch)
         except CandidateError as exc:
             return Measurement(Status(exc.status), str(exc), params=dict(params))
-        finally:
-            self._strict = False
         return replace(failed, params=dict(params)) if isinstance(failed, Measurement) else None
 
     def _finish(self, events: list[cl.Event]) -> None:
@@ -282,7 +302,52 @@ class Bench:
         except cl.Error as exc:
             raise CandidateError("launch_error", f"while running: {exc}", context_lost=True) from None
 
+    def _verify_strictly(self, launch: Launch) -> tuple[float | None, float | None] | Measurement:
+        """:meth:`_verify` with each of :data:`STRICT_BYTES` in every zone and unwritten element;
+        the first failure, saying which byte showed it, else the first pass's errors."""
+        verdicts = []
+        try:
+            for byte in STRICT_BYTES:
+                self._fill = byte
+                verdicts.append(self._verify(launch))
+                if isinstance(failed := verdicts[-1], Measurement):
+                    return failed if byte == POISON_BYTE else replace(failed, message=(
+                        f"verified again with {_as_values(byte)} where the search had NaN (-1 in integers), "
+                        f"around each array and in each element before it is written: {failed.message}"))
+        finally:
+            self._fill = None
+        return verdicts[0]
+
     def _verify(self, launch: Launch) -> tuple[float | None, float | None] | Measurement:
+        verdict = self._verify_outputs(launch)
+        changed = self._restore_inputs()
+        if not changed:
+            return verdict
+        listed = " and ".join(changed)
+        why = (f"it changed its input{'s' if len(changed) > 1 else ''} {listed}, which the spec does not list among "
+               "its outputs: a second call would read what it wrote, and an application's data would be lost "
+               f"(declare {listed} `const` in the kernel, or, if it is updated on purpose, list it under outputs "
+               "and `inplace`)")
+        if isinstance(verdict, Measurement):  # the outputs' failure first: it may say why (args in another order)
+            return replace(verdict, message=f"{verdict.message}; also, {why}")
+        return Measurement(Status.WRONG_RESULT, why)
+
+    def _restore_inputs(self) -> list[str]:
+        """The input arrays the launches changed (a kernel that writes what it should only read),
+        each copied back from the workload: else every configuration measured after it reads
+        what it wrote and fails (trial 42)."""
+        changed = []
+        for name, given in self.workload.inputs.items():
+            if name in self.spec.outputs or not isinstance(given, np.ndarray):
+                continue
+            got = np.empty_like(given)
+            cl.enqueue_copy(self.queue, got, self.args[name])
+            if got.tobytes() != given.tobytes():
+                changed.append(name)
+                cl.enqueue_copy(self.queue, self.args[name], given)
+        return changed
+
+    def _verify_outputs(self, launch: Launch) -> tuple[float | None, float | None] | Measurement:
         if overrun := self._run(launch):
             return Measurement(Status.WRONG_RESULT, overrun)
         checked = self._check_outputs()
@@ -312,12 +377,12 @@ class Bench:
             if name in self.spec.inplace:  # read and written: start from the inputs' values
                 cl.enqueue_copy(self.queue, buf, self.workload.inputs[name])
             else:  # poisoned, so an element the kernel never writes cannot pass
-                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(POISON_BYTE), 0, self._zones[name].size)
+                cl.enqueue_fill_buffer(self.queue, buf, np.uint8(self._poison), 0, self._zones[name].size)
         # a scratch buffer starts undefined (load_kernel's holds the previous call's values): poisoned
         # too, so that a kernel that reads an element before writing it (partial[g] += t) cannot pass
         for name, nbytes in launch.geometry.scratch:
             if nbytes:
-                cl.enqueue_fill_buffer(self.queue, launch.scratch[name], np.uint8(0 if name in clear else POISON_BYTE),
+                cl.enqueue_fill_buffer(self.queue, launch.scratch[name], np.uint8(0 if name in clear else self._poison),
                                        0, nbytes)
         zones = self._guarded(launch)
         guards.fill(self.queue, zones, zeroed)
@@ -328,13 +393,16 @@ class Bench:
         """The reason for ``failure`` where the kernels read outside an array they only read (see
         :meth:`_culprits`; a read whose value does not reach the outputs is not seen)."""
         zones = self._guarded(launch)
-        keys = [(z.what, side) for z in zones if z.byte == guards.READ_GUARD_BYTE for side, _, _ in z.sides()]
+        read = guards.READ_GUARD_BYTE if self._fill is None else self._fill
+        keys = [(z.what, side) for z in zones if z.byte == read for side, _, _ in z.sides()]
         found, rest = self._culprits(keys, lambda zeroed: self._run(launch, zeroed=zeroed))
         if not found:
             return None
-        reason = guards.read_outside(found, {z.what: z.size for z in zones})
+        fill = "NaN" if self._poison == POISON_BYTE else f"{self._poison:#04x} bytes"
+        reason = guards.read_outside(found, {z.what: z.size for z in zones},
+                                     *(() if self._poison == POISON_BYTE else (fill,)))
         also = f"; with 0 there, still: {rest.message}" if isinstance(rest, Measurement) else ""
-        return f"{reason}; with NaN there: {without_unwritten_advice(failure)}{also}"
+        return f"{reason}; with {fill} there: {without_unwritten_advice(failure)}{also}"
 
     def _read_unwritten(self, launch: Launch, failure: str) -> str | None:
         """The reason for ``failure`` where the kernels read a scratch buffer before writing it
@@ -370,11 +438,20 @@ class Bench:
 
     def _outputs_marks(self) -> list[bytes]:
         """Each output's non-finite elements (floats) or its values (integers), to compare runs:
-        which elements are NaN does not depend on the order of a float reduction."""
+        which elements are NaN does not depend on the order of a float reduction. With a finite
+        fill (:data:`STRICT_BYTES`), elements of half its size or more count as non-finite: the
+        fill's value that reached them."""
         marks = []
         for name in self.spec.outputs:
             got = self._output(name)
-            marks.append((~np.isfinite(got) if np.issubdtype(got.dtype, np.inexact) else got).tobytes())
+            if not np.issubdtype(got.dtype, np.inexact):
+                marks.append(got.tobytes())
+                continue
+            bad = ~np.isfinite(got)
+            if self._fill is not None:
+                fill = abs(np.frombuffer(bytes([self._fill]) * got.itemsize, got.dtype)[0])
+                bad |= np.abs(got) >= fill / 2 if np.isfinite(fill) else False
+            marks.append(bad.tobytes())
         return marks
 
     def _output(self, name: str) -> np.ndarray:
@@ -402,7 +479,12 @@ class Bench:
             guards.Zone(f"scratch.{name}", launch.scratch[name], 0, nbytes,
                         f"the spec's scratch.{name} size, or the kernel's bounds", guards.GUARD_BYTE)
             for name, nbytes in launch.geometry.scratch)]
-        return [replace(z, byte=guards.READ_GUARD_BYTE) for z in zones] if self._strict else zones
+        return zones if self._fill is None else [replace(z, byte=self._fill) for z in zones]
+
+    @property
+    def _poison(self) -> int:
+        """The byte outputs and scratch buffers start the launch with."""
+        return POISON_BYTE if self._fill is None else self._fill
 
     def _inplace_hint(self, name: str, got: np.ndarray) -> str:
         """Advice where ``name`` came back with NaNs and inputs() gives it values: a kernel that

@@ -59,6 +59,9 @@ class Entry:
     #: written where the profile's device block came to name another device (a pick or run on
     #: another machine rewrote the block), else the block's; None until it is saved.
     device: Mapping[str, Any] | None = None
+    #: The spec file that tuned it (KernelSpec.file_id), to tell another spec of the kernel's
+    #: name from another version of this one; None: not recorded (written before it was).
+    spec_file: str | None = None
 
     def to_yaml(self) -> dict[str, Any]:
         d = asdict(self)
@@ -99,6 +102,7 @@ class Entry:
                 extra=dict(raw.get("extra") or {}),
                 study=str(raw["study"]) if raw.get("study") is not None else None,
                 device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
+                spec_file=str(raw["spec_file"]) if raw.get("spec_file") is not None else None,
             )
         except (TypeError, ValueError, OverflowError) as exc:
             raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None

@@ -42,6 +42,7 @@ def entry(spec: KernelSpec, problem: Mapping[str, Any], best: Measurement, trial
         trials=trials,
         tuned_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         spec_hash=spec.spec_hash,
+        spec_file=spec.file_id,
         partial=partial,
         baseline_ms=round(base.median_ms, 6) if base else None,
         spread_ms=(round(best.spread[0], 6), round(best.spread[1], 6)),

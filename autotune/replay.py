@@ -22,6 +22,7 @@ import json
 import math
 import re
 import statistics
+import warnings
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .device import DeviceInfo
-from .errors import ProblemError, warn
+from .errors import AutotuneWarning, ProblemError, warn
 from .expr import Expr
 from .proposer import Sampler
 from .result import Measurement, Status
@@ -432,12 +433,17 @@ def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int
 
     ev = RecordedEvaluator(rec, stop_at_ms=rec.optimum_ms * (1 + target))
     try:
-        # warm_start off: a replay's other devices are its ``starts``, not the user's profiles
-        # (reading those cost 30 ms a seed, for a kernel name no profile holds)
-        tune(spec_for(rec, starts), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
-                                                storage=":memory:", save=False, prune=0, compile_ahead=ahead,
-                                                warm_start=False),
-             evaluator=ev, info=device_for(rec))
+        with warnings.catch_warnings():
+            # a start not recorded here is another device's winner, not a spec's hint to fix
+            # (trial 43: "fix the spec's hints[0]"); `replay` says so of each (not_recorded)
+            warnings.filterwarnings("ignore", r".*'s hints\[\d+\] is not valid for its own default problem",
+                                    AutotuneWarning)
+            # warm_start off: a replay's other devices are its ``starts``, not the user's profiles
+            # (reading those cost 30 ms a seed, for a kernel name no profile holds)
+            tune(spec_for(rec, starts), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
+                                                    storage=":memory:", save=False, prune=0, compile_ahead=ahead,
+                                                    warm_start=False),
+                 evaluator=ev, info=device_for(rec))
     except TargetReached:
         pass
     return summarize(ev.order, rec.optimum_ms, target, seed)
@@ -458,6 +464,12 @@ def warm_starts(rec: Recorded, others: Sequence[Recorded]) -> tuple[list[dict[st
             starts.append(c)
             used.append(other)
     return starts, used
+
+
+def not_recorded(rec: Recorded, start: Mapping[str, Value]) -> bool:
+    """Whether a start (another recording's winner, adopted) is not a configuration ``rec``
+    recorded as built: the tuner measures a recorded one a parameter away instead."""
+    return rec.outcome(start) in (None, _INVALID)
 
 
 def unusable(rec: Recorded, other: Recorded) -> str | None:

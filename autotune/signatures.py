@@ -32,6 +32,10 @@ from .spec import KernelSpec
 _TYPES = {"half": np.float16, "float": np.float32, "double": np.float64,
           "short": np.int16, "ushort": np.uint16, "int": np.int32, "uint": np.uint32,
           "long": np.int64, "ulong": np.uint64}
+#: The numpy type a number is passed as to an argument taken by value, by its declared type.
+_BY_VALUE = {**_TYPES, "char": np.int8, "uchar": np.uint8, "int8_t": np.int8, "uint8_t": np.uint8,
+             "int16_t": np.int16, "uint16_t": np.uint16, "int32_t": np.int32, "uint32_t": np.uint32,
+             "int64_t": np.int64, "uint64_t": np.uint64}
 _QUALIFIERS = {"__global", "global", "__constant", "constant", "__local", "local", "__private",
                "private", "const", "restrict", "__restrict", "volatile", "__read_only", "read_only",
                "__write_only", "write_only", "unsigned"}
@@ -198,7 +202,7 @@ def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, 
                 continue
             matching = [args[position] for kernel, args in definitions if kernel == entry and len(args) == len(names)]
             kinds = {kind for _, kind, pointer in matching if not pointer}
-            if len(kinds) == 1 and (kind := next(iter(kinds))) in _TYPES:
+            if len(kinds) == 1 and (kind := next(iter(kinds))) in _BY_VALUE:  # trial 45: char, uchar
                 out[name] = _scalar(spec, entry, name, kind, value)
             elif kinds and isinstance(value, (int, float)):  # none: a buffer, or args miscounted (said later)
                 raise SpecError(
@@ -208,8 +212,23 @@ def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, 
     return out
 
 
+def by_value_types(source: str, entry: str, count: int) -> tuple[Any, ...]:
+    """The numpy type of each of kernel ``entry``'s ``count`` arguments that it takes by value
+    as a number (None for the others, or where the definition cannot be read): what an integer
+    problem key passed there is bound as (trial 42: always int32, so `long n` failed).
+
+        >>> by_value_types("__kernel void k(__global float* x, long n, uint m) {}", "k", 3)
+        (None, <class 'numpy.int64'>, <class 'numpy.uint32'>)
+    """
+    for name, parts in reversed(_kernels(source)):  # the last definition, as declared() takes
+        if name == entry and len(parts) == count:
+            args = [_argument(p) for p in parts]
+            return tuple(None if a is None or a[2] else _BY_VALUE.get(a[1]) for a in args)
+    return (None,) * count
+
+
 def _scalar(spec: KernelSpec, entry: str, name: str, kind: str, value: Any) -> Any:
-    out = cast(value, np.dtype(_TYPES[kind]))
+    out = cast(value, np.dtype(_BY_VALUE[kind]))
     if out is None:
         raise SpecError(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as {kind}, which cannot "
                         f"hold {value!r} from inputs(); return a value of that type, or change the kernel's")

@@ -115,6 +115,10 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
         over = _over_work_group_limits(step.local_size, facts)
         if over:
             return f"{step.entry}: {over}"
+    most = facts.get("max_mem_alloc_size") or facts.get("global_mem_size")  # 0: unknown
+    for name, nbytes in geo.scratch:
+        if most and nbytes > most:  # trial 45: the allocation's error ended the run with a traceback
+            return f"scratch.{name}: {nbytes} bytes > the device's largest allocation ({most} bytes)"
     return None
 
 

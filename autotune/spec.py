@@ -416,9 +416,13 @@ def lint(spec: KernelSpec) -> list[str]:
     Example: ``ORDER: [contiguous, strided]`` defines ``ORDER``, ``ORDER_CONTIGUOUS`` and
     ``ORDER_STRIDED``; a template that tests ``ORDER_contiguous`` gets neither branch it meant.
     """
-    words = set(re.findall(r"[A-Za-z_]\w*", spec.source))
+    # a name given only a default (#ifndef WPT / #define WPT 1) is not used (trial 42: a typo in
+    # `#if USE_LOCL` left USE_LOCAL mentioned by its default alone, and no warning)
+    stripped, defaulted = _DEFAULT_LINES.sub(" ", spec.source), set(_DEFAULT_LINES.findall(spec.source))
+    words = set(re.findall(r"[A-Za-z_]\w*", stripped))
     # a near miss is a name the template uses, not a pragma's own word (`#pragma unroll`)
-    upper = {w.upper(): w for w in re.findall(r"[A-Za-z_]\w*", _PRAGMA.sub(" ", spec.source))}
+    used = re.findall(r"[A-Za-z_]\w*", _PRAGMA.sub(" ", stripped))
+    upper = {w.upper(): w for w in used}
     geometry = [e for step in spec.launch for e in (*step.global_size, *(step.local_size or ()),
                                                      *((step.when,) if step.when else ()))]
     geometry += [e for _, e in spec.scratch]
@@ -430,10 +434,12 @@ def lint(spec: KernelSpec) -> list[str]:
         names = [p.name, *(k for v in p.values for k in _macros(p.name, v) if k != p.name)]
         if any(n in words for n in names):
             continue
-        near = [f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper]
+        near = [f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper] or [
+            f"{close[0]} (the macro is {n})" for n in names if (close := _near(n, set(used) - set(names)))]
         hint = f"; it mentions {', '.join(near)}" if near else ""
-        out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} never "
-                   f"mentions {' or '.join(names)}{hint}")
+        seen = "only gives it a default (#ifndef) and never uses" if p.name in defaulted else "never mentions"
+        out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} {seen} "
+                   f"{' or '.join(names)}{hint}")
     return out + _misnamed_defaults(spec, words) + _stepless(spec) + _failing(spec)
 
 
@@ -531,6 +537,14 @@ def _combinations(spec: KernelSpec, names: Iterable[str], most: int) -> list[dic
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")
 _DEFAULTED = re.compile(r"#\s*ifndef\s+(\w+)|#\s*if\s+!\s*defined\s*\(?\s*(\w+)")
+#: The lines of a template default: ``#ifndef WPT``, then ``#define WPT ...``.
+_DEFAULT_LINES = re.compile(r"^[ \t]*#[ \t]*(?:ifndef|if[ \t]+!?[ \t]*defined)[ \t(]*(\w+).*\n"
+                            r"[ \t]*#[ \t]*define[ \t]+\1\b", re.M)
+
+
+def _near(name: str, words: set[str]) -> list[str]:
+    """The one word of ``words`` that looks most like ``name``, if any is close (a typo)."""
+    return difflib.get_close_matches(name, sorted(words), n=1, cutoff=0.85)
 
 
 def _macros(name: str, value: Any) -> dict[str, Value]:
@@ -1056,7 +1070,8 @@ def _spec_hash(source: str, raw: Mapping[str, Any]) -> str:
     return hashlib.sha256(source.encode() + b"\0" + canonical).hexdigest()[:16]
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$')
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"\s*(?://.*|/\*.*)?$')  # a comment may follow
+_ANY_INCLUDE = re.compile(r"^\s*#\s*include\b")
 _IF_OPENS = re.compile(r"^\s*#\s*if(n?def)?\b")
 _IF_CLOSES = re.compile(r"^\s*#\s*endif\b")
 _COMMENT_MARKS = re.compile(r'//|/\*|"(?:\\.|[^"\\])*"')  # a string literal is skipped whole
@@ -1104,11 +1119,17 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
     depth = 0  # of #if blocks around this line
     commented = False  # whether this line starts inside a /* */ comment (trial 40: its #if counted)
     for n, line in enumerate(text.splitlines(), 1):
-        m = None if commented else _INCLUDE.match(line)
+        directive, commented = not commented, _ends_in_comment(line, commented)
+        m = _INCLUDE.match(line) if directive else None
+        if m is None and directive and depth == 0 and _ANY_INCLUDE.match(line):
+            # <file> or a macro: the compiler would look it up from the working folder, and an
+            # edit to it would not make the tuned entries stale (trial 45)
+            raise SpecError(f'{path}:{n}: write the include as #include "FILE" (a file beside the template, '
+                            f"which autotune inlines so that an edit to it makes tuned entries stale), not "
+                            f"{line.strip()!r}")
         if m is None:
-            if not commented:
+            if directive:
                 depth += 1 if _IF_OPENS.match(line) else -1 if _IF_CLOSES.match(line) else 0
-            commented = _ends_in_comment(line, commented)
             out.append(line)
             continue
         included = (path.parent / m.group(1)).resolve()
@@ -1124,7 +1145,8 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
             raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" not found beside it (nor among autotune's "
                             f"headers: {', '.join(h.name for h in sorted(data_dir('kernel_templates').glob('*.h')))})")
         if included in within or included == path.resolve():
-            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" includes itself")
+            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" includes itself (autotune inlines "
+                            "includes, so an include guard does not stop it)")
         out.append(expand_includes(included, (*within, path.resolve())).rstrip("\n"))
         out.append(f'#line {n + 1} "{path.name}"')
     return "\n".join(out) + "\n"
@@ -1167,7 +1189,7 @@ def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
         sys.modules[mod_name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as exc:  # user code: report it as a spec problem, not a crash
+        except (Exception, SystemExit) as exc:  # user code: report it as a spec problem, not a crash
             del sys.modules[mod_name]
             raise SpecError(f"{spec_path}: reference: importing {reference} failed: {exc!r}") from exc
     else:

@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import random
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -307,7 +308,7 @@ class _Run:
                                  optuna.samplers.RandomSampler(options.seed), spec.file_id)
         others = self.log.other_versions() if not self.log.seen else {}
         try:
-            _refuse_a_namesake(spec, others)
+            _refuse_a_namesake(spec, _studied_namesakes(others))
         except ProblemError:
             self.log.close()  # its writer thread
             raise
@@ -325,6 +326,7 @@ class _Run:
         self.limits = KernelLimits()
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))
+        self.valid = valid
         self.proposer = Proposer(options.sampler, valid, options.seed)
         self.model = ParzenSearch(valid, options.seed, listable=self.valid_count <= POOL_ALL) \
             if options.sampler is Sampler.TPE else None
@@ -601,6 +603,8 @@ class _Run:
         best, that choice (made around the old best) is dropped and made again.
         """
         broken, upcoming = SameBuildError(template=self.spec.template), None
+        failed: list[Mapping[str, Value]] = []  # the configurations that failed to build, while all did
+        contrast: dict[str, Value] | None = None
         # from a new study's baseline only (another worker's first trials are not its first); run
         # again, the search goes on past a wrong result that all share so far
         fresh = self.log.measured_total == 0 and self.due[:1] == [self.baseline]
@@ -645,13 +649,36 @@ class _Run:
                     dropped, upcoming = upcoming, None
                     self.drop(dropped)
                 self.say("trial", m, self.state)
+                failed += [m.params] if m.status is Status.COMPILE_ERROR and m.params is not None else []
                 if broken.add(m.status, m.message) and self.state.best is None:
-                    return "broken"
+                    # one more, sharing the fewest values with them: the first few can share the
+                    # value that breaks the build (trial 42: baseline, default and hint had PY=4)
+                    if contrast is None and (contrast := self._contrast(failed)) is not None:
+                        self.due.insert(0, contrast)
+                        if upcoming is not None:  # next, before the one chosen ahead
+                            self.turns -= upcoming.kind in TURNS
+                            dropped, upcoming = upcoming, None
+                            self.drop(dropped)
+                    elif contrast is None or config_key(m.params or {}) == config_key(contrast):
+                        return "broken"
                 if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
                     return "same wrong result"
         finally:
             left, upcoming = upcoming, None
             self.drop(left)
+
+    def _contrast(self, failed: Sequence[Mapping[str, Value]], draws: int = 200) -> dict[str, Value] | None:
+        """Of ``draws`` unmeasured valid configurations, one with the most parameters at a value
+        none of ``failed`` has; None where every one shares all its values with them."""
+        rng = random.Random(self.options.seed)
+        had = {p.name: {(type(v), v) for c in failed if (v := c.get(p.name)) is not None} for p in self.spec.parameters}
+
+        def new_values(c: Mapping[str, Value]) -> int:  # typed: 1 is not True
+            return sum((type(c[name]), c[name]) not in values for name, values in had.items())
+
+        drawn = [c for c in (self.valid.sample(rng) for _ in range(draws)) if c is not None and not self._seen(c)]
+        best = max(drawn, key=new_values, default=None)
+        return canonical(self.spec, best, self.problem, self.facts) if best and new_values(best) else None
 
     def _prefetch(self, evaluator: Evaluator, upcoming: _Candidate | None) -> None:
         """Announce what comes next, so the worker builds it while it times this one."""
@@ -833,19 +860,35 @@ class _Run:
             wall_s=wall_s, study_name=self.log.study.study_name)
 
 
-def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, int]) -> None:
+def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, str]) -> None:
     """ProblemError where another spec file that still exists gives its kernel this spec's name
-    and has trials at this problem and device: each run's entries would replace the other's in
-    the profile, as one spec's newer version replaces the older (trial 24)."""
-    for other, trials in others.items():
+    and has work at this problem and device (``others``: by spec file, what it has, in words):
+    each run's entries would replace the other's in the profile, as one spec's newer version
+    replaces the older (trial 24)."""
+    for other, work in others.items():
         if other in ("", spec.file_id) or (other != BUILTIN_FILE and not Path(other).is_file()):
             continue  # unrecorded, this file's own edits, or a file moved or renamed since
         what = f"autotune's own {spec.name} spec" if other == BUILTIN_FILE else other
         raise ProblemError(
-            f"{spec.path} names its kernel {spec.name!r}, as {what} does, whose {trials} trial"
-            f"{'s' if trials != 1 else ''} at this size on this device are in the study database: the two would "
+            f"{spec.path} names its kernel {spec.name!r}, as {what} does, whose {work}: the two would "
             "replace each other's profile entries; give this spec another `kernel:` name"
             + ("" if other == BUILTIN_FILE else f" (or, if it replaces {other}, move that file away)"))
+
+
+def _studied_namesakes(others: Mapping[str, int]) -> dict[str, str]:
+    """:func:`_refuse_a_namesake`'s ``others`` from a study database's trials by spec file."""
+    return {f: f"{n} trial{'s' if n != 1 else ''} at this size on this device are in the study database"
+            for f, n in others.items()}
+
+
+def _profiled_namesakes(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`_refuse_a_namesake`'s ``others`` from the profile's entries of this problem that
+    another version of a spec tuned, by the file that says it tuned them (trial 42: a run with
+    ``--storage :memory:`` saw no study of the other file's and replaced its tuned entry)."""
+    path = profiles.path_for(info.slug, settings.profiles_dir())
+    entries = profiles.entries(profiles.read(path, check_entries=False), spec.name, str(path), lambda _: None)
+    return {e.spec_file: f"tuned entry for this size is in {path}" for e in entries
+            if e.spec_file and dict(e.problem) == dict(problem) and e.spec_hash != spec.spec_hash and not e.picked}
 
 
 def _capped(limit: float, left: float | None) -> float:
@@ -881,6 +924,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
+        _refuse_a_namesake(spec, _profiled_namesakes(spec, info, prob))
     workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
     with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:

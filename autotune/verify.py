@@ -94,8 +94,13 @@ class Expected:
                 raise
             except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
                 raise SpecError(f"{self.spec.reference}: check() raised {exc!r}") from exc
+            except SystemExit as exc:  # as measure._call
+                raise SpecError(f"{self.spec.reference}: check() called sys.exit({exc.code!r}); return None "
+                                "or a message instead") from None
             if why is not None and not isinstance(why, str):
                 raise SpecError(f"{self.spec.reference}: check() must return None or a message, got {why!r}")
+            if why is not None and not why.strip():  # trial 45: "" passed, since it is false
+                why = f"{self.name}: check() returned an empty message, which is a failure (None is a pass)"
             return why, 0.0, 0.0
         got = got.reshape(self.want.shape)
         if self.scale is None:

@@ -84,17 +84,38 @@ class BrokenCompiler(QuietEvaluator):
 
 
 
-def test_tuning_stops_after_three_identical_build_errors_and_keeps_them(tmp_path: Path) -> None:
+def test_tuning_stops_after_four_identical_build_errors_and_keeps_them(tmp_path: Path) -> None:
+    """Three, then one that shares as few values with them as the space allows."""
     import optuna
 
     spec = specs.load(write_spec(tmp_path, SCALE_YAML))
     ev = BrokenCompiler("error: unknown target CPU 'generic'")
-    with pytest.raises(BuildError, match="every configuration fails to build on Fake GPU 9000"):
+    with pytest.raises(BuildError, match=r"every configuration fails to build on Fake GPU 9000 .*\(4 tried, same"):
         tune(spec, TuneOptions(trials=40, timeout_s=None), evaluator=ev, info=FAKE)
-    assert ev.calls == 3
+    assert ev.calls == 4
     study = optuna.load_study(study_name=optuna.get_all_study_names(
         f"sqlite:///{tmp_path / 'home' / 'studies.db'}")[0], storage=f"sqlite:///{tmp_path / 'home' / 'studies.db'}")
-    assert [t.user_attrs["status"] for t in study.trials] == ["compile_error"] * 3, "the study keeps them"
+    assert [t.user_attrs["status"] for t in study.trials] == ["compile_error"] * 4, "the study keeps them"
+
+
+def test_three_build_errors_of_one_shared_value_do_not_stop_the_run(tmp_path: Path) -> None:
+    """Trial 42: the baseline, the default and a hint all had PY=4, under which the template
+    did not build; the run ended as "every configuration fails to build"."""
+    text = SCALE_YAML.replace("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 4, WG: 16}\n"
+                              "default: {WPT: 4, WG: 32}\nhints:\n  - {WPT: 4, WG: 64}")
+    spec = specs.load(write_spec(tmp_path, text))
+
+    class WptFour(BrokenCompiler):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            self.calls += 1
+            if params["WPT"] == 4:
+                return Measurement(Status.COMPILE_ERROR, "<kernel>:7:1: error: expected ';'")
+            return Measurement(Status.OK, "", (1.0 + params["WG"] / 1000,), 0.0, 0.0, params=params)
+
+    ev = WptFour("")
+    report = tune(spec, TuneOptions(trials=12, timeout_s=None, storage=":memory:", save=False),
+                  evaluator=ev, info=FAKE)
+    assert report.failures["compile_error"] >= 3 and report.best is not None and report.best.params["WPT"] != 4
 
 
 def test_errors_that_differ_by_configuration_do_not_stop_the_run(tmp_path: Path) -> None:

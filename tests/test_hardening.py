@@ -408,6 +408,9 @@ def test_a_geometry_that_fails_for_one_value_makes_that_configuration_invalid(tm
     ("def inputs(problem, rng):\n    return None\n", "inputs() must return a dict"),
     ("def inputs(problem, rng):\n    return [1, 2]\n", "inputs() must return a dict"),
     ("def inputs(problem, rng):\n    raise RuntimeError('no data')\n", "inputs() raised RuntimeError"),
+    # trial 45: autotune ended with the module's status and no word
+    ("import sys\ndef inputs(problem, rng):\n    sys.exit(3)\n", "inputs() called sys.exit(3); return its result"),
+    ("import sys\nsys.exit(0)\ndef inputs(problem, rng):\n    return {}\n", "failed: SystemExit(0)"),
 ])
 def test_a_broken_reference_module_is_one_spec_error(tmp_path, body, message):
     ref = "import numpy as np\n" + body + "def reference(problem, arrays):\n    return {'y': arrays['x']}\n"
@@ -765,6 +768,20 @@ def test_a_check_function_that_raises_is_a_spec_error_not_a_worker_crash(tmp_pat
         tune(spec, TuneOptions(timeout_s=None, trials=3))
 
 
+def test_a_check_function_returning_an_empty_message_fails_the_configuration(tmp_path):
+    """Trial 45: `return "" if wrong else None` passed every configuration, "" being false."""
+    from autotune.verify import Expected
+    from conftest import REF_PY
+
+    ref = REF_PY + "\ndef check(name, got, want, problem):\n    return '' if (got != want).any() else None\n"
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    problem = spec.resolve_problem({})
+    want = make_workload(spec, problem).expected["y"]
+    expected = Expected.prepare(spec, "y", want, problem)
+    assert expected.check(want)[0] is None
+    assert expected.check(want + 1)[0] == "y: check() returned an empty message, which is a failure (None is a pass)"
+
+
 def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
     settings.profiles_dir().mkdir(parents=True)
     prof = profiles.path_for(FAKE.slug, settings.profiles_dir())
@@ -1012,9 +1029,16 @@ def test_a_second_spec_file_with_the_same_kernel_name_is_refused_before_it_repla
                                            r"this size on this device are in the study database: the two would "
                                            r"replace each other's profile entries; give this spec another `kernel:` "
                                            rf"name \(or, if it replaces {first}, move that file away\)$"):
-        tune(str(copy), options, evaluator=Fast(), info=FAKE)
+        tune(str(copy), replace(options, save=False), evaluator=Fast(), info=FAKE)
+    # trial 42: a run whose study database holds none of the first's trials replaced its entry
+    for storage in (None, ":memory:"):
+        with pytest.raises(ProblemError, match=rf"^{copy} names its kernel 'scale', as {first} does, whose tuned "
+                                               rf"entry for this size is in {done.profile_path}: the two would "):
+            tune(str(copy), replace(options, storage=storage), evaluator=Fast(), info=FAKE)
+    assert tune(str(copy), replace(options, storage=":memory:", save=False), evaluator=Fast(), info=FAKE).measured
     kept = profiles.entries(profiles.read(done.profile_path), "scale")
     assert [e.spec_hash for e in kept] == [specs.load(first).spec_hash], "the first's entry is untouched"
+    assert kept[0].spec_file == str(first.resolve())
     first.rename(first.with_name("old.yaml"))  # the copy replaces it: the run goes ahead
     assert tune(str(copy), options, evaluator=Fast(), info=FAKE).measured == 3
 
@@ -1089,11 +1113,11 @@ def test_a_crash_whose_last_output_is_llvms_banner_says_it_need_not_be_the_compi
 
 
 def test_a_namesake_of_autotunes_own_spec_is_refused_and_unrecorded_or_moved_files_are_not(scale, tmp_path):
-    from autotune.tuner import _refuse_a_namesake
+    from autotune.tuner import _refuse_a_namesake, _studied_namesakes
 
     with pytest.raises(ProblemError, match=r"as autotune's own scale spec does, whose 1 trial at .*`kernel:` name$"):
-        _refuse_a_namesake(scale, {"builtin": 1})
-    _refuse_a_namesake(scale, {"": 7, str(tmp_path / "moved.yaml"): 7, scale.file_id: 7})  # none refused
+        _refuse_a_namesake(scale, _studied_namesakes({"builtin": 1}))
+    _refuse_a_namesake(scale, _studied_namesakes({"": 7, str(tmp_path / "moved.yaml"): 7, scale.file_id: 7}))
 
 
 def test_a_result_that_changes_between_two_launches_is_called_a_race_not_a_read_outside():

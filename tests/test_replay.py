@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import signal
+import warnings
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,15 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     assert f"starting from the winners of {namesake.resolve()}, blank (2 of 4 used)" in out, out
     assert cli.main(["replay", str(blank), "-n", "5"]) == 0
     assert "blank (unknown device)" in capsys.readouterr().out
+    # trial 43: a winner not recorded here gave way to a neighbour, warning "fix the spec's hints[0]"
+    doc = json.loads(target.read_text())
+    del doc["cache"]["11,2"]
+    target.write_text(json.dumps(doc))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert cli.main(["replay", str(target), "--warm-start", str(near)]) == 0
+    assert "    sibling: its winner is not recorded here (it did not build, or was not measured); a recorded " \
+           "configuration one parameter away is measured instead" in capsys.readouterr().out
 
 
 def test_one_configuration_under_two_keys_is_read_once_with_a_warning_where_they_differ(tmp_path):

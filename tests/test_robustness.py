@@ -15,7 +15,7 @@ from test_loader_args import TWO_STEPS_CL, TWO_STEPS_REF, TWO_STEPS_YAML
 from autotune import cli, profiles, settings
 from autotune import spec as specs
 from autotune.tuner import TuneOptions, tune
-from conftest import SCALE_YAML, needs_opencl, write_spec
+from conftest import REF_PY, SCALE_YAML, needs_opencl, write_spec
 
 pytestmark = needs_opencl
 
@@ -431,6 +431,111 @@ def inputs(problem, rng):
 def reference(problem, arrays):
     return {"y": np.array([arrays["x"].astype(np.float64).sum()], np.float32)}
 """
+
+
+CLOBBER_CL = """
+__kernel void scale(__global float* x, __global float* y) {
+    const int i = get_global_id(0);
+    y[i] = 2.0f * x[i];
+#if MODE == 1
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    x[i] = 12345.0f;  /* after use: its own output is right */
+#endif
+}
+"""
+
+
+def test_a_kernel_that_writes_its_input_is_refused_and_the_others_still_verify(tmp_path):
+    """Trials 42 and 45: a kernel that overwrote its input after reading it verified and won (an
+    application's x would be lost), and every configuration measured after it read its writes
+    and failed, blamed for it."""
+    text = (SCALE_YAML.replace("MODE: [0]", "MODE: [1, 0]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+            .replace("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 1, WG: 16, MODE: 0}"))
+    sp = specs.load(write_spec(tmp_path, text, template=CLOBBER_CL))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, save=False, storage=":memory:"))
+    assert report.failures == {"wrong_result": 8}, report.failure_examples  # each MODE=1 (with mad or not), none else
+    assert report.failure_examples["wrong_result"].startswith(
+        "it changed its input x, which the spec does not list among its outputs: a second call would read what it "
+        "wrote"), report.failure_examples
+    assert report.best is not None and report.best.params["MODE"] == 0 and report.measured == 16
+
+
+FMAX_CL = """
+__kernel void scale(__global const float* x, __global float* y) {
+    const int i = get_global_id(0);
+#if MODE == 1
+    y[i] = fmax(x[i], x[i + 1]);  /* x[N] at the last item: fmax drops a NaN */
+#else
+    y[i] = i + 1 < N ? fmax(x[i], x[i + 1]) : x[i];
+#endif
+}
+"""
+FMAX_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float32)}
+
+def reference(problem, arrays):
+    x = arrays["x"]
+    return {"y": np.append(np.maximum(x[:-1], x[1:]), x[-1])}
+"""
+SKIP_CL = """
+__kernel void scale(__global const int* x, __global int* y) {
+    const int i = get_global_id(0);
+    if (MODE == 0 || x[i] != -1) y[i] = x[i];  /* MODE 1: the elements that are -1 left as they are */
+}
+"""
+SKIP_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    x = rng.integers(0, 100, problem["N"]).astype(np.int32)
+    x[::7] = -1
+    return {"x": x, "y": np.zeros(problem["N"], np.int32)}
+
+def reference(problem, arrays):
+    return {"y": arrays["x"].copy()}
+"""
+
+
+@pytest.mark.parametrize("template, ref", [(FMAX_CL, FMAX_REF), (SKIP_CL, SKIP_REF)], ids=["fmax", "minus-one"])
+def test_what_nan_or_minus_one_hides_is_not_saved(tmp_path, template, ref):
+    """Trial 45: fmax(x[i], x[i + 1]) read past x's end, and fmax drops the NaN there; a kernel
+    that left the elements whose value is -1 unwritten matched the poison, -1 in an int. Both
+    verified and were saved. The leaders' check again verifies with other bytes as well."""
+    text = (SCALE_YAML.replace("MODE: [0]", "MODE: [1, 0]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+            .replace("WG: [16, 32, 64, 128, 512]", "WG: [16]").replace("build_flags:\n  mad: -cl-mad-enable\n", "")
+            .replace("baseline: {WPT: 1, WG: 16}", "baseline: {WPT: 1, WG: 16, MODE: 0}"))
+    sp = specs.load(write_spec(tmp_path, text, template=template, ref=ref))  # two: both are leaders
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, save=False, storage=":memory:"))
+    assert report.failures == {}, report.failure_examples  # the search's bytes see nothing
+    assert report.unsteady and {m.params["MODE"] for m in report.unsteady} == {1}, report.unsteady
+    why = report.unsteady[0].message
+    assert "where the search had NaN (-1 in integers), around each array and in each element before it is " \
+        "written: " in why, why
+    assert ("x: read past its end" in why) == (template == FMAX_CL), why
+    assert report.best is not None and report.best.params["MODE"] == 0
+
+
+WIDE_CL = """
+__kernel void scale(__global const float* x, __global float* y, ulong n, uchar k) {
+    const long i = get_global_id(0);
+    if (i < n) y[i] = k * x[i];
+}
+"""
+WIDE_REF = REF_PY.replace('"y": np.zeros(n, np.float32)}', '"y": np.zeros(n, np.float32), "k": 2}')
+
+
+def test_a_problem_key_and_a_number_go_to_the_kernel_as_the_types_it_declares(tmp_path):
+    """Trial 42: `ulong n` given the problem key N failed with pyopencl's INVALID_ARG_SIZE and a
+    traceback (it was bound as an int); trial 45: a Python int for `uchar k` was refused."""
+    text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, N, k]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1]")
+    sp = specs.load(write_spec(tmp_path, text, template=WIDE_CL, ref=WIDE_REF))
+    report = tune(sp, TuneOptions(sampler="grid", trials=4, timeout_s=None, save=False, storage=":memory:"))
+    assert report.failures == {}, report.failure_examples
+    assert report.best is not None
 
 
 def test_a_read_outside_whose_nan_fills_the_output_gives_no_advice_about_args(tmp_path):

@@ -116,3 +116,18 @@ def test_local_memory_limit(tmp_path):
     text = SCALE_YAML.replace("args: [x, y]", "local_memory: \"WG * 1024\"\nargs: [x, y]")
     sp = specs.load(write_spec(tmp_path, text))
     assert "local memory" in check(sp, sp.complete({"WG": 64}), {"N": 256}, FAKE.facts())
+
+
+def test_a_scratch_buffer_larger_than_the_device_allocates_rules_the_configuration_out(tmp_path):
+    """Trial 45: `scratch: {t: "2**36"}` ended the run with pyopencl's INVALID_BUFFER_SIZE and a
+    traceback; it is a configuration the device cannot run, as a work-group too large is."""
+    from dataclasses import replace
+
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  BIG: [0, 1]").replace(
+        "args: [x, y]", "args: [x, y]\nscratch: {t: \"4 * N + BIG * 2**36\"}")
+    sp = specs.load(write_spec(tmp_path, text))
+    facts = replace(FAKE, max_mem_alloc_size=2**34).facts()
+    params = {**sp.default_config, "BIG": 1}
+    assert check(sp, params, {"N": 256}, facts) == \
+        f"scratch.t: {4 * 256 + 2**36} bytes > the device's largest allocation ({2**34} bytes)"
+    assert check(sp, {**params, "BIG": 0}, {"N": 256}, facts) is None

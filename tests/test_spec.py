@@ -38,7 +38,15 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     assert "parameters.ORDER has no effect: scale.cl never mentions ORDER or ORDER_CONTIGUOUS or " \
            "ORDER_STRIDED; it mentions ORDER_contiguous (the macro is ORDER_CONTIGUOUS)" in warnings[0]
     assert "parameters.UNUSED has no effect" in warnings[1]
-    assert warnings[2].endswith("parameters.UNROLL has no effect: scale.cl never mentions UNROLL"), warnings[2]
+    # trial 42: a typo was not named when it differs by more than case
+    assert warnings[2].endswith("parameters.UNROLL has no effect: scale.cl never mentions UNROLL; it mentions "
+                                "UNROL (the macro is UNROLL)"), warnings[2]
+    # trial 42: the README's own default block made USE_LOCAL "mentioned", and its typo went unseen
+    typo = "#ifndef USE_LOCAL\n#define USE_LOCAL 0\n#endif\n#if USE_LOCL\n#endif\n" + __import__("conftest").TEMPLATE_CL
+    (warning,) = specs.lint(specs.load(write_spec(tmp_path / "typo", SCALE_YAML.replace(
+        "MODE: [0]", "MODE: [0]\n  USE_LOCAL: [0, 1]"), template=typo)))
+    assert warning.endswith("parameters.USE_LOCAL has no effect: scale.cl only gives it a default (#ifndef) and "
+                            "never uses USE_LOCAL; it mentions USE_LOCL (the macro is USE_LOCAL)"), warning
     # WG appears only in the launch geometry, MODE and WPT in the template: neither is flagged
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML))) == []
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
@@ -287,6 +295,18 @@ def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
             specs.load(path)
     path.parent.joinpath("scale.cl").write_text('/*\n#include "helpers.h"\n*/\n' + TEMPLATE_CL)
     assert '#include "helpers.h"' in specs.load(path).source
+    # trial 45: these forms went to the compiler, which looked them up from the working folder,
+    # and an edit to the header left the tuned entries current
+    (tmp_path / "helpers.h").write_text("#define TWICE(x) (2.0f * (x))\n")
+    for form in ('#include"helpers.h"', '#include "helpers.h" // TWICE', '  #  include "helpers.h" /* x */'):
+        path.parent.joinpath("scale.cl").write_text(form + "\n" + TEMPLATE_CL)
+        assert '#line 1 "helpers.h"' in specs.load(path).source, form
+    for form in ("#include <helpers.h>", "#include HELPERS"):
+        path.parent.joinpath("scale.cl").write_text(form + "\n" + TEMPLATE_CL)
+        with pytest.raises(SpecError, match=rf'scale.cl:1: write the include as #include "FILE" .*, not {form!r}'):
+            specs.load(path)
+        path.parent.joinpath("scale.cl").write_text("#ifdef VENDOR\n" + form + "\n#endif\n" + TEMPLATE_CL)
+        assert form in specs.load(path).source, "left to the compiler where it may be skipped"
     # autotune's own header, for a template anywhere (trial 8: only the built-in ones could use it)
     path.parent.joinpath("scale.cl").write_text('#include "autotune.h"\n' + TEMPLATE_CL)
     assert '#line 1 "autotune.h"' in specs.load(path).source and "MULTIPLY_ADD" in specs.load(path).source

@@ -100,4 +100,4 @@ def keep_ceilings(r: BenchResult) -> str:
         profiles.save_ceilings(kept, r.device.profile_header(), path)
     except ProfileError as exc:
         return f"not kept: {exc}"
-    return f"{', '.join(kept)} kept in {path} (for autotune report)"
+    return f"{', '.join(kept)} kept in {path} (each the highest measured, for autotune report)"

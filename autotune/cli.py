@@ -193,7 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "were measured until the best came within --target of the recorded optimum.")
     rp.add_argument("cache", nargs="+", metavar="CACHE_FILE")
     rp.add_argument("-n", "--trials", type=_number(int), default=400,
-                    help="stop a search after this many measured configurations (default 400)")
+                    help="stop a search after this many measured configurations (default 400); as run's "
+                         "--trials, below 15 it also draws fewer random start-up configurations (a third of N, "
+                         "at least 3), so a search of -n 12 is not the first 12 of a longer one")
     rp.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                     help="as for run (default tpe)")
     rp.add_argument("--seeds", type=_number(int), default=1,
@@ -215,7 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
     show.add_argument("-d", "--device", type=_selector,
                       help="device selector (default as for run), or a profile's file name without .yaml "
-                           "to show the profile of a device not present here")
+                           "(or a part of it that names one, such as h200) to show the profile of a device "
+                           "not present here")
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
     devices.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -996,10 +999,12 @@ def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
         return _ShowTarget(info.slug, f"{info.name} ({info.platform})", info, dev)
     except DeviceError as exc:
         files = {p.stem: p for f in reversed(folders) if f.is_dir() for p in sorted(f.glob("*.yaml"))}
-        if selector in files:
-            header = profiles.read(files[selector], check_entries=False).get("device")
-            name = profiles.described(header) if isinstance(header, Mapping) else selector
-            return _ShowTarget(str(selector), f"{name}, not present here")
+        # a part of a file's name, as report's -d takes it (trial 44: `-d h200` was refused)
+        named = [s for s in files if s == selector] or [s for s in files if selector and selector.lower() in s]
+        if len(named) == 1:
+            header = profiles.read(files[named[0]], check_entries=False).get("device")
+            name = profiles.described(header) if isinstance(header, Mapping) else named[0]
+            return _ShowTarget(named[0], f"{name}, not present here")
         if not files:
             raise
         raise DeviceError(f"{exc}; to show the profile of a device not present here, name its file: "
@@ -1078,6 +1083,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if c.unit.startswith("GB/s") and any(x > 1 for x in r.ratios(c).values()):
             print("              above the ceiling: this problem's data fits in a cache, which the copy "
                   "does not; a larger size (-s) measures memory")
+        elif any(x > 1 for x in r.ratios(c).values()):  # trial 44: 200% of a peak measured under load
+            print("              above the ceiling: it was measured low (a busy device?); the profile keeps "
+                  "the highest measured, so `autotune bench` on an idle device corrects it")
     print(f"  kept        {benchmark.keep_ceilings(r)}")
     return 0
 
@@ -1109,9 +1117,15 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if not 0 <= args.target < math.inf:
         raise OptionError(f"--target must be a percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
-    others = [replay.load(path) for path in args.warm_start]
+    others: list[Any] = []
+    unread: dict[str, str] = {}  # trial 43: one recording of no successful time ended the replay
+    for path in args.warm_start:
+        try:
+            others.append(replay.load(path))
+        except ProblemError as exc:
+            unread[path] = str(exc).removeprefix(f"{path}: ")
     try:
-        _replay_each(args, recs, others)
+        _replay_each(args, recs, others, unread)
     except (TuningInterrupted, KeyboardInterrupt) as exc:  # a replay keeps nothing to resume from
         print("autotune: replay interrupted; the seeds printed above are complete, nothing else is kept "
               "(run it again, with fewer --seeds for a quicker answer)", file=sys.stderr)
@@ -1120,7 +1134,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -> None:
+def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any], unread: Mapping[str, str]) -> None:
+    """Replay each of ``recs`` from the winners of ``others``; ``unread``: the --warm-start
+    files that could not be read, and why."""
     from . import replay
 
     # a recording named by its file's stem, or by its path where another has that stem (trial 40)
@@ -1133,10 +1149,13 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any]) -
         print(f"{rec.name} ({rec.device}): {rec.valid} valid configuration{'s' * (rec.valid != 1)}, "
               f"optimum {rec.optimum_ms:.4g} ms")
         starts, used = replay.warm_starts(rec, others)
-        if others:
+        if others or unread:
             names = ", ".join(label(o) for o in used) or "none of the --warm-start recordings"
+            given = len(others) + len(unread)
             print(f"  starting from the winners of {names}"
-                  + (f" ({len(used)} of {len(others)} used)" if len(used) < len(others) else ""))
+                  + (f" ({len(used)} of {given} used)" if len(used) < given else ""))
+            for path, why in unread.items():
+                print(f"    not {path}: {why}")
             for other in others:
                 if all(other is not o for o in used):
                     why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"

@@ -58,7 +58,7 @@ from .space import canonical, check, closest_valid, none_valid
 from .spec import KernelSpec, Value, config_label, problem_label
 from .verify import too_tight
 
-_warned: set[tuple[str, str, str]] = set()
+_warned: set[tuple[str, ...]] = set()
 #: First-use picks that could not be saved (a read-only or damaged profile), by spec version,
 #: device and problem: this process uses them again rather than timing at every call.
 _unsaved: dict[tuple[str, str, str], Choice] = {}
@@ -244,6 +244,19 @@ def _measured_elsewhere(path: Path, measured_on: Any, spec: KernelSpec, info: de
               f"they are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
 
 
+def _warn_partial(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
+                  entry: profiles.Entry, path: Path) -> None:
+    """Warn, once a process, that the entry used comes from a run stopped early (trial 44: one
+    stopped after its naive baseline served that kernel, 40x slower, without a word)."""
+    key = (str(path), spec.name, problem_label(problem), "partial")
+    if key in _warned:
+        return
+    _warned.add(key)
+    _warn(f"the {spec.name} entry for {problem_label(problem)} in {path} is partial (its run was stopped, or "
+          f"its leaders not timed again, after {entry.trials} trial{'s' if entry.trials != 1 else ''}): it is used, "
+          f"but more tuning may find a faster one (`{tune_command(spec, problem, info)}` resumes that study)")
+
+
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
             found: list[tuple[profiles.Entry, Path]], user: Path, timer: firstuse.Timer | None,
             older: Sequence[tuple[profiles.Entry, Path]] = ()) -> Choice:
@@ -267,6 +280,8 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
         params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and _valid(spec, params, problem, facts):
             earlier = Choice(params, "measured" if entry.picked else "exact", entry, path)
+            if entry.partial and not entry.picked:
+                _warn_partial(spec, info, problem, entry, path)
             if not entry.picked or timing is None:
                 return earlier
             candidates = _candidates(spec, [*older, *found], problem, facts)

@@ -137,8 +137,10 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
     that skip a malformed entry (:func:`entries_in` with ``on_error``) still use the others.
     """
     if not path.exists():
-        if path.parent.exists() and not path.parent.is_dir():  # trial 31: show said "no tuned entries"
-            raise ProfileError(f"{path.parent} is not a folder, and profiles are kept in it; move it aside "
+        # the nearest folder above that exists (trial 44: AUTOTUNE_HOME a file, two levels up)
+        above = next((a for a in path.parents if a.exists()), None)
+        if above is not None and not above.is_dir():  # trial 31: show said "no tuned entries"
+            raise ProfileError(f"{above} is not a folder, and profiles are kept in it; move it aside "
                                "(a run makes the folder), or set AUTOTUNE_HOME to another folder")
         return {}
     if path.is_symlink() and not path.resolve().is_file():  # /dev/null: it reads empty, takes nothing
@@ -364,7 +366,10 @@ def _own_device(items: list[dict[str, Any]], header: Mapping[str, Any]) -> None:
 
 def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
                   ceilings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The document with ``ceilings`` (name → value, unit, how) added to its device block (pure).
+    """The document with ``ceilings`` (name → value, unit, how) added to its device block (pure);
+    one already there that is higher, in the same unit, stays: a ceiling is the most the device
+    was measured to do, and a measurement on a busy device reads low (trial 44: 24.9 GFLOP/s
+    replaced 111.7, and kernels were then drawn at 200% of it).
 
     Example:
         >>> with_ceilings({}, {"name": "d"}, {"copy bandwidth": {"value": 9.0, "unit": "GB/s"}})["device"]
@@ -372,8 +377,21 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
     """
     new = _rehome(doc, device)
     header = new["device"]
-    header["ceilings"] = {**dict(header.get("ceilings") or {}), **{k: dict(v) for k, v in ceilings.items()}}
+    old = dict(header.get("ceilings") or {})
+
+    def higher(name: str, c: Mapping[str, Any]) -> dict[str, Any]:
+        was = old.get(name)
+        if isinstance(was, Mapping) and was.get("unit") == c.get("unit") and _is_number(was.get("value")) \
+                and was["value"] > c["value"]:
+            return dict(was)
+        return dict(c)
+
+    header["ceilings"] = {**old, **{k: higher(k, v) for k, v in ceilings.items()}}
     return {**doc, **new}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
@@ -413,9 +431,21 @@ def refuse_read_only(path: Path, more: str = "") -> None:
                            "AUTOTUNE_HOME to a folder on a writable one"
                            + (", or pass --no-save --storage :memory:" if more else ""))
     if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:  # root passes access()
+        owner = path.stat().st_uid
+        how = "chmod u+w, or chattr -i where it is immutable" if owner == os.geteuid() else \
+            f"it belongs to {_user(owner)}, who can make it writable to you (chmod g+w with a shared group)"
         raise ProfileError(f"{path} is read-only, so results cannot be saved to it; make it writable "
-                           f"(chmod u+w, or chattr -i where it is immutable) or set AUTOTUNE_HOME to "
-                           f"another folder{more}")
+                           f"({how}) or set AUTOTUNE_HOME to another folder{more}")
+
+
+def _user(uid: int) -> str:
+    """A user's name, or ``uid N`` where it has none here."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def _read_only_mount(path: Path) -> bool:

@@ -270,7 +270,7 @@ def _outcome(key: str, t: Any) -> float | str:
     is not positive (0, NaN) is a failure too (the caller warns)."""
     if _is_time(t):
         return float(t)
-    if isinstance(t, str) and re.fullmatch(r"[A-Za-z_]\w*", t):
+    if isinstance(t, str) and _number(t) is None:  # an error, Kernel Tuner's or another's (warned of)
         return t
     if _is_number(t):
         return str(t)
@@ -285,6 +285,8 @@ _TIME = ("give a number of ms, or the name of Kernel Tuner's error, such as Comp
 def _spells(key: str, config: tuple[Value, ...]) -> bool:
     """Whether ``key`` names ``config``: Kernel Tuner's key is the values in ``tune_params``
     order joined by commas (``1.0`` for 1 read as the same number)."""
+    if key == ",".join(map(str, config)):  # a value may hold a comma itself (trial 43)
+        return True
     parts = key.split(",")
     return len(parts) == len(config) and all(p.strip() == str(v) or _number(p) == v
                                              for p, v in zip(parts, config, strict=True))

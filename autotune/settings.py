@@ -9,7 +9,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .errors import warn
+from .errors import ProblemError, warn
 
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -28,7 +28,13 @@ def default_storage() -> str:
     """Optuna RDB URL of the default study database (SQLite under :func:`home`)."""
     # a path is not a URL: its % and ? are escaped (trial 39: a Jenkins workspace's %2F was
     # decoded to a folder that does not exist, and a ? put the database in the parent folder)
-    return "sqlite:///" + urllib.parse.quote(str(home() / "studies.db"), safe="/")
+    path = str(home() / "studies.db")
+    try:
+        return "sqlite:///" + urllib.parse.quote(path, safe="/")
+    except UnicodeEncodeError:  # bytes that are no UTF-8 text (trial 44: a traceback)
+        raise ProblemError(f"AUTOTUNE_HOME ({os.fsencode(home()).decode('utf-8', 'backslashreplace')}) holds bytes "
+                           "that are not UTF-8 text, which a database URL cannot name; choose a folder whose "
+                           "name is text, or give --storage a database elsewhere") from None
 
 
 def default_device_selector() -> str | None:

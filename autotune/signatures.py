@@ -303,5 +303,7 @@ def _fits(kind: str, dtype: np.dtype[Any]) -> bool:
     """Whether a buffer of ``dtype`` is plausible for ``kind*``: the same width, or another kind
     (int bits read as float is deliberate more often than not)."""
     want = np.dtype(_TYPES[kind])
+    if dtype.kind == "b":  # numpy's bools are bytes: no OpenCL type but char reads them (trial 45)
+        return False
     same_kind = (want.kind == "f") == (dtype.kind == "f")
     return dtype.itemsize == want.itemsize or not same_kind or dtype.kind not in "fiu"

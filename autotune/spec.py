@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .errors import AutotuneError, ExpressionError, ProblemError, SpecError, warn
+from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, warn
 from .expr import Expr
 from .resources import data_dir
 from .yamlload import AmbiguousBoolean, read_yaml
@@ -190,6 +190,8 @@ class KernelSpec:
             try:
                 if p.when is not None and not p.when(env):
                     out.add(p.name)
+            except ConditionError as exc:  # not true or false: the spec's fault, said (trial 45)
+                raise ConditionError(f"{self.path}: parameters.{p.name}.when: {exc}") from None
             except (AutotuneError, TypeError):
                 continue
         return out
@@ -916,6 +918,8 @@ class _Validator:
             for v in values:
                 if not isinstance(v, (int, float, str, bool)):
                     raise self.fail(where, f"value {v!r} must be a number, string or boolean")
+                if isinstance(v, float) and not math.isfinite(v):  # trial 45: -DX=nan reached the compiler
+                    raise self.fail(where, f"value {v!r} is not a finite number")
                 if isinstance(v, str) and (not v or v.startswith("-") or any(c.isspace() or c in "\"'\\" for c in v)):
                     raise self.fail(where, f"value {v!r} reaches the compiler as -D{name}={v}: give a string "
                                     "that is not empty, does not start with '-' and has no spaces or quotes")
@@ -933,9 +937,14 @@ class _Validator:
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))
         known = {p.name for p in params} | qnames
-        params = [replace(p, when=self.expr(f"parameters.{p.name}.when", conditions[p.name], known))
+        # a condition must give true or false, as a constraint (trial 45: `when: "WG"` was taken)
+        params = [replace(p, when=self.expr(f"parameters.{p.name}.when", conditions[p.name], known).as_condition())
                   if conditions.get(p.name) is not None else p for p in params]
         values = {p.name: p.values for p in params}
+        made = {m: p.name for p in params for v in p.values for m in _macros(p.name, v) if m != p.name}
+        if clash := sorted(set(made) & (qnames | set(values))):  # trial 45: MODE: [n] and a problem key MODE_N
+            raise self.fail(f"parameters.{made[clash[0]]}", f"a value defines the macro {clash[0]} (as 1), which is "
+                            f"the name of a {'problem key' if clash[0] in qnames else 'parameter'} too; rename one")
         for p in params:
             if p.when is not None and p.name in p.when.names:
                 raise self.fail(f"parameters.{p.name}.when", f"names {p.name} itself: a condition says when "
@@ -952,6 +961,10 @@ class _Validator:
                                 "name too; a flag is tuned on and off under its own name: rename one")
             if not isinstance(flag, str) or not flag.startswith("-"):
                 raise self.fail(where, f"expected a compiler option such as -cl-mad-enable, got {flag!r}")
+            if (m := re.match(r"-D\s*(\w+)", flag)) and (m[1] in values or m[1] in qnames):
+                # trial 45: -DWPT=4 beside autotune's own -DWPT=... redefined it, and crashed the worker
+                raise self.fail(where, f"{flag} defines {m[1]}, which autotune defines as the "
+                                f"{'parameter' if m[1] in values else 'problem key'} it is; tune it as that instead")
             params.append(Parameter(str(name), (False, True), flag=flag))
         return tuple(params)
 
@@ -987,7 +1000,7 @@ class _Validator:
             args = tuple(str(a) for a in self.sequence(where + ".args", step.get("args", list(default_args))))
             if not args:
                 raise self.fail(where, "no kernel arguments: set 'args' at the top level or in the step")
-            when = self.expr(where + ".when", step["when"], known) if "when" in step else None
+            when = self.expr(where + ".when", step["when"], known).as_condition() if "when" in step else None
             if when is not None:
                 self.possible(where + ".when", when, {p.name: p.values for p in parameters})
             steps.append(LaunchStep(str(step.get("entry", name)), args, glob, local, when))

@@ -25,6 +25,7 @@ import socket
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -164,10 +165,20 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
         if _not_sqlite(path):
             raise ProblemError(_storage_problem(url, sqlite3.DatabaseError("file is not a database"), reading))
         if reading and path.is_file():  # nothing is created: no lock, which a read-only place refuses (trial 40)
-            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
+            if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+                return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
+            # a write-ahead-log database is opened by writing its -shm file beside it: where that
+            # cannot be, it is read as it stands, without what a running run has not yet copied
+            # into it (trial 44: `report` on a read-only mount, or as another user, was refused)
+            frozen = f"sqlite:///file:{urllib.parse.quote(str(path.absolute()), safe='/')}?immutable=1&uri=true"
+            return optuna.storages.RDBStorage(frozen, skip_table_creation=True, skip_compatibility_check=True)
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):
+            # made here, so that it follows the umask as profiles do: SQLite makes a new file
+            # 0644 whatever the umask, and a group's shared folder then refused its other
+            # members (trial 44); SQLite gives its -wal and -shm files the database's mode
+            path.touch(mode=0o666, exist_ok=True)
             storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
             _write_ahead(storage.engine)
             return storage
@@ -273,6 +284,9 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
     if not url.startswith("sqlite") and "://" in url and type(exc).__name__ == "OperationalError":
         return (f"--storage {shown_url(url)!r}: cannot reach the database ({first}); check that the server is "
                 "running and the URL's user, host or socket folder, and database name")
+    if sqlite and ("disk I/O error" in first or "database or disk is full" in first):  # trial 44: "driver"
+        return (f"cannot write {path} ({first}): is its disk full? free some space (`df {Path(path).parent}`), "
+                "or give --storage a database elsewhere")
     return (f"--storage {shown_url(url)!r} cannot be opened ({first}); give an optuna "
             "storage URL such as sqlite:///PATH/studies.db whose database driver is installed "
             "(PostgreSQL: pip install -e \".[postgres]\" from the checkout)")
@@ -534,8 +548,10 @@ class StudyLog:
     def check_stored(self) -> None:
         """ProblemError if a finished trial could not be stored."""
         if self._writer is not None and self._writer.failure:
-            raise ProblemError(f"some trials could not be stored in the study database "
-                               f"({self._writer.failure}); the profile was saved; check --storage")
+            n = self._writer.unstored
+            raise ProblemError(f"{n} trial{'s' if n != 1 else ''} could not be stored in the study database "
+                               f"({self._writer.failure}); the profile was saved; check --storage (a full disk?): "
+                               "the next run measures them again")
 
     def note_confirmed(self, timed: list[Measurement], wrong: Mapping[str, str]) -> None:
         """The confirmation's verdicts: the rounds' timings (``timed``: measurements whose
@@ -621,6 +637,7 @@ class _Writer:
         self.store = store
         self.queue: queue.Queue[tuple[optuna.trial.FrozenTrial, Callable[[], None] | None] | None] = queue.Queue()
         self.failure: str | None = None
+        self.unstored = 0  # trials whose write failed
         self.thread = threading.Thread(target=self._run, name="autotune-study-writer", daemon=True)
         self.thread.start()
 
@@ -637,6 +654,7 @@ class _Writer:
                     then()
             except Exception as exc:  # a full disk, a lost server: said at close  # noqa: BLE001
                 self.failure = self.failure or f"{type(exc).__name__}: {first_line(exc)}"
+                self.unstored += 1
 
     def close(self) -> None:
         if self.thread.is_alive():

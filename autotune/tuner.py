@@ -1046,9 +1046,15 @@ def _save(report: TuneReport, partial: bool, study: str | None,
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
                                 report.device.profile_header(), path, usable=report.spec.stores, studied=studied)
     except ProfileError as exc:
-        then = (f"the trials are kept in the study: once {path.name} and its folder can be written, run the "
-                "same command again, which resumes the study and saves its best") if study is not None \
-            else "the study was in memory"
+        if study is None:
+            then = "the study was in memory"
+        elif report.stopped_by == "storage lost":  # trial 44: "the trials are kept", though some were not
+            then = (f"the study keeps the trials stored before its database stopped answering, not those after; "
+                    f"once {path.name}, the database and their folders can be written (a full disk?), run the "
+                    "same command again, which resumes the study, measures again what it lacks, and saves its best")
+        else:
+            then = (f"the trials are kept in the study: once {path.name} and its folder can be written, run the "
+                    "same command again, which resumes the study and saves its best")
         raise ProfileNotSaved(f"{exc}; {then}", replace(report, profile_error=True)) from None
     kept = None
     if verdict.startswith("kept"):  # the summary says which entry stays, and why: its best is not it

@@ -82,3 +82,30 @@ def test_bench_explains_a_share_of_the_copy_ceiling_above_100_percent(monkeypatc
     out = capsys.readouterr().out
     assert f"GB/s: {gbs:.1f}% of it" in out
     assert ("above the ceiling: this problem's data fits in a cache" in out) == above
+
+
+def test_a_lower_ceiling_measured_later_does_not_replace_a_higher_one(monkeypatch, capsys, tmp_path) -> None:
+    """Trial 44: a bench on a busy machine measured an FP32 peak of 24.9 GFLOP/s, replaced the
+    111.7 kept, and kernels were drawn at 200% of it without a word."""
+    from autotune import cli, loader, profiles
+    from autotune import spec as specs
+    from autotune.ceilings import Ceiling
+    from autotune.result import Measurement, Status
+    from conftest import FAKE
+
+    path = tmp_path / "dev.yaml"
+    for value in (111.7, 24.9):
+        profiles.save_ceilings({"fp32": {"value": value, "unit": "GFLOP/s"}}, FAKE.profile_header(), path)
+    assert profiles.read(path)["device"]["ceilings"]["fp32"]["value"] == 111.7
+    profiles.save_ceilings({"fp32": {"value": 120.0, "unit": "GFLOP/s"}}, FAKE.profile_header(), path)
+    assert profiles.read(path)["device"]["ceilings"]["fp32"]["value"] == 120.0
+    spec = specs.load("matmul")
+    problem = spec.resolve_problem({"M": 64, "N": 64, "K": 64})
+    m = Measurement(Status.OK, "", (0.01, 0.01), params=spec.default_config)
+    peak = Ceiling("fp32", 24.9, "GFLOP/s", "a chain of FMAs")
+    result = benchmark.BenchResult(spec, FAKE, problem, loader.Choice(spec.default_config, "exact"), m,
+                                   {"GFLOP/s": 50.0}, (peak,))
+    monkeypatch.setattr(benchmark, "run", lambda *a, **k: result)
+    monkeypatch.setattr(benchmark, "keep_ceilings", lambda r: "nothing")
+    assert cli.main(["bench", "matmul", "-s", "64"]) == 0
+    assert "above the ceiling: it was measured low (a busy device?)" in capsys.readouterr().out

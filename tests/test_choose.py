@@ -79,6 +79,23 @@ def test_an_exact_entry_is_used_without_measuring(folders):
     assert c.origin == "exact" and c.params == T64 and timer.calls == []
 
 
+def test_an_exact_entry_of_a_stopped_run_is_used_with_a_warning_once(folders):
+    """Trial 44: a run stopped after its naive baseline left a partial entry that load_kernel
+    served, 40x slower than tuned, without a word."""
+    problem = MM.resolve_problem({"M": 512, "N": 512, "K": 512})
+    m = Measurement(Status.OK, "", (12.0,), params=MM.baseline_config)
+    profiles.save(record.entry(MM, problem, m, trials=1, partial=True), "matmul", FAKE.profile_header(),
+                  profiles.path_for(FAKE.slug, folders[0]))
+    loader._warned.clear()
+    with pytest.warns(loader.AutotuneWarning, match=r"the matmul entry for M=512,N=512,K=512,layout=row in .* is "
+                      r"partial \(its run was stopped, or its leaders not timed again, after 1 trial\): it is used"):
+        c = loader.choose(MM, FAKE, problem, folders, FakeTimer({}))
+    assert c.origin == "exact" and c.params == MM.baseline_config
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loader.choose(MM, FAKE, problem, folders, FakeTimer({}))  # once a process
+
+
 def test_a_new_size_times_the_valid_tuned_configurations_once_and_keeps_the_fastest(folders):
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
     c = choose(folders, timer, M=3000, N=3000, K=3000)

@@ -138,6 +138,18 @@ def test_a_file_that_is_not_a_study_database_says_to_move_it_aside(scale, tmp_pa
     assert db.read_bytes() == b"this is not sqlite" * 100
 
 
+def test_a_full_disk_under_the_study_database_is_named_not_a_driver(tmp_path):
+    """Trial 44: "disk I/O error" at start-up advised installing a PostgreSQL driver."""
+    import sqlite3
+
+    from autotune.study import _storage_problem
+
+    for error in ("disk I/O error", "database or disk is full"):
+        why = _storage_problem(f"sqlite:///{tmp_path}/studies.db", sqlite3.OperationalError(error))
+        assert why == (f"cannot write {tmp_path}/studies.db (OperationalError: {error}): is its disk full? free "
+                       f"some space (`df {tmp_path}`), or give --storage a database elsewhere"), why
+
+
 def test_a_study_database_another_process_keeps_locked_is_named_so_within_the_busy_timeout(scale, tmp_path,
                                                                                           monkeypatch):
     """Trial 26: a database held locked by another process was called a bad URL and a missing
@@ -261,6 +273,12 @@ def test_a_read_only_profile_stops_the_run_before_it_measures_and_is_left_as_it_
         profiles.save(profiles.Entry(problem={"N": 64}, params={"WPT": 1}, build_flags=(), time_ms=0.1,
                                      throughput={}, trials=1, tuned_at="", spec_hash="h"), "scale", {}, path)
     assert path.read_bytes() == before and path.stat().st_mode & 0o777 == 0o444
+    # trial 44: another user's profile was answered "chmod u+w", which only its owner can do
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(profiles.os, "geteuid", lambda: path.stat().st_uid + 1)
+        with pytest.raises(ProfileError, match=r"is read-only, so results cannot be saved to it; make it writable "
+                                               r"\(it belongs to \w+, who can make it writable to you"):
+            profiles.refuse_read_only(path)
     path.chmod(0o644)
     tune(scale, TuneOptions(timeout_s=None, trials=2, seed=1), evaluator=Counted(), info=FAKE)
     assert measured
@@ -1134,6 +1152,16 @@ def test_a_result_that_changes_between_two_launches_is_called_a_race_not_a_read_
     assert why.endswith("; the first launch: hist: 256 of 256 elements differ")
     steady = SimpleNamespace(_run=lambda launch: None, _outputs_marks=lambda: [b"4047"])
     assert Bench._unreproducible(steady, None, "hist: 256 of 256 elements differ") is None  # type: ignore[arg-type]
+
+
+def test_an_autotune_home_whose_name_is_not_utf8_is_one_line(monkeypatch, capsys):
+    """Trial 44: a UnicodeEncodeError traceback from the URL's escaping."""
+    from autotune import cli
+
+    monkeypatch.setenv("AUTOTUNE_HOME", os.fsdecode(b"/tmp/h_\xff\xfe"))
+    with pytest.raises(ProblemError, match=r"AUTOTUNE_HOME \(/tmp/h_\\xff\\xfe\) holds bytes that are not UTF-8"):
+        settings.default_storage()
+    assert cli.main(["report", "reverse"]) == 1 and "not UTF-8 text" in capsys.readouterr().err
 
 
 def test_autotune_home_may_hold_percent_and_question_marks_and_is_made_absolute(scale, tmp_path, monkeypatch):

@@ -218,6 +218,8 @@ def test_show_reads_the_profile_of_a_device_not_present_by_its_file_name(monkeyp
     assert cli.main(["show", "-d", absent.slug]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Far GPU (GPU, 7 compute units), not present here\n") and "WG=16" in out
+    assert cli.main(["show", "-d", "far-gpu"]) == 0  # a part of its name, as report takes it (trial 44)
+    assert capsys.readouterr().out.startswith("Far GPU (GPU, 7 compute units), not present here\n")
     assert cli.main(["show", "mul1", "-d", absent.slug]) == 0
     assert "no tuned entries for mul1 on Far GPU (GPU, 7 compute units), not present here" in capsys.readouterr().out
     assert cli.main(["show", "-d", "nowhere"]) == 1
@@ -237,6 +239,9 @@ def test_show_with_a_file_where_the_profiles_folder_goes_says_so(monkeypatch, ca
     assert cli.main(["show", "-d", "0:0"]) == 1
     err = capsys.readouterr().err
     assert "profiles is not a folder, and profiles are kept in it; move it aside" in err and "Traceback" not in err
+    monkeypatch.setenv("AUTOTUNE_HOME", str(tmp_path / "home" / "profiles"))  # trial 44: AUTOTUNE_HOME a file
+    assert cli.main(["show", "-d", "0:0"]) == 1
+    assert "home/profiles is not a folder, and profiles are kept in it" in capsys.readouterr().err
 
 
 def test_devices_show_and_list_print_json_for_scripts(monkeypatch, capsys) -> None:

@@ -214,6 +214,22 @@ def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     assert doc["kernels"]["mm"][0]["time_ms"] == 5.0 and doc["kernels"]["mm"][0]["trials"] == 25
 
 
+def test_the_study_database_is_made_with_the_umask(tmp_path):
+    """Trial 44: SQLite made studies.db 0644 whatever the umask, so a group's shared
+    AUTOTUNE_HOME (umask 002) refused its other members."""
+    import os
+    import stat
+
+    from autotune.study import open_storage
+
+    old = os.umask(0o002)
+    try:
+        open_storage(f"sqlite:///{tmp_path / 'studies.db'}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "studies.db").stat().st_mode) == 0o664
+
+
 def test_profiles_are_written_with_the_umask_and_reject_text_throughput(tmp_path):
     import os
     import stat

@@ -240,6 +240,13 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
         assert cli.main(["replay", str(target), "--warm-start", str(near)]) == 0
     assert "    sibling: its winner is not recorded here (it did not build, or was not measured); a recorded " \
            "configuration one parameter away is measured instead" in capsys.readouterr().out
+    # trial 43: one warm-start file that cannot be read (a glob's) ended the replay
+    failed = tmp_path / "failed.json"
+    failed.write_text('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": "InvalidConfig"}}}')
+    assert cli.main(["replay", str(target), "--warm-start", str(failed), str(near)]) == 0
+    out = capsys.readouterr().out
+    assert "starting from the winners of sibling (1 of 2 used)" in out, out
+    assert f"    not {failed}: it records no successful time: nothing to tune against" in out, out
 
 
 def test_one_configuration_under_two_keys_is_read_once_with_a_warning_where_they_differ(tmp_path):
@@ -286,6 +293,14 @@ def test_a_key_that_does_not_spell_its_values_and_an_unknown_error_name_are_warn
     assert said[0].startswith("1 cache entry ('16,1' holds bx=32, u=2): its key does not spell the values")
     assert said[1].startswith("1 cache entry ('16,2': 'fast'): not a time nor an error Kernel Tuner records")
     assert rec.outcomes[(32, 2)] == 1.0 and rec.outcomes[(16, 2)] == "fast" and rec.outcomes[(16, 1)] == 2.0
+    # trial 43: a message that is no identifier stopped the replay; a value's comma was "misspelt"
+    path.write_text(json.dumps({"tune_params": {"s": ["a,b", "c"], "u": [1]}, "cache": {
+        "a,b,1": {"s": "a,b", "u": 1, "time": 1.0}, "c,1": {"s": "c", "u": 1, "time": "error: out of resources"}}}))
+    with pytest.warns(AutotuneWarning) as caught:
+        rec = replay.load(path)
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and "('c,1': 'error: out of resources'): not a time nor an error" in said[0], said
+    assert rec.outcomes[("c", 1)] == "error: out of resources"
 
 
 def test_a_parameter_of_very_many_values_is_replayed_in_bounded_memory(tmp_path):

@@ -163,6 +163,25 @@ def test_a_study_database_is_read_without_its_lock(scale, monkeypatch):
     monkeypatch.setattr(study, "FileLock", Refused)
     (s,) = data.find_sections(scale, None)
     assert len(s.trials) == 3 and not Path(f"{db}.lock").exists()
+    # trial 44: where the file or its folder cannot be written (a read-only mount, another user's
+    # database), opening it in write-ahead-log mode writes its -shm file: it is read as it stands
+    import os
+    import sqlite3
+    with sqlite3.connect(db) as done:  # as a finished run leaves it
+        done.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    opened: list[str] = []
+    real_access, real_rdb = os.access, study.optuna.storages.RDBStorage
+    monkeypatch.setattr(study.os, "access", lambda p, mode: mode != os.W_OK and real_access(p, mode))
+
+
+    class Spy(real_rdb):  # type: ignore[misc,valid-type]
+        def __init__(self, url: str, *args, **kwargs):
+            opened.append(url)
+            super().__init__(url, *args, **kwargs)
+
+    monkeypatch.setattr(study.optuna.storages, "RDBStorage", Spy)
+    (s,) = data.find_sections(scale, None)
+    assert len(s.trials) == 3 and opened and all("immutable=1" in u for u in opened), opened
 
 
 def test_the_search_time_leaves_out_the_time_between_runs(scale):

@@ -125,6 +125,9 @@ def test_numpys_default_widths_for_a_float_or_int_argument_are_refused():
         _check(x=np.zeros(4), n=np.zeros(4, np.int32))
     with pytest.raises(SpecError, match=r"takes n as int\*, but inputs\(\) gives int64"):
         _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int64))
+    # trial 45: every configuration then failed as "x: read past its end"
+    with pytest.raises(SpecError, match=r"takes x as float\*, but inputs\(\) gives bool elements \(1 bytes each"):
+        _check(x=np.zeros(4, bool), n=np.zeros(4, np.int32))
 
 
 def test_a_list_for_a_buffer_argument_is_refused_naming_the_array_to_return():

@@ -343,6 +343,14 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
                                           r"values; true reaches the compiler as 1 and false as 0"),
     (("baseline:", "inplace: [yy]\nbaseline:"), r"inplace: yy is not one of the outputs \(y\) \(did you mean y\?\)"),
     (("  mad: -cl-mad-enable", "  WG: -cl-mad-enable"), r"build_flags.WG: a parameter has that name too"),
+    # trial 45: each was taken, and reached the compiler
+    (("  mad: -cl-mad-enable", "  ovr: -DWPT=4"), r"build_flags.ovr: -DWPT=4 defines WPT, which autotune defines as "
+                                                  r"the parameter it is; tune it as that instead"),
+    (("  mad: -cl-mad-enable", "  big: -D N=4"), r"build_flags.big: -D N=4 defines N, which autotune defines as "
+                                                 r"the problem key it is"),
+    (("  MODE: [0]", "  MODE: [0.5, .nan]"), r"parameters.MODE: value nan is not a finite number"),
+    (("  MODE: [0]", "  MODE: [a, n]\n  MODE_N: [1]"), r"parameters.MODE: a value defines the macro MODE_N \(as 1\), "
+                                                      r"which is the name of a parameter too; rename one"),
     (("  mad: -cl-mad-enable", "  N: -cl-mad-enable"), r"build_flags.N: a problem key has that name too"),
     # trial 30: the device fact was silently replaced in every constraint, or the build broke in
     # the compiler's own header and the error named a template line that does not exist
@@ -431,3 +439,13 @@ def test_a_stored_value_of_another_type_is_not_in_the_space_and_an_ignored_one_i
     assert ignored.baseline_config["WG"] == 16
     with pytest.raises(SpecError, match=r"default.WG: 64.0 is a float, not the int 64; write 64"):
         specs.load(write_spec(tmp_path / "d", SCALE_YAML.replace("constraints:", "default: {WG: 64.0}\nconstraints:")))
+
+
+def test_a_when_that_gives_no_true_or_false_is_said_not_taken_to_hold(tmp_path):
+    """Trial 45: `when: "WG"` (a number) counted as holding, silently."""
+    from autotune.errors import ConditionError
+
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  UNROLL: {values: [1, 2], when: \"WG\"}")
+    sp = specs.load(write_spec(tmp_path, text))
+    with pytest.raises(ConditionError, match=r"parameters.UNROLL.when: 'WG' gives 16, not true or false"):
+        sp.inactive(sp.default_config, {"N": 256})

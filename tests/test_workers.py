@@ -22,7 +22,7 @@ from autotune import cli, profiles, settings
 from autotune import device as devices
 from autotune import spec as specs
 from autotune.claims import Claims
-from autotune.errors import StorageError
+from autotune.errors import ProfileError, ProfileNotSaved, StorageError
 from autotune.limits import MIN_BUILDS
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
@@ -275,13 +275,22 @@ class Sabotage(Slow):
         return super().evaluate(params, limit_s, cutoff_ms, verify)
 
 
-def test_a_database_lost_mid_run_stops_it_saving_the_best(scale, home):
+def test_a_database_lost_mid_run_stops_it_saving_the_best(scale, home, monkeypatch):
     report_path = home / "shared.db"
     with pytest.raises(StorageError, match="stopped answering .* after 5 trials; the best so far was saved"):
         tune(scale, TuneOptions(trials=20, timeout_s=None, storage=f"sqlite:///{report_path}"),
              evaluator=Sabotage(report_path), info=FAKE)
     entry = profiles.read(next((home / "profiles").glob("*.yaml")))["kernels"]["scale"][0]
     assert entry["partial"] is True
+    # trial 44 (a full disk under both): the profile's failure said "the trials are kept in the study"
+    def full(*args, **kwargs):
+        raise ProfileError("cannot write the profile (No space left on device)")
+
+    monkeypatch.setattr(profiles, "save", full)
+    with pytest.raises(ProfileNotSaved, match=r"the study keeps the trials stored before its database stopped "
+                                              r"answering, not those after; once .*\(a full disk\?\), run the same"):
+        tune(scale, TuneOptions(trials=20, timeout_s=None, storage=f"sqlite:///{home / 'again.db'}"),
+             evaluator=Sabotage(home / "again.db"), info=FAKE)
 
 
 # ---- learned work-group limits --------------------------------------------------------------

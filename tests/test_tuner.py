@@ -549,7 +549,8 @@ def test_a_study_that_cannot_be_written_is_said_after_the_profile_is_saved(scale
 
     # optuna's cache in front of the database calls this one (create_new_trial calls it too)
     monkeypatch.setattr(optuna.storages.RDBStorage, "_create_new_trial", full_disk)
-    with pytest.raises(ProblemError, match=r"^4 trials could not be stored in the study .*disk is full.*profile was saved"):
+    with pytest.raises(ProblemError, match=r"^4 trials could not be stored in the study .*disk is full.*profile "
+                                           r"was saved"):
         run(scale, FakeEvaluator(), trials=4, storage=None)
     (entry,) = profiles.entries(profiles.read(settings.profiles_dir() / f"{FAKE.slug}.yaml"), "scale")
     assert entry.params

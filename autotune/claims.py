@@ -183,14 +183,18 @@ class Claims:
 
     @_answering
     def expired(self) -> list[dict[str, Value]]:
-        """Configurations whose worker died mid-trial (claimed, unfinished, expired): the search
-        chose them, so the next worker takes them over."""
+        """Configurations whose worker died mid-trial (claimed, unfinished, and expired, or held
+        by a process of this host that is gone): the search chose them, so the next worker
+        takes them over (trial 44: a run resumed at once after a SIGKILL waited for the killed
+        one's claims to expire)."""
         if self.engine is None:
             return []
+        now = time.time()
         with self.engine.begin() as c:
-            rows = c.execute(sa.select(_TABLE.c.params).where(
-                _TABLE.c.study == self.study, _TABLE.c.done.is_(False), _TABLE.c.expires < time.time())).all()
-        return [json.loads(r.params) for r in rows]
+            rows = c.execute(sa.select(_TABLE.c.params, _TABLE.c.owner, _TABLE.c.expires).where(
+                _TABLE.c.study == self.study, _TABLE.c.done.is_(False))).all()
+        return [json.loads(r.params) for r in rows
+                if r.expires < now or (r.owner != self.owner and _gone(r.owner))]
 
     @_answering
     def held(self) -> list[Claim]:

@@ -19,7 +19,7 @@ import queue
 import signal
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -101,7 +101,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
         procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop, options.save),
                                        name=f"autotune-worker-{label}"))
     with _stops_passed_on(procs, stop):
-        with _stops_ignored(), main_left_out():  # inherited: a worker's start-up is not cut short
+        with _stops_blocked(), main_left_out():  # inherited: a worker's start-up is not cut short
             for _, p in procs.values():
                 p.start()
         results = _collect(procs, events, progress)
@@ -132,7 +132,7 @@ def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> 
     """SIGTERM to this process goes on to the workers (a ``kill`` names one process; without
     this the workers would tune on, orphaned, and hang on their last message); Ctrl-C reaches
     them itself (one process group). Either is noted in ``stop`` for the workers still starting
-    up, which ignore both until they can stop cleanly (trial 33: tracebacks, exit status 1)."""
+    up, which hold both back until they can stop cleanly (trial 33: tracebacks, exit status 1)."""
     def pass_on(signum: int, frame: Any) -> None:
         stop.value = signum
         for _, p in procs.values():
@@ -146,12 +146,21 @@ def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> 
         yield
 
 
-def _stops_ignored() -> AbstractContextManager[bool]:
-    """Ctrl-C and SIGTERM ignored while workers are started: a process inherits an ignored
-    signal, and Python leaves an ignored SIGINT ignored, so each worker starts up with both
-    ignored and takes them on once it can stop cleanly (:func:`_work`). Here they are lost for
-    the few milliseconds the starts take."""
-    return stops.handled(signal.SIG_IGN, signal.SIG_IGN)
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextmanager
+def _stops_blocked() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back while workers are started: a process inherits the signals
+    its parent blocks, so each worker starts up with both held and takes them on once it can
+    stop cleanly (:func:`_work`); one that came meanwhile is delivered then, here and there.
+    (They were ignored instead, and lost: trial 44's Ctrl-C during slow starts on a busy
+    machine left both workers tuning.)"""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
@@ -192,7 +201,7 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
           stop: Any, save: bool) -> None:
     """One worker: an ordinary run whose progress and outcome go to the parent, which saves the
     study's best; where the parent is gone, the worker saves its own (``save``: the command's
-    choice). It starts with Ctrl-C and SIGTERM ignored (:func:`_stops_ignored`); a stop the
+    choice). It starts with Ctrl-C and SIGTERM held back (:func:`_stops_blocked`); a stop the
     command got meanwhile is in ``stop``, and is taken as this worker's own."""
     parent = mp.parent_process()
 
@@ -200,13 +209,14 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
         if parent is not None and not parent.is_alive():  # nobody reads on: stop as on SIGTERM
             events.cancel_join_thread()  # what is left in the queue must not keep this process
             os.kill(os.getpid(), signal.SIGTERM)
-        elif stop.value and not stops.stop_requested():  # it came while this worker ignored it
+        elif stop.value and not stops.stop_requested():  # it came before this worker could take it
             os.kill(os.getpid(), stop.value)
         events.put(("progress", label, event, m, state))
 
     try:
         signal.signal(signal.SIGINT, stops.raise_interrupt)
         signal.signal(signal.SIGTERM, stops.raise_interrupt)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # held since its start (_stops_blocked)
         if stop.value:
             os.kill(os.getpid(), stop.value)
         events.put(("done", label, tune(spec, options, problem, progress)))

@@ -94,6 +94,9 @@ def test_a_claim_of_a_process_of_this_host_that_is_gone_is_taken_over_before_it_
     assert me.take({"X": 1}, ttl_s=60), "its owner is gone"
     assert not me.take({"X": 2}, ttl_s=60), "another host's process cannot be seen: its claim expires first"
     assert not Claims(engine, "s", f"{socket.gethostname()}:1").take({"X": 1}, ttl_s=60), "its owner runs"
+    # trial 44: the next run was not given the gone process's claims until they expired
+    assert dead.take({"X": 3}, ttl_s=300)
+    assert me.expired() == [{"X": 3}], "not X=2: another host's, nor X=1: mine now"
 
 
 def test_a_measured_configuration_is_reopened_by_one_worker_only(tmp_path):
@@ -562,6 +565,26 @@ def test_a_stop_after_the_summary_does_not_make_a_finished_run_interrupted(home)
                 break
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0 and "interrupted" not in err, (proc.returncode, err)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_stop_while_workers_are_started_is_kept_for_this_process_and_them():
+    """Trial 44: a Ctrl-C while the workers were being started (slow on a busy machine) was
+    ignored by this process and by them, and both tuned on for their 1,000 trials."""
+    from types import SimpleNamespace
+
+    from autotune import fleet
+
+    stop = SimpleNamespace(value=0)
+    with fleet._stops_passed_on({}, stop):
+        with fleet._stops_blocked():
+            os.kill(os.getpid(), signal.SIGINT)
+            child = subprocess.run([sys.executable, "-c", "print(open('/proc/self/status').read())"],
+                                   capture_output=True, text=True, check=True).stdout
+        # taken once the starts are done (or at once, where another thread of this process took it)
+        assert stop.value == signal.SIGINT, "not lost"
+    blocked = int(next(line for line in child.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+    assert blocked & (1 << (signal.SIGINT - 1)) and blocked & (1 << (signal.SIGTERM - 1)), "a worker inherits it"
 
 
 @needs_cpu

@@ -333,6 +333,9 @@ def _compile(node: ast.AST, source: str, names: set[str], conditions: bool = Fal
     what = type(node).__name__
     if isinstance(node, ast.Call):
         what = f"call of {ast.unparse(node.func)!r} (allowed: {', '.join(sorted(FUNCTIONS))})"
+    elif isinstance(node, ast.Compare):  # trial 45: "Compare is not allowed", though comparisons are
+        odd = next(o for o in node.ops if type(o) not in _CMPOPS)
+        what = f"the operator {'is not' if isinstance(odd, ast.IsNot) else 'is'!r} (use == or !=)"
     raise ExpressionError(
         f"{source!r}: {what} is not allowed; use arithmetic, comparisons, and/or/not, "
         "if-else and the listed functions"

@@ -21,6 +21,7 @@ import pyopencl as cl
 from . import guards
 from .errors import SpecError, warn
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
+from .pristine import Pristine
 from .result import Measurement, Status
 from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
@@ -86,6 +87,9 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     _check_memory_order(spec, inputs)
     with _read_only(spec, inputs):
         expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
+    if extra := sorted(str(k) for k in expected if k not in spec.outputs):  # trial 45: ignored silently
+        warn(f"{spec.reference}: reference() also returns {', '.join(extra)}, which the spec does not list "
+             "under outputs, so it is not verified; list it there if the kernel writes it")
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
         raise SpecError(
@@ -140,6 +144,13 @@ def _check_type(spec: KernelSpec, host: Any, name: str, got: np.ndarray, want: n
                else f"return it as {got.dtype}, the type inputs() gives the output")
         raise SpecError(f"{spec.reference}: reference() gives {name} as {want.dtype}, but the kernel writes "
                         f"{got.dtype} (as inputs() gives it); {fix}")
+    if not out_float and np.issubdtype(got.dtype, np.integer) and np.issubdtype(want.dtype, np.integer) and want.size:
+        limits, low, high = np.iinfo(got.dtype), want.min(), want.max()
+        if low < limits.min or high > limits.max:  # trial 45: int64 values past int32, or uint32 for int32
+            bad = int(low) if low < limits.min else int(high)
+            raise SpecError(f"{spec.reference}: reference() gives {name} a value of {bad}, which the kernel's "
+                            f"{got.dtype} cannot hold, so every configuration would fail; compute what the kernel "
+                            f"computes (its {got.dtype} wraps around: .astype(np.{got.dtype}))")
 
 
 def _check_finite(spec: KernelSpec, host: Any, name: str, want: np.ndarray) -> None:
@@ -244,6 +255,9 @@ class Bench:
                 cl.enqueue_copy(self.queue, self.args[name], value)
             else:
                 self.args[name] = value
+        read_only = {name: (self.args[name], value) for name, value in workload.inputs.items()
+                     if name not in spec.outputs and isinstance(value, np.ndarray)}
+        self._inputs = Pristine(ctx, self.queue, read_only, sum(z.whole.size for z in self._zones.values()))
 
     def prefetch(self, params: Mapping[str, Value]) -> None:
         """Start building ``params`` in the background, if it is valid (compile ahead)."""
@@ -334,18 +348,9 @@ class Bench:
 
     def _restore_inputs(self) -> list[str]:
         """The input arrays the launches changed (a kernel that writes what it should only read),
-        each copied back from the workload: else every configuration measured after it reads
-        what it wrote and fails (trial 42)."""
-        changed = []
-        for name, given in self.workload.inputs.items():
-            if name in self.spec.outputs or not isinstance(given, np.ndarray):
-                continue
-            got = np.empty_like(given)
-            cl.enqueue_copy(self.queue, got, self.args[name])
-            if got.tobytes() != given.tobytes():
-                changed.append(name)
-                cl.enqueue_copy(self.queue, self.args[name], given)
-        return changed
+        each copied back: else every configuration measured after it reads what it wrote and
+        fails (trial 42). See :mod:`autotune.pristine`."""
+        return self._inputs.changed()
 
     def _verify_outputs(self, launch: Launch) -> tuple[float | None, float | None] | Measurement:
         if overrun := self._run(launch):

@@ -442,6 +442,9 @@ def lint(spec: KernelSpec) -> list[str]:
         seen = "only gives it a default (#ifndef) and never uses" if p.name in defaulted else "never mentions"
         out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} {seen} "
                    f"{' or '.join(names)}{hint}")
+    bound = {a for step in spec.launch for a in step.args}
+    out += [f"{spec.path}: scratch.{name} is in no launch step's args: it is made and never given to a kernel"
+            for name, _ in spec.scratch if name not in bound]  # trial 45: taken silently
     return out + _misnamed_defaults(spec, words) + _stepless(spec) + _failing(spec)
 
 
@@ -453,7 +456,13 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
     defined |= {n for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
     silent = [p.name for p in spec.parameters if p.flag is None and p.name not in words]
     out = []
+    derived = {n for n, _ in spec.derived}
     for name in dict.fromkeys(m[0] or m[1] for m in _DEFAULTED.findall(spec.source)):
+        if name in derived and name not in defined:  # trial 45: the default stood for every configuration
+            out.append(f"{spec.path}: {spec.template.name} gives {name} a default (#ifndef {name}), and {name} is a "
+                       "derived value of the spec, which is not passed to the compiler (only problem keys and "
+                       "parameters are): every configuration gets the default; compute it in the template instead")
+            continue
         near = difflib.get_close_matches(name, silent, n=1, cutoff=0.75) if name not in defined else []
         if near:
             out.append(f"{spec.path}: {spec.template.name} gives {name} a default (#ifndef {name}), but no "

@@ -1,4 +1,4 @@
-"""Verify every entry of this device's shipped profile again, as the tuner verifies a candidate.
+"""Verify every entry of this device's shipped profile again, as the leaders' check again does.
 
 Run after a change to verification (a new check, such as the guard zones after each array,
 can refuse a configuration that was saved before it existed) or to a template: each entry is
@@ -36,7 +36,7 @@ def verify(spec: specs.KernelSpec, info: devices.DeviceInfo, ctx: cl.Context, en
     problem = spec.resolve_problem(entry.problem)
     choice = choose(spec, info, problem, folders=[folder])
     bench = Bench(spec, problem, ctx, make_workload(spec, problem), info.facts(), QUICK)
-    m = bench.measure(choice.params)
+    m = bench.measure(choice.params, strict=True)  # every byte of measure.STRICT_BYTES, inputs unchanged
     if not m.ok:
         return False, f"FAIL  {label} ({choice.origin}): {m.status.value}: {m.message}"
     return True, (f"ok    {label} ({choice.origin}): {m.median_ms:.4g} ms "

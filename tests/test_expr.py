@@ -28,6 +28,14 @@ def test_rejects_anything_beyond_arithmetic(source):
         Expr.parse(source)
 
 
+def test_is_is_named_as_the_operator_refused():
+    """Trial 45: `x is None` was refused as "Compare is not allowed", comparisons being allowed."""
+    with pytest.raises(ExpressionError, match=r"the operator 'is' \(use == or !=\) is not allowed"):
+        Expr.parse("WG is None")
+    with pytest.raises(ExpressionError, match=r"the operator 'is not' \(use == or !=\)"):
+        Expr.parse("WG == 1 is not 3")
+
+
 def test_syntax_error_names_the_expression():
     with pytest.raises(ExpressionError, match="not a valid expression"):
         Expr.parse("TS %% 2")

@@ -524,6 +524,35 @@ def test_a_reference_of_another_type_than_the_output_is_a_spec_error(tmp_path, g
     _accepted_with_a_check_of_its_own(tmp_path, ref)
 
 
+@pytest.mark.parametrize("given, message", [
+    ("arrays['x'].astype(np.int64) * 2**40", r"gives y a value of \d+, which the kernel's int32 cannot hold"),
+    ("arrays['x'].astype(np.uint32) + np.uint32(2**31)", r"gives y a value of \d+, which the kernel's int32"),
+    ("arrays['x'].astype(np.int64) - 5", None),  # int64 values int32 holds: fine
+])
+def test_an_integer_reference_past_the_outputs_range_is_a_spec_error(tmp_path, given, message):
+    """Trial 45: every configuration failed, the reference never named."""
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': rng.integers(0, 100, n).astype(np.int32), 'y': np.zeros(n, np.int32)}\n"
+           f"def reference(problem, arrays):\n    return {{'y': {given}}}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))  # int bits in a float kernel: never run here
+    if message is None:
+        make_workload(spec, spec.resolve_problem({}))
+        return
+    with pytest.raises(SpecError, match=message):
+        make_workload(spec, spec.resolve_problem({}))
+
+
+def test_a_reference_result_that_is_no_output_is_warned_of(tmp_path):
+    """Trial 45: reference() returning an input's name as well was ignored silently."""
+    from conftest import REF_PY
+
+    ref = REF_PY.replace('return {"y": ', 'return {"x": arrays["x"], "y": ')
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.warns(AutotuneWarning, match=r"reference\(\) also returns x, which the spec does not list under "
+                                             r"outputs, so it is not verified"):
+        make_workload(spec, spec.resolve_problem({}))
+
+
 def test_verification_fails_where_the_comparison_cannot_be_made():
     from autotune.verify import compare
     spec = specs.load("matmul")

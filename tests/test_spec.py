@@ -64,6 +64,22 @@ def test_lint_names_a_template_default_for_a_near_miss_of_a_parameter(tmp_path):
                             "(every configuration gets the default now)"), warning
 
 
+def test_lint_names_a_template_default_for_a_derived_value(tmp_path):
+    """Trial 45: a derived name the template gives a default fell back to it, silently."""
+    yaml_text = SCALE_YAML.replace("constraints:", "derived:\n  ITEMS: N // WPT\nconstraints:")
+    template = "#ifndef ITEMS\n#define ITEMS 64\n#endif\n" + __import__("conftest").TEMPLATE_CL
+    (warning,) = specs.lint(specs.load(write_spec(tmp_path, yaml_text, template=template)))
+    assert warning.endswith("scale.cl gives ITEMS a default (#ifndef ITEMS), and ITEMS is a derived value of the "
+                            "spec, which is not passed to the compiler (only problem keys and parameters are): every "
+                            "configuration gets the default; compute it in the template instead"), warning
+
+
+def test_lint_names_a_scratch_buffer_no_step_takes(tmp_path):
+    (warning,) = specs.lint(specs.load(write_spec(tmp_path, SCALE_YAML.replace(
+        "args: [x, y]", "args: [x, y]\nscratch: {t: \"4 * N\"}"))))
+    assert warning.endswith("scratch.t is in no launch step's args: it is made and never given to a kernel")
+
+
 def test_lint_names_a_derived_value_that_fails_for_some_values(tmp_path):
     """Trial 15: `TS // WPT` with a WPT of 0 made those configurations invalid, and the run
     said only `valid space 30 of 40`."""

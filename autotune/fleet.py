@@ -30,7 +30,7 @@ from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
 from .tuner import RunState, TuneOptions, TuneReport, save_best, study_name, tune
-from .worker import describe_exit, main_left_out
+from .worker import describe_exit, starting
 
 #: (worker label, event, measurement, the worker's counters) as the tuner's progress gives them
 FleetProgress = Callable[[str, str, Measurement | None, RunState], None]
@@ -101,7 +101,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
         procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop, options.save),
                                        name=f"autotune-worker-{label}"))
     with _stops_passed_on(procs, stop):
-        with _stops_blocked(), main_left_out():  # inherited: a worker's start-up is not cut short
+        with starting(signal.SIGINT, signal.SIGTERM):  # inherited: a worker's start-up is not cut short
             for _, p in procs.values():
                 p.start()
         results = _collect(procs, events, progress)
@@ -146,23 +146,6 @@ def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> 
         yield
 
 
-_STOPS = {signal.SIGINT, signal.SIGTERM}
-
-
-@contextmanager
-def _stops_blocked() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back while workers are started: a process inherits the signals
-    its parent blocks, so each worker starts up with both held and takes them on once it can
-    stop cleanly (:func:`_work`); one that came meanwhile is delivered then, here and there.
-    (They were ignored instead, and lost: trial 44's Ctrl-C during slow starts on a busy
-    machine left both workers tuning.)"""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
              progress: FleetProgress) -> list[WorkerResult]:
     """Pass the workers' progress on until each has reported or died."""
@@ -201,7 +184,7 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
           stop: Any, save: bool) -> None:
     """One worker: an ordinary run whose progress and outcome go to the parent, which saves the
     study's best; where the parent is gone, the worker saves its own (``save``: the command's
-    choice). It starts with Ctrl-C and SIGTERM held back (:func:`_stops_blocked`); a stop the
+    choice). It starts with Ctrl-C and SIGTERM held back (:func:`worker.starting`); a stop the
     command got meanwhile is in ``stop``, and is taken as this worker's own."""
     parent = mp.parent_process()
 
@@ -216,7 +199,9 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
     try:
         signal.signal(signal.SIGINT, stops.raise_interrupt)
         signal.signal(signal.SIGTERM, stops.raise_interrupt)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # held since its start (_stops_blocked)
+        # held since its start (worker.starting), so that a stop then is neither lost (trial 44:
+        # ignored instead, a Ctrl-C during slow starts left both workers tuning) nor a traceback
+        stops.unblock(signal.SIGINT, signal.SIGTERM)
         if stop.value:
             os.kill(os.getpid(), stop.value)
         events.put(("done", label, tune(spec, options, problem, progress)))

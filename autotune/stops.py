@@ -82,6 +82,26 @@ def handled(on_int: Any, on_term: Any) -> Iterator[bool]:
         signal.signal(signal.SIGTERM, previous[1])
 
 
+@contextmanager
+def blocked(*signums: int) -> Iterator[None]:
+    """``signums`` held back in this thread while inside, and delivered after: a process started
+    inside inherits them blocked, so it can start up (imports, a second or so) before it takes
+    them, and one sent meanwhile is neither lost nor a traceback of its bootstrap (ignoring them
+    instead lost a Ctrl-C sent then: trial 44). The process must unblock them itself
+    (:func:`unblock`) once its handlers are set."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def unblock(*signums: int) -> None:
+    """Take ``signums`` again in a process started inside :func:`blocked`: one sent while it
+    started is delivered now, to the handlers just set."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signums)
+
+
 def last_stop_signal() -> int:
     """The signal of the last stop, SIGINT where there was none."""
     return _SIGNAL[0]

@@ -13,7 +13,6 @@ import multiprocessing as mp
 import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 import warnings
@@ -26,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import capture
+from . import capture, stops
 from .errors import AutotuneError, WorkerError
 from .measure import Bench, TimingOptions, Workload
 from .result import Measurement, Status
@@ -150,9 +149,10 @@ class InProcessEvaluator:
 def _worker_main(conn: Connection, setup: Setup) -> None:
     import pyopencl as cl
 
-    # Ctrl-C goes to the whole process group; the parent decides what to do about it (a worker
-    # started from the main thread ignores SIGINT from its start: see _ignoring_sigint)
+    # Ctrl-C goes to the whole process group; the parent decides what to do about it (the
+    # worker starts with SIGINT held back: see MeasureWorker._start)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stops.unblock(signal.SIGINT)
     # a build log is normal for tuned variants; catch_warnings in build threads is not
     # thread-safe, so the worker (autotune's own process) ignores them for good
     warnings.simplefilter("ignore", cl.CompilerWarning)
@@ -183,22 +183,6 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
 
 
 @contextmanager
-def _ignoring_sigint() -> Iterator[None]:
-    """SIGINT ignored in this process while it starts a worker, which inherits that through
-    exec (a Python handler it would not, nor a blocked mask), so a Ctrl-C while the worker
-    imports (a second or so) is not a KeyboardInterrupt traceback from its bootstrap. Only the
-    main thread can set handlers; a Ctrl-C in the few milliseconds of the start is lost."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-@contextmanager
 def main_left_out() -> Iterator[None]:
     """The caller's ``__main__`` hidden from multiprocessing while it spawns a process: autotune's
     processes run autotune's code only, and spawn would run the caller's script again in each
@@ -217,6 +201,20 @@ def main_left_out() -> Iterator[None]:
             setattr(main, k, v)
 
 
+@contextmanager
+def starting(*held: int) -> Iterator[None]:
+    """Around a spawn of one of autotune's processes: the caller's ``__main__`` hidden
+    (:func:`main_left_out`) and the signals ``held`` blocked (:func:`stops.blocked`), which the
+    process inherits and takes on itself (:func:`stops.unblock`). multiprocessing's resource
+    tracker is started first: starting it on the way (the first spawn) unblocks SIGINT and
+    SIGTERM, so the process would start without them held."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    with stops.blocked(*held), main_left_out():
+        yield
+
+
 class IsolatedEvaluator:
     """Measures in a persistent worker process that is replaced after a hang or crash."""
 
@@ -231,7 +229,10 @@ class IsolatedEvaluator:
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self.setup), daemon=True)
-        with _ignoring_sigint(), main_left_out():
+        # SIGINT held back while the worker starts (it inherits that), so that a Ctrl-C while
+        # it imports is no KeyboardInterrupt traceback of its bootstrap, and reaches this
+        # process once the start is done rather than being lost
+        with starting(signal.SIGINT):
             proc.start()
         child.close()
         self._proc, self._conn = proc, parent

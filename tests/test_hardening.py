@@ -787,6 +787,32 @@ def test_a_ctrl_c_while_the_worker_starts_up_neither_ends_it_nor_prints_a_traceb
 
 
 @needs_opencl
+def test_a_ctrl_c_to_this_process_while_a_worker_starts_is_not_lost(scale, tmp_path, monkeypatch):
+    """Trial 44: SIGINT was ignored here while a worker started, so a Ctrl-C then was lost."""
+    from autotune.measure import TimingOptions
+    from autotune.worker import Setup, open_evaluator
+
+    problem = scale.resolve_problem({})
+    setup = Setup(scale, os.environ["AUTOTUNE_DEVICE"], problem, "", TimingOptions())
+    got: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    ev = open_evaluator(setup, make_workload(scale, problem), True, tmp_path)
+    started = ev._ctx.Process.start
+
+    def start_and_interrupt(proc):
+        os.kill(os.getpid(), signal.SIGINT)
+        started(proc)
+
+    monkeypatch.setattr(ev._ctx.Process, "start", start_and_interrupt)
+    try:
+        m = ev.evaluate(scale.complete({"WPT": 1, "WG": 16}), 60)
+    finally:
+        ev.close()
+        signal.signal(signal.SIGINT, previous)
+    assert m.ok and got == [signal.SIGINT], (m.message, got)
+
+
+@needs_opencl
 def test_a_worker_killed_between_trials_is_restarted_and_the_run_goes_on(scale, tmp_path):
     first, second, ev, _ = _kill_worker_between(scale, tmp_path, {"WPT": 1, "WG": 16}, {"WPT": 2, "WG": 16})
     assert first.ok and second.ok and ev.restarts == 1

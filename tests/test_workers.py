@@ -568,22 +568,34 @@ def test_a_stop_after_the_summary_does_not_make_a_finished_run_interrupted(home)
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
-def test_a_stop_while_workers_are_started_is_kept_for_this_process_and_them():
+def test_a_stop_while_workers_are_started_is_kept_for_this_process_and_them(tmp_path):
     """Trial 44: a Ctrl-C while the workers were being started (slow on a busy machine) was
-    ignored by this process and by them, and both tuned on for their 1,000 trials."""
-    from types import SimpleNamespace
+    ignored by this process and by them, and both tuned on for their 1,000 trials. In a fresh
+    process, as a command's: its first spawn starts multiprocessing's resource tracker, which
+    unblocked the signals on the way."""
+    (tmp_path / "helper.py").write_text("def status(conn):\n    conn.send(open('/proc/self/status').read())\n")
+    script = f"""
+import multiprocessing as mp, os, signal, sys
+from types import SimpleNamespace
+sys.path.insert(0, {str(tmp_path)!r})
+import helper
+from autotune import fleet, worker
 
-    from autotune import fleet
-
-    stop = SimpleNamespace(value=0)
-    with fleet._stops_passed_on({}, stop):
-        with fleet._stops_blocked():
-            os.kill(os.getpid(), signal.SIGINT)
-            child = subprocess.run([sys.executable, "-c", "print(open('/proc/self/status').read())"],
-                                   capture_output=True, text=True, check=True).stdout
-        # taken once the starts are done (or at once, where another thread of this process took it)
-        assert stop.value == signal.SIGINT, "not lost"
-    blocked = int(next(line for line in child.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+stop = SimpleNamespace(value=0)
+ctx = mp.get_context("spawn")
+mine, theirs = ctx.Pipe()
+with fleet._stops_passed_on({{}}, stop):
+    with worker.starting(signal.SIGINT, signal.SIGTERM):
+        os.kill(os.getpid(), signal.SIGINT)
+        ctx.Process(target=helper.status, args=(theirs,)).start()
+    print(stop.value)  # taken once the starts are done
+print(next(line for line in mine.recv().splitlines() if line.startswith("SigBlk:")).split()[1])
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    taken, mask = out.stdout.split()
+    assert int(taken) == signal.SIGINT, "not lost"
+    blocked = int(mask, 16)
     assert blocked & (1 << (signal.SIGINT - 1)) and blocked & (1 << (signal.SIGTERM - 1)), "a worker inherits it"
 
 

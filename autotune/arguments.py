@@ -120,6 +120,8 @@ class Arguments:
                 raise TypeError(f"{where} holds {_dtype_name(value.dtype)}; the kernel takes {need.dtype} ({fix})")
             if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
                 raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
+            if not value.flags.forc:  # said before its size, which a strided view also lacks (trial 47)
+                raise ValueError(f"{where}: the array is not contiguous; the kernel reads its buffer in memory order")
             mem, size = value.base_data, value.nbytes  # the view's bytes, not its base buffer's
         elif isinstance(value, cl.Buffer):
             mem, size = value, value.size  # a sub-buffer's size is its own
@@ -134,8 +136,6 @@ class Arguments:
 
     def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer) -> cl.Buffer:
         """The buffer that starts where ``array`` (held in ``mem``) does: an argument has no offset."""
-        if not array.flags.forc:
-            raise ValueError(f"{where}: the array is not contiguous; the kernel reads its buffer in memory order")
         if not array.flags.c_contiguous:  # a transpose: its elements are not where its indexes say
             raise ValueError(f"{where}: the array is in column-major order (a transpose, or order='F') and the "
                              "kernel reads its buffer in memory order; pass a C-ordered array or, where the "

@@ -737,7 +737,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     if report.claimed:  # trial 28: a killed run's claims stopped the next under budget, unsaid
         lines.append(f"              {report.claimed} of them claimed, not stored yet: being measured by another "
                      f"worker, or left by a run that ended mid-trial (a claim lapses {report.claim_s:.0f} s after "
-                     "it was taken; a run after that measures it)")
+                     "it was taken, or at once where that run's process on this host is gone; the next run "
+                     "measures it)")
     if report.stopped_by == "same wrong result" and too_tight(report.failure_examples.get("wrong_result", "")):
         lines.append("              each off by rounding alone: the spec's tolerance is at fault, not the kernel "
                      "(see the wrong_result line); widen it and run again")
@@ -912,7 +913,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
             block = _ShowBlock(kernel, path, profiles.entries(doc, kernel, str(path), broken.append),
                                tuple(broken), current(kernel),
                                profiles.written_for_another(doc.get("device"), mine) if mine is not None else None,
-                               folder == settings.profiles_dir())  # runs write here only
+                               folder == settings.profiles_dir(),  # runs write here only
+                               target.info.facts() if target.info is not None else None)
             if not args.json:
                 _print_block(block, target.title if not shown else None, mine)
             listed.append(block)
@@ -950,12 +952,13 @@ class _ShowBlock:
     spec: Any  # what the entries are checked against; None: not known here
     other: str | None  # the device the file was written for, where not this one
     ours: bool  # the profile runs write to
+    facts: Mapping[str, Any] | None = None  # the device's, where it is present: entries are checked against them
 
     def to_json(self, mine: Mapping[str, Any] | None) -> dict[str, Any]:
         from .profiles import written_for_another
 
         def entry(e: Any) -> dict[str, Any]:
-            why = None if self.spec is None else self.spec.unusable(e)
+            why = _skipped(self.spec, e, self.facts)
             return {**e.to_yaml(), "usable": None if self.spec is None else why is None, "skipped_because": why,
                     "measured_on_another_device": written_for_another(e.device, mine)
                     if mine is not None and self.other is None else None}
@@ -973,7 +976,7 @@ def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] |
         "  (not a built-in kernel: give its spec's path to mark stale entries)"
     elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
     _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block.entries, block.spec,
-                  None if block.other else mine, block.ours)
+                  None if block.other else mine, block.ours, block.facts)
     for exc in block.broken:
         print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy('', block.ours)})")
 
@@ -1001,12 +1004,18 @@ def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
         files = {p.stem: p for f in reversed(folders) if f.is_dir() for p in sorted(f.glob("*.yaml"))}
         # a part of a file's name, as report's -d takes it (trial 44: `-d h200` was refused)
         named = [s for s in files if s == selector] or [s for s in files if selector and selector.lower() in s]
+        here = next(((i, d) for i, d in device.list_devices() if named and i.slug == named[0]), None)
+        if len(named) == 1 and here is not None:  # trial 46: a part of this device's slug read as absent
+            return _ShowTarget(here[0].slug, f"{here[0].name} ({here[0].platform})", *here)
         if len(named) == 1:
             header = profiles.read(files[named[0]], check_entries=False).get("device")
             name = profiles.described(header) if isinstance(header, Mapping) else named[0]
             return _ShowTarget(named[0], f"{name}, not present here")
         if not files:
             raise
+        if len(named) > 1:
+            raise DeviceError(f"{exc}; {selector!r} is a part of several profiles' names: -d {' | -d '.join(named)}"
+                              ) from None
         raise DeviceError(f"{exc}; to show the profile of a device not present here, name its file: "
                           f"-d {' | -d '.join(sorted(files))}") from None
 
@@ -1024,10 +1033,28 @@ def _remedy(why: str, ours: bool) -> str:
     return "the next run of its problem replaces it"
 
 
+def _skipped(spec: Any, entry: Any, facts: Mapping[str, Any] | None) -> str | None:
+    """Why load_kernel does not use ``entry`` as it is (KernelSpec.unusable), or, on a device
+    of ``facts``, why its configuration is not valid there (trial 47: a hand edit that breaks a
+    constraint was listed as usable); None where it does, or ``spec`` is not known here."""
+    from .space import canonical, check
+
+    why = None if spec is None else spec.unusable(entry)
+    if why is not None or spec is None or facts is None:
+        return why
+    params = spec.from_stored(entry.params, entry.build_flags, whole=True)
+    problem = spec.resolve_problem(entry.problem)
+    try:
+        invalid = check(spec, canonical(spec, params, problem, facts), problem, facts) if params else None
+    except AutotuneError as exc:
+        invalid = str(exc)
+    return f"its configuration is not valid for its problem on this device ({invalid})" if invalid else None
+
+
 def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None = None,
-                  ours: bool = True) -> None:
+                  ours: bool = True, facts: Mapping[str, Any] | None = None) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
-    load_kernel cannot use as it is (KernelSpec.unusable; ``spec`` None: not known here) says why,
+    load_kernel cannot use as it is (:func:`_skipped`; ``spec`` None: not known here) says why,
     and one measured on another device than ``mine`` says so (None: the title says it of all);
     ``ours``: the profile is the one runs write to."""
     from .profiles import written_for_another
@@ -1038,7 +1065,7 @@ def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, 
 
     rows = []
     for e in sorted(entries, key=order):
-        why = None if spec is None else spec.unusable(e)
+        why = _skipped(spec, e, facts)
         other = written_for_another(e.device, mine) if mine is not None else None
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
             f" (measured on {other}: load_kernel uses it here, with a warning)" if other else "") + (

@@ -23,13 +23,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import profiles, settings, stops
+from . import stops
 from .device import DeviceInfo
 from .errors import AutotuneError, ProblemError, ProfileNotSaved, TuningInterrupted
 from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
-from .tuner import RunState, TuneOptions, TuneReport, save_best, study_name, tune
+from .tuner import RunState, TuneOptions, TuneReport, check_saveable, save_best, study_name, tune
 from .worker import describe_exit, starting
 
 #: (worker label, event, measurement, the worker's counters) as the tuner's progress gives them
@@ -87,7 +87,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
     problem = spec.resolve_problem(problem)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         for d in {d.slug: d for d in infos}.values():
-            profiles.check_writable(profiles.path_for(d.slug, settings.profiles_dir()))
+            check_saveable(spec, d, problem)  # trial 46: a namesake's entry was replaced here
     budgets = {d.slug: measured_count(study_name(spec, d, problem), options.storage) + options.trials
                for d in infos}
     ctx = mp.get_context("spawn")  # a forked child would share the parent's OpenCL state

@@ -121,12 +121,23 @@ _QUIET_BUILDS = threading.RLock()
 
 @contextmanager
 def quiet_builds() -> Iterator[None]:
-    """pyopencl's CompilerWarning ignored in the block, for the builds of this thread and of the
-    build threads it waits for; one thread at a time in a process, since the filter is the
-    process's."""
-    with _QUIET_BUILDS, warnings.catch_warnings():
-        warnings.simplefilter("ignore", cl.CompilerWarning)
-        yield
+    """pyopencl's CompilerWarning not shown in the block, for the builds of this thread and of
+    the build threads it waits for; one thread at a time in a process, since what shows a
+    warning is the process's. The filters are left alone: a change to them makes Python forget
+    which warnings it has shown, so an application's own, and autotune's, were shown again on
+    every call in a loop that loaded a kernel (trial 47)."""
+    with _QUIET_BUILDS:
+        shown = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+            if not issubclass(category, cl.CompilerWarning):
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            warnings.showwarning = shown
 
 
 def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: str | None) -> cl.Program:
@@ -215,7 +226,8 @@ class Launch:
         program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
         self.wg_limits: dict[str, int] = {}  # entry -> CL_KERNEL_WORK_GROUP_SIZE, for autotune.limits
         self.kernels = [self._kernel(program, step, ctx.devices[0]) for step in self.geometry.steps]
-        self._types = [by_value_types(spec.source, step.entry, len(step.args)) for step in self.geometry.steps]
+        self._types = [self._number_types(kernel, step) for kernel, step in zip(self.kernels, self.geometry.steps,
+                                                                                  strict=True)]
         extra = guard or (lambda nbytes: 0)
         self.scratch = {
             name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes + extra(nbytes), 4))
@@ -225,6 +237,27 @@ class Launch:
         # threads, one call's arguments could be bound under another's enqueue.
         self._lock = threading.Lock()
         self._last: cl.Event | None = None  # the last step of the previous call (scratch in use until then)
+
+    def _number_types(self, kernel: cl.Kernel, step: Any) -> list[Any]:
+        """The type each argument of ``step`` that is a problem key is bound as: the kernel's
+        (:func:`signatures.by_value_types`); where its definitions under ``#if`` disagree, the
+        one this build takes, found by setting it (trial 46: the last definition's, an int64
+        for the variant that takes an int, failed every configuration of that variant)."""
+        kinds = by_value_types(self.spec.source, step.entry, len(step.args))
+        chosen: list[Any] = []
+        for position, (name, types) in enumerate(zip(step.args, kinds, strict=True)):
+            value = self.problem.get(name)
+            fits = [t for t in types if isinstance(value, int) and cast(value, np.dtype(t)) is not None]
+            for kind in fits[:-1]:
+                try:
+                    kernel.set_arg(position, kind(value))
+                    break
+                except cl.Error:  # INVALID_ARG_SIZE: another width
+                    continue
+            else:
+                kind = fits[-1] if fits else (types[0] if types else None)
+            chosen.append(kind)
+        return chosen
 
     def _kernel(self, program: cl.Program, step: Any, device: cl.Device) -> cl.Kernel:
         try:
@@ -271,7 +304,12 @@ class Launch:
         with self._lock:
             first = [*(wait_for or []), *([self._last] if self.scratch and self._last is not None else [])]
             for kernel, step, types in zip(self.kernels, self.geometry.steps, self._types, strict=True):
-                kernel.set_args(*(self._arg(name, named, kind) for name, kind in zip(step.args, types, strict=True)))
+                args = [self._arg(name, named, kind) for name, kind in zip(step.args, types, strict=True)]
+                try:
+                    kernel.set_args(*args)
+                except cl.Error as exc:  # an argument of another size than the build's: this configuration's
+                    raise CandidateError("launch_error", f"{step.entry}: its arguments ({', '.join(step.args)}) "
+                                         f"could not be set: {exc}") from None
                 after = (first or None) if not events else None if in_order else events[-1:]
                 try:
                     events.append(cl.enqueue_nd_range_kernel(

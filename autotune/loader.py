@@ -254,7 +254,8 @@ def _warn_partial(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[s
     _warned.add(key)
     _warn(f"the {spec.name} entry for {problem_label(problem)} in {path} is partial (its run was stopped, or "
           f"its leaders not timed again, after {entry.trials} trial{'s' if entry.trials != 1 else ''}): it is used, "
-          f"but more tuning may find a faster one (`{tune_command(spec, problem, info)}` resumes that study)")
+          f"but more tuning may find a faster one: `{tune_command(spec, problem, info)}` (with the --storage that "
+          "run used, if any, it goes on from where that run stopped)")
 
 
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],

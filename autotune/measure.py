@@ -25,7 +25,7 @@ from .pristine import Pristine
 from .result import Measurement, Status
 from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
-from .spec import KernelSpec, Value
+from .spec import KernelSpec, Value, problem_label
 from .verify import POISON_BYTE, Expected, vacuous, without_unwritten_advice
 
 #: The bytes the leaders' check again (measure's ``strict``) fills the zones and the outputs'
@@ -109,7 +109,13 @@ def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
         _check_finite(spec, host, name, expected[name])
     bounds = _bounds(spec, problem, inputs, expected)
     for name in spec.outputs:
-        if vacuous(spec, problem, expected[name], bounds.get(name)):
+        if vacuous(spec, problem, expected[name], bounds.get(name)) and spec.builtin:
+            # not the user's to tighten (trial 47): float32 rounding over this many terms is as
+            # large as the values, so the check says little here
+            warn(f"at {problem_label(problem)}, the rounding error {spec.name}'s reference allows for each element "
+                 f"of {name} is at least its expected value, so verification there cannot tell a wrong result "
+                 "from a right one (a configuration verified at a smaller size is the safer pick)")
+        elif vacuous(spec, problem, expected[name], bounds.get(name)):
             warn(f"{spec.path}: the error allowed for each element of {name} (the tolerance"
                  f"{' plus error_bound()' if name in bounds else ''}) is at least its expected value, so an "
                  f"output of zeros would pass verification: tighten {'error_bound() or ' if name in bounds else ''}"
@@ -340,8 +346,8 @@ class Bench:
         listed = " and ".join(changed)
         why = (f"it changed its input{'s' if len(changed) > 1 else ''} {listed}, which the spec does not list among "
                "its outputs: a second call would read what it wrote, and an application's data would be lost "
-               f"(declare {listed} `const` in the kernel, or, if it is updated on purpose, list it under outputs "
-               "and `inplace`)")
+               f"(declare {listed} `const` in the kernel; a workspace the kernels need is a `scratch:` buffer, not "
+               "an input; an array they update on purpose is listed under outputs and `inplace`)")
         if isinstance(verdict, Measurement):  # the outputs' failure first: it may say why (args in another order)
             return replace(verdict, message=f"{verdict.message}; also, {why}")
         return Measurement(Status.WRONG_RESULT, why)

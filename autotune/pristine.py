@@ -15,11 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
 import pyopencl as cl
+
+from .launch import build_quietly
 
 #: Copies are kept only while every buffer and the copies stay within this share of the
 #: device's memory (drivers allocate lazily: an allocation that does not fit fails later, at
@@ -50,9 +51,7 @@ class Pristine:
         sizes = {name: host.nbytes for name, (_, host) in self.arrays.items() if host.nbytes}
         self.copies: dict[str, cl.Buffer] = {}
         if sizes and self.fits(sizes, dev.global_mem_size, used_bytes, dev.max_mem_alloc_size):
-            with warnings.catch_warnings():  # a runtime's build log for a kernel of ours says nothing
-                warnings.simplefilter("ignore", cl.CompilerWarning)
-                self._differs = cl.Program(ctx, _SOURCE).build().autotune_differs
+            self._differs = build_quietly(ctx, _SOURCE).autotune_differs
             self._flag = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, 4)
             for name, nbytes in sizes.items():
                 self.copies[name] = cl.Buffer(ctx, cl.mem_flags.READ_ONLY, nbytes)

@@ -212,19 +212,25 @@ def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def by_value_types(source: str, entry: str, count: int) -> tuple[Any, ...]:
-    """The numpy type of each of kernel ``entry``'s ``count`` arguments that it takes by value
-    as a number (None for the others, or where the definition cannot be read): what an integer
-    problem key passed there is bound as (trial 42: always int32, so `long n` failed).
+def by_value_types(source: str, entry: str, count: int) -> tuple[tuple[Any, ...], ...]:
+    """The numpy types kernel ``entry``'s ``count`` arguments may take by value as numbers, one
+    tuple per argument: one type per definition of the kernel that declares another (under
+    ``#if``, a variant may take ``long n`` where another takes ``int n``; which one a build has,
+    only the build knows), none for a buffer or a type not read here. What an integer problem
+    key passed there is bound as (trial 42: always int32, so `long n` failed).
 
         >>> by_value_types("__kernel void k(__global float* x, long n, uint m) {}", "k", 3)
-        (None, <class 'numpy.int64'>, <class 'numpy.uint32'>)
+        ((), (<class 'numpy.int64'>,), (<class 'numpy.uint32'>,))
     """
-    for name, parts in reversed(_kernels(source)):  # the last definition, as declared() takes
-        if name == entry and len(parts) == count:
-            args = [_argument(p) for p in parts]
-            return tuple(None if a is None or a[2] else _BY_VALUE.get(a[1]) for a in args)
-    return (None,) * count
+    found: list[list[Any]] = [[] for _ in range(count)]
+    for name, parts in _kernels(source):
+        if name != entry or len(parts) != count:
+            continue
+        for position, arg in enumerate(map(_argument, parts)):
+            kind = None if arg is None or arg[2] else _BY_VALUE.get(arg[1])
+            if kind is not None and kind not in found[position]:
+                found[position].append(kind)
+    return tuple(tuple(kinds) for kinds in found)
 
 
 def _scalar(spec: KernelSpec, entry: str, name: str, kind: str, value: Any) -> Any:

@@ -116,9 +116,12 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
         if over:
             return f"{step.entry}: {over}"
     most = facts.get("max_mem_alloc_size") or facts.get("global_mem_size")  # 0: unknown
-    for name, nbytes in geo.scratch:
-        if most and nbytes > most:  # trial 45: the allocation's error ended the run with a traceback
-            return f"scratch.{name}: {nbytes} bytes > the device's largest allocation ({most} bytes)"
+    if most and geo.scratch:
+        from .guards import guard_size  # measuring puts a guard zone after each (trial 46)
+
+        for name, nbytes in geo.scratch:
+            if nbytes + guard_size(nbytes) > most:  # trial 45: the allocation's error was a traceback
+                return f"scratch.{name}: {nbytes} bytes > the device's largest allocation ({most} bytes)"
     return None
 
 

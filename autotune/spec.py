@@ -458,7 +458,7 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
     out = []
     derived = {n for n, _ in spec.derived}
     for name in dict.fromkeys(m[0] or m[1] for m in _DEFAULTED.findall(spec.source)):
-        if name in derived and name not in defined:  # trial 45: the default stood for every configuration
+        if name in derived and name not in defined and not _computed(spec, name):  # trial 45: the default stood
             out.append(f"{spec.path}: {spec.template.name} gives {name} a default (#ifndef {name}), and {name} is a "
                        "derived value of the spec, which is not passed to the compiler (only problem keys and "
                        "parameters are): every configuration gets the default; compute it in the template instead")
@@ -469,6 +469,14 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
                        f"parameter or problem key is named {name}, and parameters.{near[0]} is never mentioned "
                        f"there: if they are one, use one name (every configuration gets the default now)")
     return out
+
+
+def _computed(spec: KernelSpec, name: str) -> bool:
+    """Whether the template's ``#define name ...`` computes it from parameters or problem keys
+    (``#define CHUNK (WPT * WG)``: as the spec's derived value does, trial 46), not a constant."""
+    body = re.search(rf"#[ \t]*define[ \t]+{re.escape(name)}\b(.*)", spec.source)
+    used = set(re.findall(r"[A-Za-z_]\w*", body.group(1))) if body else set()
+    return bool(used & ({p.name for p in spec.parameters} | {k.name for k in spec.problem}))
 
 
 def _stepless(spec: KernelSpec, most: int = 10_000) -> list[str]:
@@ -970,10 +978,12 @@ class _Validator:
                                 "name too; a flag is tuned on and off under its own name: rename one")
             if not isinstance(flag, str) or not flag.startswith("-"):
                 raise self.fail(where, f"expected a compiler option such as -cl-mad-enable, got {flag!r}")
-            if (m := re.match(r"-D\s*(\w+)", flag)) and (m[1] in values or m[1] in qnames):
-                # trial 45: -DWPT=4 beside autotune's own -DWPT=... redefined it, and crashed the worker
-                raise self.fail(where, f"{flag} defines {m[1]}, which autotune defines as the "
-                                f"{'parameter' if m[1] in values else 'problem key'} it is; tune it as that instead")
+            for defined in re.findall(r"(?:^|\s)-D\s*(\w+)", flag):  # anywhere in it (trial 46)
+                if defined in values or defined in qnames:
+                    # trial 45: -DWPT=4 beside autotune's own -DWPT=... redefined it, and crashed the worker
+                    raise self.fail(where, f"{flag} defines {defined}, which autotune defines as the "
+                                    f"{'parameter' if defined in values else 'problem key'} it is; tune it as that "
+                                    "instead")
             params.append(Parameter(str(name), (False, True), flag=flag))
         return tuple(params)
 
@@ -1092,7 +1102,7 @@ def _spec_hash(source: str, raw: Mapping[str, Any]) -> str:
     return hashlib.sha256(source.encode() + b"\0" + canonical).hexdigest()[:16]
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"\s*(?://.*|/\*.*)?$')  # a comment may follow
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"\s*(//.*|/\*.*)?$')  # a comment may follow
 _ANY_INCLUDE = re.compile(r"^\s*#\s*include\b")
 _IF_OPENS = re.compile(r"^\s*#\s*if(n?def)?\b")
 _IF_CLOSES = re.compile(r"^\s*#\s*endif\b")
@@ -1170,7 +1180,10 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
             raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" includes itself (autotune inlines "
                             "includes, so an include guard does not stop it)")
         out.append(expand_includes(included, (*within, path.resolve())).rstrip("\n"))
-        out.append(f'#line {n + 1} "{path.name}"')
+        if commented:  # a /* comment after it runs on (trial 46: the next line was compiled as code)
+            out.extend([f'#line {n} "{path.name}"', m.group(2)])
+        else:
+            out.append(f'#line {n + 1} "{path.name}"')
     return "\n".join(out) + "\n"
 
 

@@ -881,6 +881,14 @@ def _studied_namesakes(others: Mapping[str, int]) -> dict[str, str]:
             for f, n in others.items()}
 
 
+def check_saveable(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> None:
+    """Before a run that saves: ProfileError where the device's profile cannot take the result,
+    ProblemError where another spec file of this kernel name has a tuned entry for the problem
+    there (both before anything is measured; a run on several devices asks for each)."""
+    profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
+    _refuse_a_namesake(spec, _profiled_namesakes(spec, info, problem))
+
+
 def _profiled_namesakes(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> dict[str, str]:
     """:func:`_refuse_a_namesake`'s ``others`` from the profile's entries of this problem that
     another version of a spec tuned, by the file that says it tuned them (trial 42: a run with
@@ -923,8 +931,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     if valid.first() is None:
         raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
-        profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
-        _refuse_a_namesake(spec, _profiled_namesakes(spec, info, prob))
+        check_saveable(spec, info, prob)
     workload = None if evaluator is not None else _workload(spec, prob, info, options)
     say = progress or (lambda *a: None)
     with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:

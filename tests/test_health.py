@@ -225,6 +225,12 @@ def test_show_reads_the_profile_of_a_device_not_present_by_its_file_name(monkeyp
     assert cli.main(["show", "-d", "nowhere"]) == 1
     err = capsys.readouterr().err
     assert "no OpenCL device matches 'nowhere'" in err and f"-d {absent.slug}" in err and "Traceback" not in err
+    # trial 46: a part of a present device's profile name showed it as "not present here"
+    save_winner(found[0][0], {"N": 64}, {"WG": 16})
+    assert cli.main(["show", "-d", "corp-cpu"]) == 0
+    assert capsys.readouterr().out.startswith(f"{found[0][0].name} ({found[0][0].platform})\n")
+    assert cli.main(["show", "-d", "corp-"]) == 1  # both profiles' names: which is not guessed
+    assert "'corp-' is a part of several profiles' names: -d fakecorp-" in capsys.readouterr().err
 
 
 def test_show_with_a_file_where_the_profiles_folder_goes_says_so(monkeypatch, capsys, tmp_path) -> None:

@@ -228,6 +228,8 @@ def test_an_array_view_with_an_offset_is_written_and_nothing_beside_it(mm, queue
     assert (got[:skip] == -7).all() and (got[skip + M * N:] == -7).all()
     with pytest.raises(ValueError, match="not contiguous"):
         mm(a_dev, b_dev, cl_array.zeros(queue, 2 * M * N, np.float32)[::2])
+    with pytest.raises(ValueError, match="not contiguous"):  # trial 47: "needs N bytes; got a buffer of N/2"
+        mm(a_dev, b_dev, cl_array.zeros(queue, M * N, np.float32)[::2])
     if skip > 1:  # a start the device cannot make a sub-buffer at
         with pytest.raises(ValueError, match="bytes into its buffer"):
             mm(a_dev, b_dev, big[1: 1 + M * N])

@@ -527,6 +527,12 @@ def test_a_problem_key_and_a_number_go_to_the_kernel_as_the_types_it_declares(tm
     report = tune(sp, TuneOptions(sampler="grid", trials=4, timeout_s=None, save=False, storage=":memory:"))
     assert report.failures == {}, report.failure_examples
     assert report.best is not None
+    # trial 46: definitions under #if that disagree: the key went as the last one's (long) to all
+    either = ("#if MODE == 0\n" + WIDE_CL.replace("ulong n", "int n") + "#else\n" + WIDE_CL + "#endif\n")
+    text = text.replace("MODE: [0]", "MODE: [0, 1]")
+    sp = specs.load(write_spec(tmp_path / "either", text, template=either, ref=WIDE_REF))
+    report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, save=False, storage=":memory:"))
+    assert report.failures == {} and report.stopped_by == "exhausted", report.failure_examples
 
 
 def test_a_read_outside_whose_nan_fills_the_output_gives_no_advice_about_args(tmp_path):

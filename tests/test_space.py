@@ -131,3 +131,6 @@ def test_a_scratch_buffer_larger_than_the_device_allocates_rules_the_configurati
     assert check(sp, params, {"N": 256}, facts) == \
         f"scratch.t: {4 * 256 + 2**36} bytes > the device's largest allocation ({2**34} bytes)"
     assert check(sp, {**params, "BIG": 0}, {"N": 256}, facts) is None
+    # trial 46: within the limit, but not with the guard zone measuring puts after it
+    just = replace(FAKE, max_mem_alloc_size=4 * 256 + 2**36).facts()
+    assert check(sp, params, {"N": 256}, just).startswith("scratch.t: ")

@@ -72,6 +72,9 @@ def test_lint_names_a_template_default_for_a_derived_value(tmp_path):
     assert warning.endswith("scale.cl gives ITEMS a default (#ifndef ITEMS), and ITEMS is a derived value of the "
                             "spec, which is not passed to the compiler (only problem keys and parameters are): every "
                             "configuration gets the default; compute it in the template instead"), warning
+    # trial 46: one the template computes as the spec does is no default to warn of
+    computed = template.replace("#define ITEMS 64", "#define ITEMS (N / WPT)")
+    assert specs.lint(specs.load(write_spec(tmp_path / "computed", yaml_text, template=computed))) == []
 
 
 def test_lint_names_a_scratch_buffer_no_step_takes(tmp_path):
@@ -317,6 +320,9 @@ def test_includes_are_inlined_with_line_markers_and_hashed(tmp_path):
     for form in ('#include"helpers.h"', '#include "helpers.h" // TWICE', '  #  include "helpers.h" /* x */'):
         path.parent.joinpath("scale.cl").write_text(form + "\n" + TEMPLATE_CL)
         assert '#line 1 "helpers.h"' in specs.load(path).source, form
+    # trial 46: a comment opened after it and closed on the next line lost its opening
+    path.parent.joinpath("scale.cl").write_text('#include "helpers.h" /* the factor,\nshared */\n' + TEMPLATE_CL)
+    assert specs.load(path).source.splitlines()[3:6] == ['#line 1 "scale.cl"', "/* the factor,", "shared */"]
     for form in ("#include <helpers.h>", "#include HELPERS"):
         path.parent.joinpath("scale.cl").write_text(form + "\n" + TEMPLATE_CL)
         with pytest.raises(SpecError, match=rf'scale.cl:1: write the include as #include "FILE" .*, not {form!r}'):
@@ -364,6 +370,8 @@ def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_
                                                   r"the parameter it is; tune it as that instead"),
     (("  mad: -cl-mad-enable", "  big: -D N=4"), r"build_flags.big: -D N=4 defines N, which autotune defines as "
                                                  r"the problem key it is"),
+    (("  mad: -cl-mad-enable", "  wide: -cl-mad-enable -DWPT=4"), r"build_flags.wide: -cl-mad-enable -DWPT=4 defines "
+                                                                  r"WPT"),  # trial 46
     (("  MODE: [0]", "  MODE: [0.5, .nan]"), r"parameters.MODE: value nan is not a finite number"),
     (("  MODE: [0]", "  MODE: [a, n]\n  MODE_N: [1]"), r"parameters.MODE: a value defines the macro MODE_N \(as 1\), "
                                                       r"which is the name of a parameter too; rename one"),

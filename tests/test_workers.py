@@ -350,6 +350,25 @@ def test_run_on_a_list_of_devices_merges_progress_and_measures_nothing_twice(hom
 
 
 @needs_cpu
+def test_a_run_on_several_devices_refuses_a_namesake_specs_entry_too(home, capsys, tmp_path):
+    """Trial 46: a run on several devices replaced another spec file's tuned entry of the kernel
+    name, which one on one device refuses (its workers save nothing; the check was theirs)."""
+    sel = DEVICES[0]
+    info = devices.select(sel)[0]
+    other = tmp_path / "my_reverse.yaml"
+    other.write_text("kernel: reverse\n")
+    problem = specs.load("reverse").resolve_problem({"N": 262144})
+    entry = profiles.Entry(problem=problem, params={"WG": 64}, build_flags=(), time_ms=1.0, throughput={}, trials=9,
+                           tuned_at="2026-11-27T00:00:00Z", spec_hash="another", spec_file=str(other))
+    path = profiles.path_for(info.slug, settings.profiles_dir())
+    profiles.save(entry, "reverse", info.profile_header(), path)
+    assert cli.main(["run", "reverse", "-d", f"{sel},{sel}", "-s", SIZE, "-n", "2"]) == 1
+    assert f"names its kernel 'reverse', as {other} does, whose tuned entry for this size is in {path}" \
+        in capsys.readouterr().err
+    assert [e.spec_file for e in profiles.entries(profiles.read(path), "reverse")] == [str(other)]
+
+
+@needs_cpu
 @pytest.mark.parametrize("device, message", [("{0},{0}", "several devices need a study they can share"),
                                              ("{0},,{0}", "has an empty selector"),
                                              ("all,{0}", "'all' stands alone")])  # trial 33

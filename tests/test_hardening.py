@@ -1305,11 +1305,11 @@ def test_warnings_in_a_loop_that_loads_a_kernel_are_shown_once(tmp_path):
     """Trial 47: each build reset Python's warning filters, which made it forget what it had
     shown: an application's own warning, and autotune's "ignoring profile", printed on every
     iteration (200 times in 200 calls)."""
-    app = f"""
+    app = """
 import os, warnings, pyopencl as cl, autotune
 from autotune import device
 info, dev = device.select(os.environ["AUTOTUNE_DEVICE"])
-(autotune.settings.profiles_dir() / f"{{info.slug}}.yaml").write_text("kernels: [\\n")
+(autotune.settings.profiles_dir() / f"{info.slug}.yaml").write_text("kernels: [\\n")
 ctx = cl.Context([dev])
 q = cl.CommandQueue(ctx)
 for n in (4096, 4096, 8192, 8192):

@@ -135,6 +135,10 @@ def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans:
         raise error(f"{where}: refused: {exc}; write the values out or use fewer nested aliases") from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
+    except yaml.YAMLError as exc:  # libyaml's limit on the same: said alike
+        if "maximum nesting depth" not in str(exc):
+            raise
+        raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
     except ValueError as exc:  # a constructor's: a date like 2024-13-45, an integer of 5000 digits
         lines = str(exc).strip().splitlines() or ["invalid value"]
         raise error(f"{where}: a value cannot be read ({lines[0]}); fix it there") from None

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -121,23 +120,24 @@ _QUIET_BUILDS = threading.RLock()
 
 @contextmanager
 def quiet_builds() -> Iterator[None]:
-    """pyopencl's CompilerWarning not shown in the block, for the builds of this thread and of
-    the build threads it waits for; one thread at a time in a process, since what shows a
-    warning is the process's. The filters are left alone: a change to them makes Python forget
-    which warnings it has shown, so an application's own, and autotune's, were shown again on
-    every call in a loop that loaded a kernel (trial 47)."""
+    """No build log said (pyopencl's CompilerWarning) for the builds of this thread and of the
+    build threads it waits for; one thread at a time in a process, since what it changes is the
+    process's: pyopencl's ``compiler_output``, which its builds look up at each log. Neither
+    the warning filters (a change makes Python forget which warnings it has shown, so an
+    application's own, and autotune's, were shown again on every call in a loop that loaded a
+    kernel: trial 47) nor ``warnings.showwarning`` (a warning dropped there counts as shown,
+    and the application's own builds' logs were never shown after: trial 48)."""
     with _QUIET_BUILDS:
-        shown = warnings.showwarning
-
-        def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
-            if not issubclass(category, cl.CompilerWarning):
-                shown(message, category, *args, **kwargs)
-
-        warnings.showwarning = show
+        said = cl.compiler_output
+        cl.compiler_output = _no_log
         try:
             yield
         finally:
-            warnings.showwarning = shown
+            cl.compiler_output = said
+
+
+def _no_log(text: str) -> None:
+    """A build log not said (see :func:`quiet_builds`)."""
 
 
 def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: str | None) -> cl.Program:

@@ -32,7 +32,7 @@ from filelock import FileLock
 
 from .errors import ProfileError
 from .resources import data_dir
-from .yamlload import read_yaml
+from .yamlload import load_bytes, read_yaml
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
     cached = _READ.get(key)
     if data is not None and cached is not None and cached[0] == data:
         return pickle.loads(cached[1])  # a copy: callers may change what they get
-    doc = _parse(path, check_entries)
+    doc = _parse(path, check_entries, data)
     if data is not None and doc:
         with _READ_LOCK:
             _READ[key] = (data, pickle.dumps(doc))
@@ -173,10 +173,12 @@ _READ: dict[tuple[str, bool], tuple[bytes, bytes]] = {}
 _READ_LOCK = threading.Lock()
 
 
-def _parse(path: Path, check_entries: bool) -> dict[str, Any]:
-    """The profile document at ``path``, read and checked (see :func:`read`)."""
+def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any]:
+    """The profile document at ``path``, checked (see :func:`read`): from ``data``, the bytes
+    read from it (trial 48: read again, a file replaced in between cached one version's document
+    under the other's bytes), or, where those could not be read, the file's own error."""
     try:
-        doc = read_yaml(path, ProfileError)
+        doc = read_yaml(path, ProfileError) if data is None else load_bytes(data, path, ProfileError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

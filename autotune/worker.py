@@ -13,6 +13,7 @@ import multiprocessing as mp
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -227,6 +228,9 @@ class IsolatedEvaluator:
         self.restarts = 0
 
     def _start(self) -> None:
+        if not threading.main_thread().is_alive():  # trial 48: a worker started while the
+            # application exits found its folder gone, and printed a traceback
+            raise WorkerError("the application is exiting: no measuring worker is started")
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self.setup), daemon=True)
         # SIGINT held back while the worker starts (it inherits that), so that a Ctrl-C while

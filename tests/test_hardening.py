@@ -1322,3 +1322,32 @@ for n in (4096, 4096, 8192, 8192):
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("UserWarning: solver: residual stagnated") == 1, out.stderr
     assert out.stderr.count("AutotuneWarning: ignoring profile:") == 1, out.stderr
+
+
+@needs_opencl
+def test_an_applications_own_build_log_is_still_shown_after_autotunes_builds():
+    """Trial 48: a build log autotune kept quiet counted as shown, so the application's own
+    builds' CompilerWarning (one text, one pyopencl line) never showed in that process."""
+    setup = ("import os, pyopencl as cl\nfrom autotune import device, launch\n"
+             "ctx = cl.Context([device.select(os.environ['AUTOTUNE_DEVICE'])[1]])\n")
+    ours = "launch.build_quietly(ctx, '__kernel void k(__global float* x) { x[0] = 1; }')\n"
+    theirs = "cl.Program(ctx, '__kernel void u(__global float* x) { int unused; x[0] = 2; }').build()\n"
+    said = [subprocess.run([sys.executable, "-c", setup + first + theirs], capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "PYOPENCL_NO_CACHE": "1"}) for first in ("", ours)]
+    assert all(out.returncode == 0 for out in said), [out.stderr for out in said]
+    # where this runtime logs nothing for the application's kernel, there is nothing to show either way
+    assert ("CompilerWarning" in said[0].stderr) == ("CompilerWarning" in said[1].stderr), [o.stderr for o in said]
+
+
+def test_no_measuring_worker_is_started_once_the_application_exits(monkeypatch):
+    """Trial 48: tune() in a daemon thread, its worker killed as the application exited, started
+    another, which found its folder gone and printed a traceback."""
+    from types import SimpleNamespace
+
+    from autotune import worker
+    from autotune.errors import WorkerError
+
+    ev = worker.IsolatedEvaluator.__new__(worker.IsolatedEvaluator)
+    monkeypatch.setattr(worker.threading, "main_thread", lambda: SimpleNamespace(is_alive=lambda: False))
+    with pytest.raises(WorkerError, match="the application is exiting"):
+        ev._start()

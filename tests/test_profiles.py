@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -212,6 +213,32 @@ def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     doc, verdict = profiles.merge(doc, "mm", more)
     assert verdict == "kept (trial count updated)"
     assert doc["kernels"]["mm"][0]["time_ms"] == 5.0 and doc["kernels"]["mm"][0]["trials"] == 25
+
+
+def test_a_profile_is_parsed_from_the_bytes_its_cache_compares(tmp_path, monkeypatch):
+    """Trial 48: read() compared the file's bytes, then parsed the file again: one replaced in
+    between was cached as the other version's document, and served when the file went back."""
+    path = tmp_path / "dev.yaml"
+    entry = profiles.Entry(problem={"N": 64}, params={"TS": 8}, build_flags=(), time_ms=1.0, throughput={},
+                           trials=3, tuned_at="2026-11-21T00:00:00Z", spec_hash="x")
+    profiles.save(entry, "k", {"name": "dev"}, path)
+    first = path.read_bytes()
+    swapped = first.replace(b"time_ms: 1.0", b"time_ms: 9.0")
+    real = Path.read_bytes
+
+    def replaced_after_reading(self: Path) -> bytes:  # the file is swapped the moment it was read
+        data = real(self)
+        if self == path:
+            path.write_bytes(swapped)
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", replaced_after_reading)
+    assert profiles.read(path)["kernels"]["k"][0]["time_ms"] == 1.0, "the document of the bytes compared"
+    monkeypatch.setattr(Path, "read_bytes", real)
+    path.write_bytes(first)
+    assert profiles.read(path)["kernels"]["k"][0]["time_ms"] == 1.0
+    path.write_bytes(swapped)
+    assert profiles.read(path)["kernels"]["k"][0]["time_ms"] == 9.0
 
 
 def test_the_study_database_is_made_with_the_umask(tmp_path):

@@ -107,3 +107,11 @@ def test_a_spec_with_yes_no_on_off_unquoted_is_refused_with_both_readings(tmp_pa
     assert {p.name: p.values for p in specs.load(quoted).parameters}["CHECK"] == ("yes", "no")
     plain = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  CHECK: [true, False]\n"))
     assert {p.name: p.values for p in specs.load(plain).parameters}["CHECK"] == (True, False)
+
+
+def test_a_large_document_without_aliases_is_no_bomb_whatever_its_text_holds():
+    """Trial 48: one "R&D" in a profile of 2,600 entries (133,000 values, no alias) made the
+    alias walk run and refuse it as a document whose aliases expand past the limit."""
+    text = "kernels:\n" + "".join(f"  - {{N: {i}, note: R&D, t: [1, 2, 3]}}\n" for i in range(20_000))
+    doc = yamlload.safe_load(text, "big.yaml", ProfileError)
+    assert len(doc["kernels"]) == 20_000 and doc["kernels"][0]["note"] == "R&D"

@@ -276,10 +276,13 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     timing = timer if settings.measure_untuned() else None
     candidates = None
     earlier: Choice | None = None  # a first-use pick that tuning runs since may beat
+    # the first that can be used here: a pick saved beside a tuned entry this device cannot run
+    # (a profile copied from a bigger device) was passed over, and every call timed again (trial 48)
+    usable = next((ep for ep in here if _usable_params(spec, ep[0], problem, facts) is not None), None)
     if here:
-        entry, path = here[0]
-        params = spec.from_stored(entry.params, entry.build_flags, whole=True)
-        if params is not None and _valid(spec, params, problem, facts):
+        entry, path = usable or here[0]
+        params = _usable_params(spec, entry, problem, facts)
+        if params is not None:
             earlier = Choice(params, "measured" if entry.picked else "exact", entry, path)
             if entry.partial and not entry.picked:
                 _warn_partial(spec, info, problem, entry, path)
@@ -316,6 +319,13 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     if candidates:
         return _nearest(spec, info, problem, *candidates[0], lead)
     return _fallback(spec, info, problem, facts, lead)
+
+
+def _usable_params(spec: KernelSpec, entry: profiles.Entry, problem: Mapping[str, Any],
+                   facts: Mapping[str, Any]) -> dict[str, Value] | None:
+    """The configuration ``entry`` holds, where it can be used for ``problem`` on this device."""
+    params = spec.from_stored(entry.params, entry.build_flags, whole=True)
+    return params if params is not None and _valid(spec, params, problem, facts) else None
 
 
 def _valid(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
@@ -408,12 +418,19 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         return None
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)
+    facts = info.facts()
+
+    def usable(old: profiles.Entry) -> bool:  # here: a tuned entry this device cannot run gives way
+        return spec.stores(old) and _usable_params(spec, old, problem, facts) is not None
+
     try:
-        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=spec.stores)
+        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=usable)
         # trial 39: the entry kept may be another process's pick, made at the same time
         saved = (f"not saved: {path} keeps its entry for this size" if verdict.startswith("kept") else
                  f"saved to {path} beside that entry, which the spec's old version still uses"
                  if verdict.startswith("added beside") else f"saved to {path}")
+        if verdict.startswith("kept"):  # this process does not time it again (trial 48: every call did)
+            _unsaved[key] = Choice(best.params, "measured", entry, path)
     except ProfileError as exc:
         saved = f"not saved: {exc}; this process uses it again without timing"
         _unsaved[key] = Choice(best.params, "measured", entry, path)

@@ -254,6 +254,26 @@ def test_an_entry_missing_a_parameter_is_not_filled_in_and_the_pick_replaces_it(
     assert [(e.picked, e.params) for e in saved] == [(True, MM.without_flags(T64))]
 
 
+def test_a_pick_for_a_tuned_entry_this_device_cannot_run_is_saved_and_not_timed_again(folders):
+    """Trial 48: a tuned entry whose work-group this device does not allow (a profile from a
+    bigger one) kept out the pick timed instead, so every call timed the candidates again."""
+    from dataclasses import replace
+
+    small = replace(FAKE, max_work_group_size=128)  # T128 and T64 (16 x 16 work-items) do not fit; T32 does
+    problem = MM.resolve_problem({"M": 4096, "N": 4096, "K": 4096})
+    user = profiles.path_for(small.slug, folders[0])
+    profiles.save(record.entry(MM, problem, Measurement(Status.OK, "", (3.0,), params=T128), trials=50), "matmul",
+                  small.profile_header(), user)
+    timer = FakeTimer({64: 0.9, 32: 2.0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", loader.AutotuneWarning)
+        first = loader.choose(MM, small, problem, folders, timer)
+        again = loader.choose(MM, small, problem, folders, timer)
+    assert first.origin == again.origin == "measured" and again.params == first.params == T32
+    assert len(timer.calls) == 1, timer.calls
+    assert [(e.picked, e.params["MWG"]) for e in profiles.entries(profiles.read(user), "matmul")] == [(True, 32)]
+
+
 def test_a_profile_written_for_another_device_is_used_with_a_warning_naming_both(folders):
     """A profile is named by vendor and model only: an H200's file copied under this device's
     name (or one from a machine of another size) was used as 'exact' without a word."""

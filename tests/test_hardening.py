@@ -1334,9 +1334,10 @@ def test_an_applications_own_build_log_is_still_shown_after_autotunes_builds():
     theirs = "cl.Program(ctx, '__kernel void u(__global float* x) { int unused; x[0] = 2; }').build()\n"
     said = [subprocess.run([sys.executable, "-c", setup + first + theirs], capture_output=True, text=True,
                            timeout=120, env={**os.environ, "PYOPENCL_NO_CACHE": "1"}) for first in ("", ours)]
-    assert all(out.returncode == 0 for out in said), [out.stderr for out in said]
-    # where this runtime logs nothing for the application's kernel, there is nothing to show either way
-    assert ("CompilerWarning" in said[0].stderr) == ("CompilerWarning" in said[1].stderr), [o.stderr for o in said]
+    assert all(out.returncode == 0 for out in said), [out.stderr[-2000:] for out in said]
+    if "CompilerWarning" not in said[0].stderr:  # NVIDIA's logs nothing for it: nothing to show either way
+        pytest.skip("this runtime's build log of the kernel is empty")
+    assert "CompilerWarning" in said[1].stderr, said[1].stderr[-2000:]
 
 
 def test_no_measuring_worker_is_started_once_the_application_exits(monkeypatch):

@@ -27,6 +27,10 @@ from .errors import AutotuneError
 #: Values a document may stand for with its aliases expanded; the shipped specs and profiles
 #: hold a few hundred to a few thousand.
 MAX_NODES = 100_000
+#: Collections nested in one another; autotune's documents nest fewer than ten. Deeper, Python's
+#: parser recursed past its limit, and the C parser's document reached code that recurses
+#: (pickling, JSON) with a RecursionError (a fresh clone's libyaml took 1,000 levels).
+MAX_DEPTH = 100
 
 
 class _TooLarge(Exception):
@@ -48,9 +52,11 @@ def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
     """
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()  # the path from the root: meeting one again is a cycle
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    stack: list[tuple[yaml.Node, bool, int]] = [(root, False, 0)]
     while stack:
-        node, children_done = stack.pop()
+        node, children_done, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _TooLarge("collections are nested too deeply")
         key = id(node)
         if children_done:
             open_nodes.discard(key)
@@ -65,8 +71,8 @@ def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
         if key in open_nodes:
             raise _TooLarge("an alias refers to a node that contains it")
         open_nodes.add(key)
-        stack.append((node, True))
-        stack.extend((c, False) for c in _children(node))
+        stack.append((node, True, depth))
+        stack.extend((c, False, depth + 1) for c in _children(node))
     return sizes[id(root)]
 
 
@@ -130,10 +136,12 @@ def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans:
     too deep or with a value Python cannot hold; YAML syntax errors propagate unchanged.
     ``plain_booleans``: refuse ``yes``/``no``/``on``/``off`` unquoted (:class:`AmbiguousBoolean`)."""
     loader = (_PlainBooleansLoader if plain_booleans else _BoundedLoader)(text)
-    loader.anchored = "&" in text
+    loader.anchored = "&" in text or _looks_deep(text)
     try:
         return loader.get_single_data()
     except _TooLarge as exc:
+        if "nested too deeply" in str(exc):
+            raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
         raise error(f"{where}: refused: {exc}; write the values out or use fewer nested aliases") from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
@@ -146,6 +154,14 @@ def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans:
         raise error(f"{where}: a value cannot be read ({lines[0]}); fix it there") from None
     finally:
         loader.dispose()
+
+
+def _looks_deep(text: str) -> bool:
+    """Whether a line of ``text`` may open more than :data:`MAX_DEPTH` collections: then the
+    walk of the document (:func:`expanded_size`) measures its depth, which a profile of
+    hundreds of entries would otherwise not pay for."""
+    return any(len(line) - len(line.lstrip(" -")) > 2 * MAX_DEPTH or line.count("[") + line.count("{") > MAX_DEPTH
+               for line in text.splitlines())
 
 
 def read_yaml(path: Path, error: type[AutotuneError], plain_booleans: bool = False) -> Any:

@@ -6,7 +6,7 @@ after it then reads what it wrote (trial 42). :class:`Pristine` keeps a device c
 input array, compares the array with it after a verification (a kernel per array: 4 bytes come
 back, not the array) and copies it back where they differ. Where the device lacks the memory
 for the copies, the arrays are read back and compared on the host instead: right, but slower
-(a 64 MiB array costs ~250 ms over PCIe and a host comparison on the H100 machine).
+(matmul's two 64 MiB inputs at 4096 took 249 ms so on the H100 machine, the copies 0.3 ms).
 
 Example:
     >>> Pristine.fits({"x": 2**30}, global_mem=8 * 2**30, used=2**30)

@@ -25,7 +25,12 @@ def main() -> None:
     ap.add_argument("-d", "--device", default=None)
     ap.add_argument("-n", "--entries", type=int, nargs="+", default=[25, 400])
     args = ap.parse_args()
-    os.environ["AUTOTUNE_HOME"] = tempfile.mkdtemp(prefix="load-repeat-")
+    with tempfile.TemporaryDirectory(prefix="load-repeat-") as home:
+        os.environ["AUTOTUNE_HOME"] = home
+        _measure(args)
+
+
+def _measure(args: argparse.Namespace) -> None:
     import pyopencl as cl
 
     import autotune

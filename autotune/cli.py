@@ -796,8 +796,7 @@ def _report_command(report: Any, storage: str | None) -> str | None:
 def _absolute(storage: str) -> str:
     """A SQLite URL with its path made absolute, so that the command works from any folder
     (trial 28: ``sqlite:///rel.db`` was echoed as given)."""
-    from urllib.parse import quote
-
+    from .settings import sqlite_url
     from .study import sqlite_path
 
     prefix = "sqlite:///"
@@ -807,7 +806,7 @@ def _absolute(storage: str) -> str:
     # the folder's name escaped, as the URL's own part is (trial 43: a folder named `w d%?` or
     # `p%41` made the printed command read another database, or none)
     query = storage.partition("?")[1:]
-    return prefix + quote(os.path.abspath(sqlite_path(storage)), safe="/") + "".join(query)
+    return sqlite_url(sqlite_path(storage)) + "".join(query)
 
 
 def _valid_space(report: Any) -> str:

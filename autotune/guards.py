@@ -138,10 +138,10 @@ _KERNELS = re.compile(rf"[\w.]+: (?:written|read) (?:past its end|before its sta
                       rf"scratch\.\w+(?:, scratch\.\w+)*: {UNWRITTEN}")
 
 
-def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int],
-                 there: str = "every bit set: NaN, or -1 or the largest integer") -> str:
+def read_outside(zones: Collection[ZoneKey], sizes: dict[str, int], there: str | None = None) -> str:
     """The reason for reads found in ``zones`` of arrays of ``sizes`` bytes (see
-    Bench._read_outside), whose bytes were ``there``."""
+    Bench._read_outside), whose bytes were ``there`` (None: :data:`READ_GUARD_BYTE`'s)."""
+    there = there or "every bit set: NaN, or -1 or the largest integer"
     parts = []
     for what in dict.fromkeys(w for w, _ in zones):
         sides = {s for w, s in zones if w == what}

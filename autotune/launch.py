@@ -226,8 +226,8 @@ class Launch:
         program = (cache or ProgramCache()).get(ctx, spec.source, self.options)
         self.wg_limits: dict[str, int] = {}  # entry -> CL_KERNEL_WORK_GROUP_SIZE, for autotune.limits
         self.kernels = [self._kernel(program, step, ctx.devices[0]) for step in self.geometry.steps]
-        self._types = [self._number_types(kernel, step) for kernel, step in zip(self.kernels, self.geometry.steps,
-                                                                                  strict=True)]
+        self._numbers = [self._bound_numbers(kernel, step) for kernel, step in zip(self.kernels, self.geometry.steps,
+                                                                                     strict=True)]
         extra = guard or (lambda nbytes: 0)
         self.scratch = {
             name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes + extra(nbytes), 4))
@@ -238,26 +238,29 @@ class Launch:
         self._lock = threading.Lock()
         self._last: cl.Event | None = None  # the last step of the previous call (scratch in use until then)
 
-    def _number_types(self, kernel: cl.Kernel, step: Any) -> list[Any]:
-        """The type each argument of ``step`` that is a problem key is bound as: the kernel's
-        (:func:`signatures.by_value_types`); where its definitions under ``#if`` disagree, the
-        one this build takes, found by setting it (trial 46: the last definition's, an int64
-        for the variant that takes an int, failed every configuration of that variant)."""
+    def _bound_numbers(self, kernel: cl.Kernel, step: Any) -> dict[str, Any]:
+        """Each integer problem key ``step`` passes, as the numpy scalar the kernel takes: of
+        its type (:func:`signatures.by_value_types`; int where it is not read), and where its
+        definitions under ``#if`` disagree, the one this build takes, found by setting it
+        (trial 46: the last definition's, an int64 for the variant that takes an int, failed
+        every configuration of that variant). Bound once here, not at each call; a key no
+        type holds is the name of the type it does not fit (its call raises)."""
         kinds = by_value_types(self.spec.source, step.entry, len(step.args))
-        chosen: list[Any] = []
+        bound: dict[str, Any] = {}
         for position, (name, types) in enumerate(zip(step.args, kinds, strict=True)):
-            value = self.problem.get(name)
-            fits = [t for t in types if isinstance(value, int) and cast(value, np.dtype(t)) is not None]
-            for kind in fits[:-1]:
+            if not isinstance(value := self.problem.get(name), int):
+                continue
+            fits = [t(value) for t in types or (np.int32,) if cast(value, np.dtype(t)) is not None]
+            for number in fits[:-1]:
                 try:
-                    kernel.set_arg(position, kind(value))
+                    kernel.set_arg(position, number)
                     break
                 except cl.Error:  # INVALID_ARG_SIZE: another width
                     continue
             else:
-                kind = fits[-1] if fits else (types[0] if types else None)
-            chosen.append(kind)
-        return chosen
+                number = fits[-1] if fits else np.dtype((types or (np.int32,))[0]).name
+            bound[name] = number
+        return bound
 
     def _kernel(self, program: cl.Program, step: Any, device: cl.Device) -> cl.Kernel:
         try:
@@ -303,8 +306,8 @@ class Launch:
         in_order = not queue.properties & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
         with self._lock:
             first = [*(wait_for or []), *([self._last] if self.scratch and self._last is not None else [])]
-            for kernel, step, types in zip(self.kernels, self.geometry.steps, self._types, strict=True):
-                args = [self._arg(name, named, kind) for name, kind in zip(step.args, types, strict=True)]
+            for kernel, step, numbers in zip(self.kernels, self.geometry.steps, self._numbers, strict=True):
+                args = [self._arg(name, named, numbers) for name in step.args]
                 try:
                     kernel.set_args(*args)
                 except cl.Error as exc:  # an argument of another size than the build's: this configuration's
@@ -321,16 +324,16 @@ class Launch:
             self._last = events[-1] if events else None
         return events
 
-    def _arg(self, name: str, named: Mapping[str, Any], kind: Any) -> Any:
-        """The value of argument ``name``, a problem key as the kernel's ``kind`` (int where unknown)."""
+    def _arg(self, name: str, named: Mapping[str, Any], numbers: Mapping[str, Any]) -> Any:
+        """The value of argument ``name``; ``numbers``: the step's problem keys (:meth:`_bound_numbers`)."""
         if name in self.scratch:
             return self.scratch[name]
         if name in named:
             return named[name]
-        if isinstance(value := self.problem.get(name), int):
-            if (bound := cast(value, np.dtype(kind or np.int32))) is None:
-                raise ProblemError(f"{name}={value} does not fit the {np.dtype(kind or np.int32).name} the kernel "
-                                   f"takes it as; declare it long in the kernel")
+        if isinstance(bound := numbers.get(name), str):  # the type it does not fit
+            raise ProblemError(f"{name}={self.problem[name]} does not fit the {bound} the kernel takes it as; "
+                               "declare it long in the kernel")
+        if bound is not None:
             return bound
         raise unknown_argument(self.spec, name)
 

@@ -278,10 +278,9 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     earlier: Choice | None = None  # a first-use pick that tuning runs since may beat
     # the first that can be used here: a pick saved beside a tuned entry this device cannot run
     # (a profile copied from a bigger device) was passed over, and every call timed again (trial 48)
-    usable = next((ep for ep in here if _usable_params(spec, ep[0], problem, facts) is not None), None)
+    usable = next(((e, p, c) for e, p in here if (c := _usable_params(spec, e, problem, facts)) is not None), None)
     if here:
-        entry, path = usable or here[0]
-        params = _usable_params(spec, entry, problem, facts)
+        entry, path, params = usable or (*here[0], None)
         if params is not None:
             earlier = Choice(params, "measured" if entry.picked else "exact", entry, path)
             if entry.partial and not entry.picked:

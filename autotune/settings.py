@@ -28,13 +28,22 @@ def default_storage() -> str:
     """Optuna RDB URL of the default study database (SQLite under :func:`home`)."""
     # a path is not a URL: its % and ? are escaped (trial 39: a Jenkins workspace's %2F was
     # decoded to a folder that does not exist, and a ? put the database in the parent folder)
-    path = str(home() / "studies.db")
     try:
-        return "sqlite:///" + urllib.parse.quote(path, safe="/")
+        return sqlite_url(home() / "studies.db")
     except UnicodeEncodeError:  # bytes that are no UTF-8 text (trial 44: a traceback)
         raise ProblemError(f"AUTOTUNE_HOME ({os.fsencode(home()).decode('utf-8', 'backslashreplace')}) holds bytes "
                            "that are not UTF-8 text, which a database URL cannot name; choose a folder whose "
                            "name is text, or give --storage a database elsewhere") from None
+
+
+def sqlite_url(path: str | Path) -> str:
+    """The SQLite URL of the file ``path`` (made absolute), its ``%`` and ``?`` escaped: a path is
+    not a URL (study.sqlite_path reads it back).
+
+        >>> sqlite_url("/tmp/w d%?/s.db")
+        'sqlite:////tmp/w%20d%25%3F/s.db'
+    """
+    return "sqlite:///" + urllib.parse.quote(os.path.abspath(path), safe="/")
 
 
 def default_device_selector() -> str | None:

@@ -649,7 +649,8 @@ class _Run:
                     dropped, upcoming = upcoming, None
                     self.drop(dropped)
                 self.say("trial", m, self.state)
-                failed += [m.params] if m.status is Status.COMPILE_ERROR and m.params is not None else []
+                if m.status is Status.COMPILE_ERROR and m.params is not None:
+                    failed.append(m.params)
                 if broken.add(m.status, m.message) and self.state.best is None:
                     # one more, sharing the fewest values with them: the first few can share the
                     # value that breaks the build (trial 42: baseline, default and hint had PY=4)

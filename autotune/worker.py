@@ -151,7 +151,7 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
     import pyopencl as cl
 
     # Ctrl-C goes to the whole process group; the parent decides what to do about it (the
-    # worker starts with SIGINT held back: see MeasureWorker._start)
+    # worker starts with SIGINT held back: see IsolatedEvaluator._start)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stops.unblock(signal.SIGINT)
     # a build log is normal for tuned variants; catch_warnings in build threads is not

@@ -37,6 +37,13 @@ class _TooLarge(Exception):
     """Internal signal: the expanded document passes MAX_NODES, or an alias contains itself."""
 
 
+class _TooDeep(_TooLarge):
+    """Internal signal: collections nest deeper than MAX_DEPTH."""
+
+
+_DEEP = "refused: collections are nested too deeply; flatten the document"
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.SequenceNode):
         return list(node.value)
@@ -56,7 +63,7 @@ def expanded_size(root: yaml.Node, limit: int = MAX_NODES) -> int:
     while stack:
         node, children_done, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise _TooLarge("collections are nested too deeply")
+            raise _TooDeep
         key = id(node)
         if children_done:
             open_nodes.discard(key)
@@ -86,13 +93,14 @@ class _BoundedLoader(_SAFE):
     that gives a key twice (PyYAML keeps the last silently: a second ``FWG:`` line under
     ``parameters`` replaced the first, and the error came later, about something else)."""
 
-    #: Whether the text holds an anchor (``&name``): without one there is no alias to expand,
-    #: and the walk, a tenth of a second for a profile of 300 entries, is skipped.
-    anchored = True
+    #: Whether to walk the document (:func:`expanded_size`): where its text holds an anchor
+    #: (``&name``; without one there is no alias to expand) or may nest deeply. Otherwise the
+    #: walk, a tenth of a second for a profile of 300 entries, is skipped.
+    walk = True
 
     def get_single_node(self) -> yaml.Node | None:
         node = super().get_single_node()
-        if node is not None and self.anchored:
+        if node is not None and self.walk:
             expanded_size(node)
         return node
 
@@ -136,19 +144,17 @@ def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans:
     too deep or with a value Python cannot hold; YAML syntax errors propagate unchanged.
     ``plain_booleans``: refuse ``yes``/``no``/``on``/``off`` unquoted (:class:`AmbiguousBoolean`)."""
     loader = (_PlainBooleansLoader if plain_booleans else _BoundedLoader)(text)
-    loader.anchored = "&" in text or _looks_deep(text)
+    loader.walk = "&" in text or _looks_deep(text)
     try:
         return loader.get_single_data()
+    except (_TooDeep, RecursionError):  # ours, or PyYAML's composer, which recurses
+        raise error(f"{where}: {_DEEP}") from None
     except _TooLarge as exc:
-        if "nested too deeply" in str(exc):
-            raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
         raise error(f"{where}: refused: {exc}; write the values out or use fewer nested aliases") from None
-    except RecursionError:  # PyYAML composes nested collections recursively
-        raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
     except yaml.YAMLError as exc:  # libyaml's limit on the same: said alike
         if "maximum nesting depth" not in str(exc):
             raise
-        raise error(f"{where}: refused: collections are nested too deeply; flatten the document") from None
+        raise error(f"{where}: {_DEEP}") from None
     except ValueError as exc:  # a constructor's: a date like 2024-13-45, an integer of 5000 digits
         lines = str(exc).strip().splitlines() or ["invalid value"]
         raise error(f"{where}: a value cannot be read ({lines[0]}); fix it there") from None

@@ -166,8 +166,8 @@ def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, A
     """
     try:
         env = spec.env(problem, params, facts)
-        for c in spec.constraints:
-            if not _holds(spec, c, env):
+        for c, guards in _guarded(spec):
+            if _applies(spec, guards, env) and not _holds(spec, c, env):
                 return f"constraint {c.source!r}"
         return _fits_device(spec, env, params, problem, facts)
     except ConditionError:
@@ -193,6 +193,27 @@ def _fits_device(spec: KernelSpec, env: Mapping[str, Any], params: Mapping[str, 
                  problem: Mapping[str, Any], facts: Facts) -> str | None:
     """Why the configuration's local memory or launch does not fit the device, or None."""
     return _local_memory(spec, env, facts) or check_geometry(geometry(spec, params, problem, facts), facts)
+
+
+def _guarded(spec: KernelSpec) -> Iterator[tuple[Expr, tuple[Expr, ...]]]:
+    """Each constraint with the ``when`` conditions under which it is checked (KernelSpec.guards)."""
+    guards: tuple[tuple[Expr, ...], ...] = spec.guards or ((),) * len(spec.constraints)
+    return zip(spec.constraints, guards, strict=True)
+
+
+def _applies(spec: KernelSpec, guards: tuple[Expr, ...], env: Mapping[str, Any]) -> bool:
+    """Whether every parameter a constraint names is used here (each ``when`` holds): one the
+    configuration ignores keeps its first value, which a constraint must not judge. A condition
+    that cannot be evaluated here counts as holding, as in KernelSpec.inactive."""
+    for when in guards:
+        try:
+            if not when(env):
+                return False
+        except ConditionError as exc:
+            raise ConditionError(f"{spec.path}: {exc}") from None
+        except (AutotuneError, TypeError):
+            continue
+    return True
 
 
 def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
@@ -260,9 +281,9 @@ class ValidSpace:
         def depth(e: Expr) -> int:  # the parameter after which an expression can be evaluated
             return max((position[n] for n in spec.behind(e.names) if n in position), default=-1)
 
-        self._checks: list[list[Expr]] = [[] for _ in self.names]
-        for c in spec.constraints:
-            self._checks[max(depth(c), 0)].append(c)
+        self._checks: list[list[tuple[Expr, tuple[Expr, ...]]]] = [[] for _ in self.names]
+        for c, guards in _guarded(spec):  # checked once its guards can be evaluated too
+            self._checks[max(depth(c), *(depth(g) for g in guards), 0)].append((c, guards))
         self._derived: list[list[tuple[str, Expr]]] = [[] for _ in self.names]
         for name, e in spec.derived:
             if depth(e) >= 0:
@@ -287,7 +308,8 @@ class ValidSpace:
         try:
             for name, e in self._derived[level]:
                 env[name] = e(env)
-            return (all(_holds(self.spec, c, env) for c in self._checks[level])
+            return (all(not _applies(self.spec, guards, env) or _holds(self.spec, c, env)
+                        for c, guards in self._checks[level])
                     and all(fits(env) for fits in self._limits[level]))
         except (AutotuneError, TypeError):  # fails for these values: invalid (check() says why)
             return False

@@ -163,6 +163,9 @@ class KernelSpec:
     hints: tuple[tuple[tuple[str, Value], ...], ...] = ()
     derived: tuple[tuple[str, Expr], ...] = ()  # named expressions, in definition order
     requires: tuple[Expr, ...] = ()  # what every problem must satisfy
+    #: for each constraint, the ``when`` conditions of the parameters it names: it is checked
+    #: only where they all hold (see :func:`autotune.space.check`); none for the ``when``s' own
+    guards: tuple[tuple[Expr, ...], ...] = ()
 
     def env(self, problem: Mapping[str, Any], params: Mapping[str, Value] | None = None,
             facts: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -744,12 +747,14 @@ class _Validator:
                         for k, v in self.mapping("metrics", raw["metrics"]).items())
         rtol, atol = self.tolerance(raw.get("tolerance"), of_problem)
         source = self.source(template)
+        conditions = self.conditions(parameters)
+        constraints = tuple(e.as_condition() for e in self.exprs("constraints", raw.get("constraints"), known))
         spec = KernelSpec(
             name=name, description=str(raw.get("description", "")).strip(), path=self.path,
             template=template, reference=self.reference(raw["reference"]), problem=problem,
             parameters=parameters,
-            constraints=self.conditions(parameters) + tuple(
-                e.as_condition() for e in self.exprs("constraints", raw.get("constraints"), known)),
+            constraints=conditions + constraints,
+            guards=((),) * len(conditions) + tuple(_guards(c, parameters, derived) for c in constraints),
             local_memory=(self.expr("local_memory", raw["local_memory"], known)
                           if raw.get("local_memory") is not None else None),
             scratch=tuple((str(k), self.expr(f"scratch.{k}", v, known)) for k, v in
@@ -1066,6 +1071,17 @@ def _exists(path: Path) -> bool:
         return path.exists()
     except (OSError, ValueError):
         return False
+
+
+def _guards(constraint: Expr, parameters: tuple[Parameter, ...],
+            derived: tuple[tuple[str, Expr], ...]) -> tuple[Expr, ...]:
+    """The ``when`` conditions of the parameters ``constraint`` names, through derived names
+    too: where one does not hold, that parameter keeps its first value, which means nothing,
+    so the constraint is not about this configuration (trial 45: ``BSWAP != 'shift' or ELEM ==
+    'uint'`` with BSWAP used only for uint, whose first value ruled out every char
+    configuration)."""
+    named = _behind(derived, constraint.names)
+    return tuple(dict.fromkeys(p.when for p in parameters if p.name in named and p.when is not None))
 
 
 def _behind(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> set[str]:

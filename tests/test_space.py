@@ -134,3 +134,28 @@ def test_a_scratch_buffer_larger_than_the_device_allocates_rules_the_configurati
     # trial 46: within the limit, but not with the guard zone measuring puts after it
     just = replace(FAKE, max_mem_alloc_size=4 * 256 + 2**36).facts()
     assert check(sp, params, {"N": 256}, just).startswith("scratch.t: ")
+
+
+def test_a_constraint_is_not_checked_where_a_parameter_it_names_is_ignored(tmp_path):
+    """Trial 45: a constraint on a parameter that only one variant uses was checked against
+    that parameter's first value in the other variant too, which then had no valid
+    configuration at all (only the baseline said so). A parameter a configuration ignores
+    means nothing there, so a constraint naming it (or a derived name computed from it) is not
+    checked; where the parameter is used it is."""
+    vectors = '  MODE: [0]\n  VEC: [0, 1]\n  VW: {values: [3, 2, 4], when: "VEC == 1"}\n'
+    text = SCALE_YAML.replace("  MODE: [0]\n", vectors).replace('constraints:\n  - "(N // WPT) % WG == 0"',
+                                        'derived:\n  LANES: VW * 1\nconstraints:\n  - "(N // WPT) % WG == 0"\n'
+                                        '  - "WPT % LANES == 0"')
+    sp = specs.load(write_spec(tmp_path, text))
+    facts, problem = FAKE.facts(), {"N": 256}
+    space = ValidSpace(sp, problem, facts)
+    valid = list(space)
+    assert {c["VEC"] for c in valid} == {0, 1}, "the variant without vectors is there"
+    assert {c["VW"] for c in valid if c["VEC"] == 0} == {3}, "one copy of each: VW at its first value"
+    assert all(c["WPT"] % c["VW"] == 0 for c in valid if c["VEC"] == 1), "checked where VW is used"
+    assert check(sp, sp.complete({"VEC": 0, "WPT": 2, "WG": 16}), problem, facts) is None
+    assert "WPT % LANES" in check(sp, sp.complete({"VEC": 1, "VW": 4, "WPT": 2, "WG": 16}), problem, facts)
+    assert space.count() == (len(valid), True)
+    rng = random.Random(0)
+    drawn = {config_key(space.draw(rng)) for _ in range(1000)}
+    assert drawn == {config_key(c) for c in valid}

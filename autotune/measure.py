@@ -20,6 +20,7 @@ import pyopencl as cl
 
 from . import guards
 from .errors import SpecError, warn
+from .hosttime import watched
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .pristine import Pristine
 from .result import Measurement, Status
@@ -72,12 +73,19 @@ class Workload:
     bounds: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> Workload:
-    """Inputs from the reference module, and the reference result computed once.
+def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
+                  limit_s: float | None = None) -> Workload:
+    """Inputs from the reference module, and the reference result computed once; a note while
+    that takes long, and ProblemError after ``limit_s`` (see :mod:`autotune.hosttime`).
 
     What the module returns is checked here, so a mistake in it is one SpecError naming the
     module rather than a failure deep inside a measurement.
     """
+    with watched(f"{spec.reference}: inputs() and reference() for {problem_label(problem)}", limit_s):
+        return _make_workload(spec, problem, seed)
+
+
+def _make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int) -> Workload:
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)

@@ -933,7 +933,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         check_saveable(spec, info, prob)
-    workload = None if evaluator is not None else _workload(spec, prob, info, options)
+    workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
     say = progress or (lambda *a: None)
     with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:
         run = _Run(spec, info, prob, options, valid, say, t_start)
@@ -981,11 +981,14 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     return report
 
 
-def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions) -> Workload:
-    """The inputs and expected outputs, made once; ProblemError when they cannot fit."""
+def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions,
+              t_start: float) -> Workload:
+    """The inputs and expected outputs, made once within --timeout; ProblemError when they
+    cannot fit or take longer."""
     check_fits(spec, problem, info)
+    left = None if options.timeout_s is None else options.timeout_s - (time.perf_counter() - t_start)
     try:
-        return make_workload(spec, problem, seed=options.seed or 0)
+        return make_workload(spec, problem, seed=options.seed or 0, limit_s=left)
     except MemoryError:  # numpy's _ArrayMemoryError too
         raise ProblemError(f"{problem_label(problem)} needs more memory than this machine can give for "
                            f"{spec.name}'s inputs; use a smaller --size") from None

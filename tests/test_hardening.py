@@ -1352,3 +1352,37 @@ def test_no_measuring_worker_is_started_once_the_application_exits(monkeypatch):
     monkeypatch.setattr(worker.threading, "main_thread", lambda: SimpleNamespace(is_alive=lambda: False))
     with pytest.raises(WorkerError, match="the application is exiting"):
         ev._start()
+
+
+SLOW_REF = ("import time\nimport numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+            "    return {'x': np.ones(n, np.float32), 'y': np.zeros(n, np.float32)}\n"
+            "def reference(problem, arrays):\n    t = time.time()\n    while time.time() < t + 60:\n        pass\n"
+            "    return {'y': 2 * arrays['x']}\n")
+
+
+def test_a_slow_reference_is_noted_and_ended_when_the_time_is_up(tmp_path, monkeypatch):
+    """Trial 45: a reference() that took minutes printed nothing, and --timeout did not end it.
+    A note comes once it has run a while, and the run's time ends it with what to do; the
+    alarm that ends it is put back as it was."""
+    from autotune import hosttime
+
+    monkeypatch.setattr(hosttime, "NOTE_AFTER_S", 0.2)
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=SLOW_REF))
+    before = signal.getsignal(signal.SIGALRM)
+    started = time.perf_counter()
+    with pytest.warns(AutotuneWarning, match=r"inputs\(\) and reference\(\) for N=256 has run for 0.2 s so far"), \
+            pytest.raises(ProblemError, match=r"had not finished when the run's --timeout was up \(1 s\): .* "
+                                              r"make it faster .* or give a longer --timeout"):
+        make_workload(spec, spec.resolve_problem({}), limit_s=1.0)
+    assert time.perf_counter() - started < 10
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == before
+
+
+@needs_opencl
+def test_a_run_whose_reference_outlasts_its_timeout_ends_with_what_to_do(tmp_path, capsys):
+    path = write_spec(tmp_path, SCALE_YAML, ref=SLOW_REF)
+    started = time.perf_counter()
+    assert cli.main(["run", str(path), "-n", "3", "--timeout", "2", "--storage", ":memory:"]) == 1
+    err = capsys.readouterr().err
+    assert "had not finished when the run's --timeout was up" in err and "Traceback" not in err, err
+    assert time.perf_counter() - started < 30

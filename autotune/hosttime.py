@@ -1,0 +1,67 @@
+"""Time taken by the reference module (inputs(), reference(), error_bound()): a note while it
+runs long, and an end where a run's --timeout is up.
+
+It runs once per run, before the first kernel is built, and says nothing while it runs; a slow
+one (a pure-Python loop over a large problem) looked like a hang (trial 45), and --timeout did
+not end it. Example:
+
+    >>> with watched("ref.py: inputs() and reference()", limit_s=60.0):
+    ...     pass
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from .errors import ProblemError, warn
+
+#: The note comes once the module has run this long.
+NOTE_AFTER_S = 10.0
+
+
+class _Overtime(BaseException):
+    """Raised into the reference module's code by the alarm (a BaseException, so that the
+    wrapper that reports the module's own exceptions does not take it for one)."""
+
+
+@contextmanager
+def watched(what: str, limit_s: float | None) -> Iterator[None]:
+    """Run the block with a note after :data:`NOTE_AFTER_S` and, where ``limit_s`` is given and
+    this is the main thread (an alarm signal needs it), a ProblemError once it has run that long."""
+    started, note_after_s = time.perf_counter(), NOTE_AFTER_S
+    note = threading.Timer(note_after_s, lambda: warn(
+        f"{what} has run for {note_after_s:g} s so far; it runs once, before tuning starts, and a run's "
+        "--timeout counts it (vectorise a slow reference with numpy, or choose a smaller --size)"))
+    note.daemon = True
+    note.start()
+    alarm = (limit_s is not None and hasattr(signal, "setitimer")
+             and threading.current_thread() is threading.main_thread())
+    armed = [alarm]
+
+    def overtime(signum: int, frame: FrameType | None) -> None:
+        if armed[0]:  # not once the block is over: the alarm may come as it ends
+            raise _Overtime
+
+    previous = None
+    if alarm:
+        assert limit_s is not None
+        previous = signal.signal(signal.SIGALRM, overtime)
+        signal.setitimer(signal.ITIMER_REAL, max(limit_s, 1e-3))
+    try:
+        yield
+    except _Overtime:
+        raise ProblemError(
+            f"{what} had not finished when the run's --timeout was up ({time.perf_counter() - started:.0f} s): "
+            "it runs once, before tuning starts; make it faster (vectorise it with numpy), choose a smaller "
+            "--size, or give a longer --timeout") from None
+    finally:
+        armed[0] = False
+        note.cancel()
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)

@@ -645,9 +645,12 @@ def _baseline_untimed(report: Any) -> str:
 
 
 def _describe_error(m: Any) -> str:
-    used = (f", worst element at {100 * m.tolerance_used:.0f}% of its tolerance"
-            if m.tolerance_used is not None else "")
-    return f"{m.error:.3g} relative to the reference (norm){used}"
+    """The ``error`` line: no tolerance used where every output checked is an integer one."""
+    if m.tolerance_used is None:
+        return "0: every element as the reference's (integer outputs are compared exactly)" if m.error == 0 else \
+            f"{m.error:.3g} relative to the reference (norm)"
+    return (f"{m.error:.3g} relative to the reference (norm), worst element at {100 * m.tolerance_used:.0f}% "
+            "of its tolerance")
 
 
 def format_report(report: Any, storage: str | None = None, worker: str | None = None) -> str:

@@ -116,6 +116,7 @@ def _make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int) -> W
         _check_type(spec, host, name, got, expected[name])
         _check_finite(spec, host, name, expected[name])
     bounds = _bounds(spec, problem, inputs, expected)
+    _check_tolerance_used(spec, host, inputs)
     for name in spec.outputs:
         if not vacuous(spec, problem, expected[name], bounds.get(name)):
             continue
@@ -131,6 +132,20 @@ def _make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int) -> W
                  f"output of zeros would pass verification: tighten {'error_bound() or ' if name in bounds else ''}"
                  "the tolerance")
     return Workload(inputs, expected, bounds)
+
+
+def _check_tolerance_used(spec: KernelSpec, host: Any, inputs: Mapping[str, Any]) -> None:
+    """A warning where the spec's tolerance applies to no output (trial 45: ignored silently):
+    the module's own check() decides, or every output is an integer, compared exactly."""
+    if not spec.tolerance_given:
+        return
+    if getattr(host, "check", None) is not None:
+        warn(f"{spec.path}: tolerance is not used: the reference module's check() decides what passes "
+             f"({spec.reference}); take tolerance out of the spec, or apply it in check()")
+    elif not any(np.issubdtype(inputs[o].dtype, np.inexact) for o in spec.outputs):
+        warn(f"{spec.path}: tolerance is not used: {', '.join(spec.outputs)} "
+             f"{'is an integer output' if len(spec.outputs) == 1 else 'are integer outputs'}, compared exactly; "
+             "take tolerance out of the spec, or write a check() in the reference module to allow a difference")
 
 
 def _check_memory_order(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
@@ -443,7 +458,7 @@ class Bench:
                 f"there: {without_unwritten_advice(failure)}{still}")
 
     def _culprits(self, keys: Sequence[_K], run_with_zero: Callable[[Sequence[_K]], str | None]
-                  ) -> tuple[list[_K], tuple[float, float] | Measurement | None]:
+                  ) -> tuple[list[_K], tuple[float | None, float | None] | Measurement | None]:
         """Of ``keys`` (places that hold NaN when verifying), those whose NaN, set to 0 by
         ``run_with_zero``, changes which output elements are not finite: one launch more per key,
         only for a configuration that failed, compared with the outputs as the last launch left
@@ -481,17 +496,20 @@ class Bench:
         cl.enqueue_copy(self.queue, got, self.args[name])
         return got
 
-    def _check_outputs(self) -> tuple[float, float] | Measurement:
-        """The worst error and tolerance used over the outputs, or the failed verification."""
-        worst, worst_max = 0.0, 0.0
+    def _check_outputs(self) -> tuple[float | None, float | None] | Measurement:
+        """The worst error and tolerance used over the outputs (None where no output's check
+        measures it: see verify.Verdict), or the failed verification."""
+        worst: list[float] = []
+        worst_used: list[float] = []
         for name in self.spec.outputs:
             got = self._output(name)
             why, err, used = self.expected(name).check(got)
             if why:
                 return Measurement(Status.WRONG_RESULT, why + self._inplace_hint(name, got), error=err,
                                    tolerance_used=used)
-            worst, worst_max = max(worst, err), max(worst_max, used)
-        return worst, worst_max
+            worst += [err] if err is not None else []
+            worst_used += [used] if used is not None else []
+        return max(worst, default=None), max(worst_used, default=None)
 
     def _guarded(self, launch: Launch) -> list[guards.Zone]:
         """The arrays and this launch's scratch buffers, with their guard zones (all at NaN

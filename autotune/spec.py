@@ -166,6 +166,7 @@ class KernelSpec:
     #: for each constraint, the ``when`` conditions of the parameters it names: it is checked
     #: only where they all hold (see :func:`autotune.space.check`); none for the ``when``s' own
     guards: tuple[tuple[Expr, ...], ...] = ()
+    tolerance_given: bool = False  # the spec has a tolerance key (else rtol and atol are defaults)
 
     def env(self, problem: Mapping[str, Any], params: Mapping[str, Value] | None = None,
             facts: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -772,6 +773,7 @@ class _Validator:
                         for i, h in enumerate(self.sequence("hints", raw.get("hints") or []))),
             derived=derived,
             requires=self.exprs("requires", raw.get("requires"), of_problem),
+            tolerance_given=bool(raw.get("tolerance")),
         )
         written = {a for step in spec.launch for a in step.args}
         if unused := [o for o in outputs if o not in written]:

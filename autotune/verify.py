@@ -39,7 +39,10 @@ def too_tight(message: str) -> bool:
     return TOO_TIGHT in message
 
 
-Verdict = tuple[str | None, float, float]  # (why it is wrong or None, ‖got−want‖/‖want‖, share used)
+#: (why it is wrong or None, ‖got−want‖/‖want‖, the largest share of the tolerance an element
+#: used); None where that check does not measure it: a check() of the reference module's own
+#: (neither), an integer output, which is exact (no tolerance)
+Verdict = tuple[str | None, float | None, float | None]
 #: Every byte of an output (not ``inplace``) is this before a verifying launch (measure.Bench):
 #: NaN in every float type, so an element the kernels never write cannot pass.
 POISON_BYTE = 0xFF
@@ -86,7 +89,7 @@ class Expected:
 
     def check(self, got: np.ndarray) -> Verdict:
         """(why ``got`` is wrong or None, its relative error, the largest share of the
-        tolerance an element used: at most 1 when it passes, 0 for exact outputs)."""
+        tolerance an element used: at most 1 when it passes); see :data:`Verdict`."""
         if self.custom is not None:
             try:
                 why = self.custom(self.name, got, self.want, dict(self.problem))
@@ -101,7 +104,7 @@ class Expected:
                 raise SpecError(f"{self.spec.reference}: check() must return None or a message, got {why!r}")
             if why is not None and not why.strip():  # trial 45: "" passed, since it is false
                 why = f"{self.name}: check() returned an empty message, which is a failure (None is a pass)"
-            return why, 0.0, 0.0
+            return why, None, None  # trial 45: shown as "error 0 ..., at 0% of its tolerance"
         got = got.reshape(self.want.shape)
         if self.scale is None:
             return self._check_exact(got)
@@ -128,13 +131,15 @@ class Expected:
             return (f"{self.name}: {bad.size} of {self.want.size} elements differ "
                     f"(first at {i}: got {got.flat[i]}, want {self.want.flat[i]}){self._none_written(got)}"), \
                 float(bad.size), math.inf
-        return None, 0.0, 0.0
+        return None, 0.0, None
 
     def _none_written(self, got: np.ndarray) -> str:
         """Advice when every element still holds the poison the output was filled with: the
         kernels wrote elsewhere, usually an argument list in another order than the kernel's."""
         if got.size == 0 or not np.all(got.view(np.uint8) == POISON_BYTE):
             return ""
+        if not np.issubdtype(got.dtype, np.floating):  # -1 or 255 is a value a kernel may write (trial 45)
+            return _MAYBE_NONE_WRITTEN.format(name=self.name, value=got.flat[0])
         return _NONE_WRITTEN.format(name=self.name)
 
     def _off(self, got: np.ndarray, diff: np.ndarray, share: np.ndarray) -> str:
@@ -194,7 +199,11 @@ def vacuous(spec: KernelSpec, problem: Mapping[str, Any], want: np.ndarray, boun
 
 _NONE_WRITTEN = ("; no element was written (each still holds the poison {name} starts with): check that 'args' "
                  "lists the kernel's arguments in the order of its signature, and that the launch covers {name}")
-_NONE_WRITTEN_SAID = re.compile(re.escape(_NONE_WRITTEN).replace(re.escape("{name}"), r"[\w.]+"))
+_MAYBE_NONE_WRITTEN = ("; every element is {value}, the value {name} is filled with before it is verified: if the "
+                       "kernels did not write it, check that 'args' lists the kernel's arguments in the order of its "
+                       "signature, and that the launch covers {name}")
+_NONE_WRITTEN_SAID = re.compile("|".join(re.escape(m).replace(re.escape("{name}"), r"[\w.]+").replace(
+    re.escape("{value}"), r"-?\d+") for m in (_NONE_WRITTEN, _MAYBE_NONE_WRITTEN)))
 
 
 def without_unwritten_advice(message: str) -> str:

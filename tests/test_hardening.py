@@ -24,7 +24,7 @@ from autotune.measure import make_workload
 from autotune.result import Measurement, Status
 from autotune.study import open_storage
 from autotune.tuner import TuneOptions, study_name, tune
-from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
+from conftest import FAKE, REF_PY, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
 
 
 class Fast(QuietEvaluator):
@@ -1386,3 +1386,47 @@ def test_a_run_whose_reference_outlasts_its_timeout_ends_with_what_to_do(tmp_pat
     err = capsys.readouterr().err
     assert "had not finished when the run's --timeout was up" in err and "Traceback" not in err, err
     assert time.perf_counter() - started < 30
+
+
+INT_REF = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': np.ones(n, np.float32), 'y': np.zeros(n, np.int32)}\n"
+           "def reference(problem, arrays):\n    return {'y': np.full(problem['N'], 5, np.int32)}\n")
+REF_PY_CHECKED = REF_PY + "def check(name, got, want, problem):\n    return None\n"
+
+
+@pytest.mark.parametrize("ref, tolerance, message", [
+    (INT_REF, "tolerance: {atol: 1}\n", r"tolerance is not used: y is an integer output, compared exactly; take "
+                                        r"tolerance out of the spec, or write a check\(\)"),
+    (REF_PY_CHECKED, "tolerance: {rtol: 0.1}\n", r"tolerance is not used: the reference module's check\(\) "
+                                                  r"decides what passes"),
+    (INT_REF, "", None),
+    (REF_PY, "tolerance: {rtol: 0.1}\n", None),
+])
+def test_a_tolerance_that_applies_to_no_output_is_warned_of(tmp_path, ref, tolerance, message):
+    """Trial 45: a tolerance for integer outputs (compared exactly), or beside a check() of the
+    module's own, was ignored without a word."""
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML + tolerance, ref=ref))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        make_workload(spec, spec.resolve_problem({}))
+    said = [str(w.message) for w in seen if "tolerance is not used" in str(w.message)]
+    assert (said == []) if message is None else (len(said) == 1 and re.search(message, said[0])), said
+
+
+def test_how_an_output_was_checked_is_what_the_summary_says(tmp_path):
+    """Trial 45: a check() of the module's own was summarised as "error 0 ..., worst element at
+    0% of its tolerance", and an exact integer output the same way; an integer output that is
+    all -1 (the fill's bits) was said to be unwritten, though a kernel may write -1."""
+    from autotune.cli import _describe_error
+    from autotune.verify import compare
+
+    spec = specs.load(write_spec(tmp_path / "int", SCALE_YAML, ref=INT_REF))
+    want = np.full(4, 5, np.int32)
+    assert compare(spec, "y", want.copy(), want, {"N": 4}) == (None, 0.0, None)
+    why, _, _ = compare(spec, "y", np.full(4, -1, np.int32), want, {"N": 4})
+    assert "every element is -1, the value y is filled with before it is verified: if the kernels did not " \
+           "write it" in why and "no element was written" not in why, why
+    assert _describe_error(Measurement(Status.OK, times_ms=(1.0,), error=0.0)) == \
+        "0: every element as the reference's (integer outputs are compared exactly)"
+    custom = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=REF_PY_CHECKED))
+    assert compare(custom, "y", want.copy(), want, {"N": 4}) == (None, None, None)

@@ -283,15 +283,8 @@ class Launch:
 
     @property
     def arg_names(self) -> tuple[str, ...]:
-        """The arguments a caller supplies, in order of first use: every kernel argument but
-        scratch buffers and integer problem keys (those are bound here)."""
-        names: list[str] = []
-        for step in self.geometry.steps:
-            names.extend(a for a in step.args if a not in names and not self._bound_here(a))
-        return tuple(names)
-
-    def _bound_here(self, name: str) -> bool:
-        return name in self.scratch or isinstance(self.problem.get(name), int)
+        """The arguments a caller supplies, in order (:meth:`KernelSpec.call_args`)."""
+        return self.spec.call_args(self.problem)
 
     def enqueue(self, queue: cl.CommandQueue, named: Mapping[str, Any],
                 wait_for: list[cl.Event] | None = None) -> list[cl.Event]:

@@ -206,6 +206,21 @@ class KernelSpec:
         ignored = self.inactive(params, problem)
         return {k: v for k, v in params.items() if k not in ignored}
 
+    def call_args(self, problem: Mapping[str, Any]) -> tuple[str, ...]:
+        """The arguments a caller of the loaded kernel supplies, in order of first use over every
+        launch step, whichever steps a configuration runs, so that the call is the same for
+        every configuration (trial 50: a histogram's tuned variant swapped its two arguments):
+        every kernel argument but scratch buffers and integer problem keys, which the kernel is
+        given when it is loaded.
+
+        Example: matmul's ``('A', 'B', 'C')``.
+        """
+        names: list[str] = []
+        for step in self.launch:
+            names.extend(a for a in step.args if a not in names and not (
+                any(a == n for n, _ in self.scratch) or isinstance(problem.get(a), int)))
+        return tuple(names)
+
     def behind(self, names: Iterable[str]) -> set[str]:
         """``names`` with every derived name replaced by the names it is computed from."""
         return _behind(self.derived, names)

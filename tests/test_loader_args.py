@@ -514,3 +514,30 @@ def test_a_queue_on_a_pocl_whose_launches_abort_is_refused_before_anything_is_bu
     monkeypatch.setattr(loader, "choose", lambda *a, **k: pytest.fail("nothing is chosen, built or timed"))
     with pytest.raises(DeviceError, match=re.escape(f"cannot run OpenCL kernels: {reason}; ")):
         autotune.load_kernel("mul1", queue, N=64)
+
+
+TWO_STEP_CL = """
+__kernel void once(__global const float* x, __global float* y) { int i = get_global_id(0); y[i] = 2.0f * x[i]; }
+__kernel void zero(__global float* y) { y[get_global_id(0)] = 0.0f; }
+__kernel void add2(__global const float* x, __global float* y) { int i = get_global_id(0); y[i] += 2.0f * x[i]; }
+"""
+
+
+@needs_opencl
+@pytest.mark.parametrize("variant", [0, 1])
+def test_a_positional_call_means_the_same_whichever_variant_was_loaded(tmp_path, queue, monkeypatch, variant):
+    """Trial 50: a variant whose first step zeroes the output took (y, x), the other (x, y), so
+    a call written for one zeroed the caller's input under the other."""
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")  # the default configuration, as loaded
+    text = SCALE_YAML.replace("  MODE: [0]\n", "  TWO: [0, 1]\n").replace(
+        'launch:\n  entry: scale\n  global: ["N // WPT"]\n  local: [WG]\n',
+        'launch:\n  - {entry: once, when: "TWO == 0", args: [x, y], global: [N]}\n'
+        '  - {entry: zero, when: "TWO == 1", args: [y], global: [N]}\n'
+        '  - {entry: add2, when: "TWO == 1", args: [x, y], global: [N]}\n'
+    ).replace("args: [x, y]\n", "").replace("baseline: {WPT: 1, WG: 16}", f"default: {{TWO: {variant}}}")
+    kern = load(str(write_spec(tmp_path, text, template=TWO_STEP_CL)), queue, N=256)
+    assert kern.params["TWO"] == variant and kern.arg_names == ("x", "y")
+    x = cl_array.to_device(queue, np.arange(256, dtype=np.float32))
+    y = cl_array.zeros(queue, 256, np.float32)
+    kern(x, y).wait()
+    assert (y.get() == 2 * np.arange(256)).all() and (x.get() == np.arange(256)).all()

@@ -473,3 +473,21 @@ def test_a_when_that_gives_no_true_or_false_is_said_not_taken_to_hold(tmp_path):
     sp = specs.load(write_spec(tmp_path, text))
     with pytest.raises(ConditionError, match=r"parameters.UNROLL.when: 'WG' gives 16, not true or false"):
         sp.inactive(sp.default_config, {"N": 256})
+
+
+def test_the_call_takes_the_same_arguments_in_the_same_order_whatever_variant_runs(tmp_path):
+    """Trial 50: the loaded kernel's arguments came in order of first use over the steps the
+    tuned configuration runs, so a histogram whose zeroing step comes first in one variant took
+    (hist, data) there and (data, hist) in the other, and a call written for one wiped the
+    input under the other. The order is now that of first use over every step of the spec."""
+    text = SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  TWO: [0, 1]\n").replace(
+        'launch:\n  entry: scale\n  global: ["N // WPT"]\n  local: [WG]\n',
+        'scratch:\n  tmp: "4 * N"\nlaunch:\n'
+        '  - {entry: scale, when: "TWO == 0", args: [x, tmp, y], global: ["N // WPT"], local: [WG]}\n'
+        '  - {entry: zero, when: "TWO == 1", args: [y], global: [N]}\n'
+        '  - {entry: scale, when: "TWO == 1", args: [N, x, y], global: ["N // WPT"], local: [WG]}\n'
+    ).replace("args: [x, y]\n", "")
+    sp = specs.load(write_spec(tmp_path, text, template=TEMPLATE_CL + "__kernel void zero(__global float* y) {}\n"))
+    assert sp.call_args({"N": 256}) == ("x", "y"), "no scratch buffer, no problem size, one order"
+    mul1 = specs.load("mul1")
+    assert mul1.call_args(mul1.default_problem()) == ("x", "z", "k")  # v4's steps alone gave (x, k, z)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SpecError
+from .errors import SpecError, warn
 from .spec import KernelSpec
 
 #: OpenCL C element types (also the base of their vector types, float4 and the like) and the
@@ -178,6 +178,12 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
                     f"gives {value.dtype} elements ({value.dtype.itemsize} bytes each, the kernel reads "
                     f"{want.itemsize}); return {name}.astype(np.{want.name}) from inputs(), or change the "
                     "kernel's type")
+            if takes and all(_reinterpreted(t, value.dtype) for t in takes):
+                want = np.dtype(_TYPES[takes[0]])
+                warn(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as {takes[0]}*, but "
+                     f"inputs() gives {value.dtype} elements, whose bits it reads as {takes[0]}: return "
+                     f"{name}.astype(np.{want.name}) from inputs() for their values, or {name}.view(np.{want.name}) "
+                     "where the bits are meant")
 
 
 def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -306,10 +312,14 @@ def _element(arg: Argument) -> str | None:
 
 
 def _fits(kind: str, dtype: np.dtype[Any]) -> bool:
-    """Whether a buffer of ``dtype`` is plausible for ``kind*``: the same width, or another kind
-    (int bits read as float is deliberate more often than not)."""
-    want = np.dtype(_TYPES[kind])
+    """Whether a buffer of ``dtype`` is plausible for ``kind*``: the same width (float64 for
+    ``uint*`` was not refused as another kind, trial 50), or not a number type numpy names."""
     if dtype.kind == "b":  # numpy's bools are bytes: no OpenCL type but char reads them (trial 45)
         return False
-    same_kind = (want.kind == "f") == (dtype.kind == "f")
-    return dtype.itemsize == want.itemsize or not same_kind or dtype.kind not in "fiu"
+    return dtype.itemsize == np.dtype(_TYPES[kind]).itemsize or dtype.kind not in "fiu"
+
+
+def _reinterpreted(kind: str, dtype: np.dtype[Any]) -> bool:
+    """Whether ``kind*`` reads a buffer of ``dtype`` as another kind of number, float as
+    integer or integer as float: meant where the kernel works on the bits (as a view says)."""
+    return dtype.kind in "fiu" and (np.dtype(_TYPES[kind]).kind == "f") != (dtype.kind == "f")

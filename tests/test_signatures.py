@@ -13,7 +13,7 @@ import pytest
 from test_readme import readme_example
 
 from autotune import spec as specs
-from autotune.errors import SpecError
+from autotune.errors import AutotuneWarning, SpecError
 from autotune.measure import make_workload
 from autotune.signatures import check_inputs, check_launch, check_outputs, declared
 from autotune.tuner import TuneOptions, tune
@@ -141,7 +141,20 @@ def test_a_list_for_a_buffer_argument_is_refused_naming_the_array_to_return():
 def test_bytes_bit_casts_unknown_types_and_scalars_pass():
     _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int32), m=np.uint32(3),
            src=np.zeros(4, np.float64), dst=np.zeros(4, np.int64))  # uchar* and a macro type: any
-    _check(x=np.zeros(4, np.int32), n=np.zeros(4, np.float32))  # int bits as float: deliberate
+    # int bits as float, float bits as int: a view says they are meant
+    _check(x=np.zeros(4, np.int32).view(np.float32), n=np.zeros(4, np.float32).view(np.int32))
+
+
+def test_numbers_of_another_kind_are_refused_at_another_width_and_warned_of_at_the_same():
+    """Trial 50: float64 data for a `uint*` histogram input passed (another kind was taken to be
+    meant), and float32 too; every configuration then failed as a wrong result that blamed the
+    reference. Bits of the same width may be meant: a warning names the view that says so."""
+    with pytest.raises(SpecError, match=r"takes n as int\*, but inputs\(\) gives float64 elements"):
+        _check(x=np.zeros(4, np.float32), n=np.zeros(4))
+    with pytest.warns(AutotuneWarning, match=r"takes n as int\*, but inputs\(\) gives float32 elements, whose bits it "
+                                             r"reads as int: return n.astype\(np.int32\) from inputs\(\) for their "
+                                             r"values, or n.view\(np.int32\) where the bits are meant"):
+        _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.float32))
 
 
 def test_a_float64_input_stops_the_run_before_anything_is_built(tmp_path):

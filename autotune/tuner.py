@@ -56,7 +56,7 @@ from .space import ValidSpace, canonical, check, config_key, geometry, none_vali
 from .spec import BUILTIN_FILE, KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
-from .worker import Evaluator, Setup, open_evaluator, workload_folder
+from .worker import LAST_OUTPUT, Evaluator, Setup, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
 #: The baseline's time limit when --max-time-per-config is not given (the others' limit is
@@ -711,7 +711,9 @@ class _Run:
             assert nearer is not None  # at_deadline
             raise _OutOfTime(nearer[0])
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
-            m = replace(m, message=m.message + self._crash_hint(params))
+            # before the worker's last output, which may be long and is cut in the summary (trial 50)
+            cause, said, output = m.message.partition(LAST_OUTPUT)
+            m = replace(m, message=cause + self._crash_hint(params) + said + output)
         if m.ok and self.log.store is not None and (self.state.best is None or m.median_ms < self.state.best.median_ms):
             # a new best as far as this worker knows: first what the others stored since its last
             # look (at most a second ago), so that its line's "*" is the study's (trial 37: two

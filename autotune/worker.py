@@ -369,7 +369,11 @@ def last_output(said: str) -> str:
     llvm = (" (LLVM's crash handler in the OpenCL runtime prints this on any crash of the process, a kernel "
             "that reads or writes outside its buffers included: not only a compiler fault)"
             if "PLEASE submit a bug report" in said else "")
-    return f"; its last output: {said}{llvm}"
+    return f"{LAST_OUTPUT}{said}{llvm}"
+
+
+#: How a dead worker's reason introduces its last output (:func:`last_output`).
+LAST_OUTPUT = "; its last output: "
 
 
 def workload_folder() -> tempfile.TemporaryDirectory[str]:

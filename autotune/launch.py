@@ -349,7 +349,10 @@ def check_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mappin
 
 
 def unknown_argument(spec: KernelSpec, name: str) -> SpecError:
-    why = (f"{spec.path}: args: {name!r} is neither an input of the reference module, a scratch buffer "
+    # the step's args, its own or the top-level list (trial 50: "args:" where the spec had none)
+    where = next((f"args of launch[{i}] ({step.entry})" for i, step in enumerate(spec.launch) if name in step.args),
+                 "args")
+    why = (f"{spec.path}: {where}: {name!r} is neither an input of the reference module, a scratch buffer "
            "nor an integer problem key")
     if name in spec.parameter_names:
         return SpecError(f"{why}; a parameter reaches the template as a macro (-D{name}=...), so use {name} "

@@ -794,8 +794,8 @@ class _Validator:
         if unused := [o for o in outputs if o not in written]:
             typo = difflib.get_close_matches(unused[0], sorted(written - set(outputs)), n=1)
             if typo:  # args: [x, outt]: the output is there, misspelt
-                raise self.fail("outputs", f"{unused[0]} is not an argument of any launch step, but args has "
-                                           f"{typo[0]!r}: if that is {unused[0]}, spell it so in args")
+                raise self.fail("outputs", f"{unused[0]} is not an argument of any launch step, but their args "
+                                           f"have {typo[0]!r}: if that is {unused[0]}, spell it so in args")
             raise self.fail("outputs", f"{', '.join(unused)} is not an argument of any launch step, so "
                                        "no kernel can write it; add it to the 'args' of the kernel that "
                                        "writes it, in the kernel's order (or, if no kernel writes it, take "

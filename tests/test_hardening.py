@@ -92,7 +92,8 @@ def test_an_argument_nothing_supplies_is_refused_before_the_run_starts(tmp_path,
     path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, z]"))
     assert cli.main(["run", str(path), "-n", "3"]) == 1
     out, err = capsys.readouterr()
-    assert "args: 'z' is neither an input of the reference module" in err and err.count("\n") == 1
+    assert "args of launch[0] (scale): 'z' is neither an input of the reference module" in err, err
+    assert err.count("\n") == 1
     assert out == "" and not (home / "studies.db").exists(), "no run started, no empty study left"
 
 
@@ -623,8 +624,8 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     # the kernel's output left out of args: the fix is in args, not in outputs
     (("args: [x, y]", "args: [x]"), "add it to the 'args' of the kernel that writes it"),
     # misspelt in args (trial 10): the message named the output, never the typo
-    (("args: [x, y]", "args: [x, yy]"), "outputs: y is not an argument of any launch step, but args has 'yy': "
-                                        "if that is y, spell it so in args"),
+    (("args: [x, y]", "args: [x, yy]"), "outputs: y is not an argument of any launch step, but their args have "
+                                        "'yy': if that is y, spell it so in args"),
     (("  entry: scale", "  entry: scale\n  args: [x, y]"), "args: every launch step lists its own 'args'"),
     (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"), "parameters.MODE.when: names MODE itself"),
     (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),

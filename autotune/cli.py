@@ -897,11 +897,22 @@ def _cmd_show(args: argparse.Namespace) -> int:
     folders = profiles.search_folders(settings.profiles_dir(), own.path if own is not None else None)
     target = _show_target(args.device, folders)
 
-    def current(kernel: str) -> Any:
-        """The spec entries of ``kernel`` are checked against (None: it is not known here)."""
+    def current(kernel: str, entries: list[Any]) -> Any:
+        """The spec entries of ``kernel`` are checked against: the one given, a built-in, or the
+        spec file the entries record where it still loads as that kernel (trial 50: "give its
+        spec's path" where the entries named it); None: not known here."""
         if own is not None:
             return own
-        return specs.load(kernel) if kernel in builtin else None
+        if kernel in builtin:
+            return specs.load(kernel)
+        for file in dict.fromkeys(e.spec_file for e in entries if e.spec_file):
+            try:
+                found = specs.load(file)
+            except AutotuneError:  # moved, or broken since: the entries go unchecked
+                continue
+            if found.name == kernel:
+                return found
+        return None
 
     mine = target.info.profile_header() if target.info is not None else None
     shown, listed = 0, []
@@ -912,8 +923,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
             if wanted and kernel != wanted:
                 continue
             broken: list[ProfileError] = []
-            block = _ShowBlock(kernel, path, profiles.entries(doc, kernel, str(path), broken.append),
-                               tuple(broken), current(kernel),
+            entries = profiles.entries(doc, kernel, str(path), broken.append)
+            block = _ShowBlock(kernel, path, entries, tuple(broken), current(kernel, entries),
                                profiles.written_for_another(doc.get("device"), mine) if mine is not None else None,
                                folder == settings.profiles_dir(),  # runs write here only
                                target.info.facts() if target.info is not None else None)

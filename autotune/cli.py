@@ -590,7 +590,8 @@ def _progress(spec: Any, label: str = "") -> Any:
             if state.retrying:
                 are = "is" if state.retrying == 1 else "are"
                 print(f"{who}{_count(state.retrying, 'configuration')} that timed out under a shorter "
-                      f"--max-time-per-config {are} measured again first", flush=True)
+                      f"--max-time-per-config, or whose worker was killed from outside, {are} measured again first",
+                      flush=True)
             return
         n = f"{who}[{state.measured:>3}/{state.budget}]"
         shared = shared or state.study_measured != state.measured or state.study_budget is not None

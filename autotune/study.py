@@ -330,8 +330,9 @@ def spec_file(storage: optuna.storages.BaseStorage, name: str) -> str:
 
 def supersedes(new: Measurement, old: Measurement) -> bool:
     """Whether ``new``, a later measurement of ``old``'s configuration, replaces it: a timeout
-    measured again under a longer limit (tuner: ``_Run.retried``). Otherwise the first stands."""
-    return old.status is Status.TIMEOUT and new.status is not Status.INVALID
+    measured again under a longer limit, or a worker killed from outside measured again (tuner:
+    ``_Run.retried``). Otherwise the first stands."""
+    return old.status in (Status.TIMEOUT, Status.CRASHED) and new.status is not Status.INVALID
 
 
 class StudyLog:

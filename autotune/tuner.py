@@ -377,10 +377,13 @@ class _Run:
 
     def _timed_out_sooner(self) -> dict[str, dict[str, Value]]:
         """The study's timeouts under a shorter limit than this run's (a tiny
-        --max-time-per-config once must not rule them out for good), by key: measured again."""
+        --max-time-per-config once must not rule them out for good), and its configurations
+        whose worker was killed from outside, once (trial 44: by the OOM killer or an admin, and
+        recorded `crashed` for good), by key: measured again."""
         limit = self.limit if self.limit is not None else BASELINE_LIMIT_S
         return {config_key(m.params): dict(m.params) for m in self.log.seen.values()
-                if m.status is Status.TIMEOUT and m.limit_s is not None and m.limit_s < limit}
+                if (m.status is Status.TIMEOUT and m.limit_s is not None and m.limit_s < limit)
+                or (m.status is Status.CRASHED and m.message.startswith(KILLED) and KILLED_AGAIN not in m.message)}
 
     def _earlier(self, c: Mapping[str, Value]) -> Measurement | None:
         """The study's measurement of ``c``, unless this run measures it again."""
@@ -713,7 +716,7 @@ class _Run:
         if m.status in (Status.CRASHED, Status.LAUNCH_ERROR):  # a CPU's segfault, a GPU's illegal address
             # before the worker's last output, which may be long and is cut in the summary (trial 50)
             cause, said, output = m.message.partition(LAST_OUTPUT)
-            m = replace(m, message=cause + self._crash_hint(params) + said + output)
+            m = replace(m, message=cause + self._killed_hint(params, cause) + self._crash_hint(params) + said + output)
         if m.ok and self.log.store is not None and (self.state.best is None or m.median_ms < self.state.best.median_ms):
             # a new best as far as this worker knows: first what the others stored since its last
             # look (at most a second ago), so that its line's "*" is the study's (trial 37: two
@@ -737,6 +740,16 @@ class _Run:
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m
+
+    def _killed_hint(self, params: Mapping[str, Value], cause: str) -> str:
+        """What a worker killed by SIGKILL means: nothing it ran can send that, so something
+        outside did (the OOM killer, an admin); the next run measures it again, once."""
+        if cause != KILLED:
+            return ""
+        if config_key(params) in self.retried:
+            return f" from outside again, {KILLED_AGAIN}"
+        return (" from outside (the OOM killer or a `kill -9`: a kernel cannot send SIGKILL); the next run "
+                "measures it again")
 
     def _crash_hint(self, params: Mapping[str, Value]) -> str:
         """What in the spec may have killed the worker: a scratch buffer too small for what a
@@ -1004,6 +1017,12 @@ def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:
     timing = replace(run.options.timing, compile_threads=min(max(run.ahead, 0), os.cpu_count() or 1))
     setup = Setup(run.spec, run.info.selector, dict(run.problem), "", timing)
     return open_evaluator(setup, workload, run.options.isolate, folder)
+
+
+#: How a worker killed by SIGKILL is recorded (worker.describe_exit), and what marks one that
+#: was measured again and killed again (:meth:`_Run._killed_hint`).
+KILLED = "worker died: killed by SIGKILL"
+KILLED_AGAIN = "so it is not measured again"
 
 
 def default_time_limit(baseline: Measurement) -> float:

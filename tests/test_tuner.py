@@ -1163,3 +1163,39 @@ def test_a_stop_while_a_candidate_chosen_ahead_is_dropped_ends_as_an_interrupted
     with pytest.raises(TuningInterrupted):
         run(scale, FakeEvaluator(), trials=40, seed=3, compile_ahead=2)
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("killed_again", [False, True])
+def test_a_worker_killed_from_outside_is_measured_again_by_the_next_run_once(scale, killed_again):
+    """Trial 44: a measuring worker killed by the OOM killer or an admin (SIGKILL, which no
+    kernel sends) was recorded `crashed` for good. The next run measures it again; killed
+    again, it is left as it is."""
+    target = (4, 64)
+
+    class Killed(FakeEvaluator):
+        def __init__(self, kill: bool) -> None:
+            super().__init__()
+            self.kill = kill
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if (params["WPT"], params["WG"]) == target:
+                if verify:
+                    self.calls.append(dict(params))
+                if self.kill:
+                    return Measurement(Status.CRASHED, "worker died: killed by SIGKILL", params=dict(params))
+                return Measurement(Status.OK, "", (0.01, 0.01, 0.01), 0.0, 0.0, 0.1)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    first = run(scale, Killed(kill=True), sampler="grid", trials=100, storage=None)
+    assert first.failure_examples["crashed"].startswith("worker died: killed by SIGKILL from outside (the OOM killer")
+    again = Killed(kill=killed_again)
+    second = run(scale, again, sampler="random", seed=1, trials=2, storage=None)
+    assert [(c["WPT"], c["WG"]) for c in again.calls] == [target, target], "with and without mad, first"
+    if not killed_again:
+        assert second.best.median_ms == 0.01
+        return
+    assert second.failure_examples["crashed"].startswith("worker died: killed by SIGKILL from outside again, so it "
+                                                         "is not measured again")
+    third = Killed(kill=False)
+    run(scale, third, sampler="random", seed=2, trials=5, storage=None)
+    assert third.calls == []

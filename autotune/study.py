@@ -38,7 +38,7 @@ import sqlalchemy
 from filelock import FileLock, Timeout
 
 from . import settings
-from .errors import ProblemError, StorageError, first_line
+from .errors import ProblemError, StorageError, first_line, warn
 from .result import Measurement, Status
 from .space import config_key
 from .spec import Value
@@ -328,6 +328,20 @@ def spec_file(storage: optuna.storages.BaseStorage, name: str) -> str:
     return str(optuna.load_study(study_name=name, storage=storage).user_attrs.get(_SPEC_FILE, ""))
 
 
+def measurement_of(t: optuna.trial.FrozenTrial) -> Measurement | None:
+    """The measurement a stored trial holds, or None, warned of, where its record is not one
+    autotune writes (trial 43: a trial added by hand with text for its times gave a traceback)."""
+    try:
+        m = Measurement.from_attrs(t.user_attrs, t.params, t.number)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in m.times_ms):
+            raise TypeError(f"times_ms {list(m.times_ms)!r} are not all numbers")
+        return m
+    except (ValueError, TypeError, KeyError) as exc:
+        warn(f"trial {t.number} of the study is not a measurement autotune wrote ({first_line(exc)}); "
+             "it is left out")
+        return None
+
+
 def supersedes(new: Measurement, old: Measurement) -> bool:
     """Whether ``new``, a later measurement of ``old``'s configuration, replaces it: a timeout
     measured again under a longer limit, or a worker killed from outside measured again (tuner:
@@ -377,8 +391,8 @@ class StudyLog:
             status = t.user_attrs.get("status")
             if status == Status.INTERRUPTED.value:
                 self.interrupted.append(dict(t.params))
-            elif status is not None:
-                self._note(Measurement.from_attrs(t.user_attrs, t.params, t.number))
+            elif status is not None and (m := measurement_of(t)) is not None:
+                self._note(m)
 
     @classmethod
     def open(cls, name: str, storage: str | None, sampler: optuna.samplers.BaseSampler,
@@ -437,9 +451,9 @@ class StudyLog:
             if t.number in self._taken_in:
                 continue
             self._taken_in.add(t.number)
-            if "status" in t.user_attrs and config_key(t.params) not in self.seen:
+            if "status" in t.user_attrs and config_key(t.params) not in self.seen \
+                    and (m := measurement_of(t)) is not None:
                 self.study.add_trial(t)
-                m = Measurement.from_attrs(t.user_attrs, t.params, t.number)
                 self._note(m)
                 new.append(m)
         try:  # another worker's confirmation since (trial 40: its winner was replaced by a stopped worker)

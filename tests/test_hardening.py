@@ -1431,3 +1431,28 @@ def test_how_an_output_was_checked_is_what_the_summary_says(tmp_path):
         "0: every element as the reference's (integer outputs are compared exactly)"
     custom = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=REF_PY_CHECKED))
     assert compare(custom, "y", want.copy(), want, {"N": 4}) == (None, None, None)
+
+
+@pytest.mark.parametrize("attrs", [
+    {"status": "ok", "times_ms": ["fast"]},  # trial 43: a traceback
+    {"status": "sort of", "times_ms": [1.0]},
+    {"status": "ok", "times_ms": 3},
+])
+def test_a_trial_autotune_did_not_write_is_left_out_with_a_warning(scale, attrs):
+    problem = scale.resolve_problem({})
+    name = study_name(scale, FAKE, problem)
+    run(scale)
+    study = optuna.load_study(study_name=name, storage=open_storage(None))
+    dist = {n: optuna.distributions.CategoricalDistribution(list(p.values)) for n, p in
+            ((p.name, p) for p in scale.parameters)}
+    study.add_trial(optuna.trial.create_trial(params={"WPT": 2, "WG": 32, "MODE": 0, "mad": True},
+                                              distributions=dist, value=1.0, user_attrs=attrs))
+    with pytest.warns(AutotuneWarning, match=r"trial \d+ of the study is not a measurement autotune wrote \(.*\); "
+                                             "it is left out"):
+        report = run(scale)
+    assert report.measured > 0
+    from autotune.report.data import _trials  # the report reads the trials the same way
+
+    with pytest.warns(AutotuneWarning, match="is not a measurement autotune wrote"):
+        listed = _trials(optuna.load_study(study_name=name, storage=open_storage(None)).trials)
+    assert listed and all(t.m.status.value in ("ok", "wrong_result", "compile_error") for t in listed)

@@ -27,6 +27,7 @@ from ..study import (
     RUN,
     StudyId,
     confirmed,
+    measurement_of,
     open_storage,
     quiet_optuna,
     shown_url,
@@ -310,9 +311,8 @@ def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
     numbers: dict[str, int] = {}
     for t in sorted(stored, key=lambda t: t.number):
         status = t.user_attrs.get("status")
-        if status is None or status == Status.INTERRUPTED.value:
+        if status is None or status == Status.INTERRUPTED.value or (m := measurement_of(t)) is None:
             continue
-        m = Measurement.from_attrs(t.user_attrs, t.params, t.number)
         key = config_key(m.params)
         number = numbers.setdefault(key, len(numbers) + 1)
         if key not in out or supersedes(m, out[key].m):  # in place: the list stays in number order

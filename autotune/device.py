@@ -181,8 +181,12 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     if selector and "," in selector and not all(part.strip() for part in selector.split(",")):
         raise DeviceError(f"{selector!r}{named} has an empty selector; give one selector such as 0:0 "
                           "(see `autotune devices`)")
-    if selector and several(selector):
-        raise DeviceError(f"{selector!r}{named} names several devices, and this command uses one; give a "
+    if selector and several(selector) and named:
+        # a site-wide setting for runs (trial 44: show, bench and probe refused it): the first
+        # device it names, as a run's first worker takes
+        selector = select_many(selector, "$AUTOTUNE_DEVICE")[0].selector
+    elif selector and several(selector):
+        raise DeviceError(f"{selector!r} names several devices, and this command uses one; give a "
                           "single selector such as 0:0 (see `autotune devices`): only `run` takes several")
     found = list_devices()
     if not found:

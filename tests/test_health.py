@@ -163,18 +163,24 @@ def test_a_selector_from_the_environment_that_matches_nothing_says_where_it_came
 @pytest.mark.parametrize("several", ["all", "0:0,1:0"])
 def test_a_command_of_one_device_given_several_says_so(monkeypatch, capsys, argv, several) -> None:
     """`run` takes `all` or a list, from -d or $AUTOTUNE_DEVICE; show, bench and probe said
-    that no device matches it."""
+    that no device matches it. Given on their command line, it is refused, saying why."""
     from autotune import cli
 
     found, _ = _found(("CPU", True), ("CPU", True))
     monkeypatch.setattr(device, "list_devices", lambda: found)
-    monkeypatch.setenv("AUTOTUNE_DEVICE", several)
-    assert cli.main(argv) == 1
-    assert f"{several!r} (from $AUTOTUNE_DEVICE; unset it or pass --device) names several devices" \
-        in capsys.readouterr().err
-    monkeypatch.delenv("AUTOTUNE_DEVICE")
     assert cli.main([*argv, "-d", several]) == 1
     assert f"{several!r} names several devices, and this command uses one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("several", ["all", "1:0,0:0"])
+def test_several_devices_in_the_environment_give_a_command_of_one_device_the_first(monkeypatch, several) -> None:
+    """Trial 44: a site-wide AUTOTUNE_DEVICE=all, set for runs, made show, bench and probe exit 1;
+    they take the first device it names, as a run's first worker does."""
+    found, checks = _found(("CPU", True), ("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    monkeypatch.setenv("AUTOTUNE_DEVICE", several)
+    assert device.select(None)[0].selector == ("0:0" if several == "all" else "1:0")
 
 
 @needs_opencl

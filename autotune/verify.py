@@ -11,7 +11,7 @@ Example:
     >>> sp = S.load("reverse")
     >>> want = np.arange(4, dtype=np.uint8)
     >>> Expected.prepare(sp, "out", want, sp.default_problem()).check(want)
-    (None, 0.0, 0.0)
+    (None, 0.0, None)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from typing import Any
 
 from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError
 from .expr import Expr
-from .spec import KernelSpec, LaunchStep, Value, problem_label
+from .spec import KernelSpec, LaunchStep, Parameter, Value, problem_label
 
 Facts = Mapping[str, Any]
 
@@ -166,8 +166,8 @@ def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, A
     """
     try:
         env = spec.env(problem, params, facts)
-        for c, guards in _guarded(spec):
-            if _applies(spec, guards, env) and not _holds(spec, c, env):
+        for c, ignorable in _constraints(spec):
+            if not _satisfied(spec, c, ignorable, env):
                 return f"constraint {c.source!r}"
         return _fits_device(spec, env, params, problem, facts)
     except ConditionError:
@@ -195,25 +195,65 @@ def _fits_device(spec: KernelSpec, env: Mapping[str, Any], params: Mapping[str, 
     return _local_memory(spec, env, facts) or check_geometry(geometry(spec, params, problem, facts), facts)
 
 
-def _guarded(spec: KernelSpec) -> Iterator[tuple[Expr, tuple[Expr, ...]]]:
-    """Each constraint with the ``when`` conditions under which it is checked (KernelSpec.guards)."""
-    guards: tuple[tuple[Expr, ...], ...] = spec.guards or ((),) * len(spec.constraints)
-    return zip(spec.constraints, guards, strict=True)
+def _constraints(spec: KernelSpec) -> Iterator[tuple[Expr, tuple[Parameter, ...]]]:
+    """Each constraint with the parameters it names that a ``when`` may make ignored."""
+    by_name = {p.name: p for p in spec.parameters}
+    names = spec.ignorable or ((),) * len(spec.constraints)
+    return ((c, tuple(by_name[n] for n in ignorable)) for c, ignorable in zip(spec.constraints, names, strict=True))
 
 
-def _applies(spec: KernelSpec, guards: tuple[Expr, ...], env: Mapping[str, Any]) -> bool:
-    """Whether every parameter a constraint names is used here (each ``when`` holds): one the
-    configuration ignores keeps its first value, which a constraint must not judge. A condition
-    that cannot be evaluated here counts as holding, as in KernelSpec.inactive."""
-    for when in guards:
+#: At most this many values of a constraint's ignored parameters are tried (see _satisfied).
+MAX_ALTERNATIVES = 4096
+
+
+def _satisfied(spec: KernelSpec, c: Expr, ignorable: tuple[Parameter, ...], env: Mapping[str, Any]) -> bool:
+    """Whether ``c`` holds here, or for some value of the parameters it names that this
+    configuration ignores (their ``when`` does not hold). Such a parameter keeps its first
+    value, which means nothing: by that value alone a constraint ruled out a whole variant
+    (trial 45); one whose value here does not depend on it is as strict as ever (trial 51: a
+    derived ``VW if ALGO == 'vec' else 1``)."""
+    if _holds(spec, c, env):
+        return True
+    ignored = [p for p in ignorable if _ignored(spec, p, env)]
+    if not ignored:
+        return False
+    needed = _derived_for(spec, c)
+    for values in itertools.islice(itertools.product(*(p.values for p in ignored)), MAX_ALTERNATIVES):
+        alt = {**env, **{p.name: v for p, v in zip(ignored, values, strict=True)}}
         try:
-            if not when(env):
-                return False
-        except ConditionError as exc:
-            raise ConditionError(f"{spec.path}: {exc}") from None
-        except (AutotuneError, TypeError):
+            for name, e in spec.derived:
+                if name in needed:
+                    alt[name] = e(alt)
+            if _holds(spec, c, alt):
+                return True
+        except ConditionError:
+            raise
+        except (AutotuneError, ArithmeticError, TypeError):  # fails for these values: not these
             continue
-    return True
+    return False
+
+
+def _ignored(spec: KernelSpec, p: Parameter, env: Mapping[str, Any]) -> bool:
+    """Whether the configuration in ``env`` ignores ``p`` (its ``when`` does not hold); a
+    condition that cannot be evaluated counts as holding, as in KernelSpec.inactive."""
+    assert p.when is not None
+    try:
+        return not p.when(env)
+    except ConditionError as exc:
+        raise ConditionError(f"{spec.path}: parameters.{p.name}.when: {exc}") from None
+    except (AutotuneError, TypeError):
+        return False
+
+
+def _derived_for(spec: KernelSpec, c: Expr) -> set[str]:
+    """The derived names ``c`` reads, directly or through other derived names."""
+    table, out, todo = dict(spec.derived), set(), list(c.names)
+    while todo:
+        n = todo.pop()
+        if n in table and n not in out:
+            out.add(n)
+            todo.extend(table[n].names)
+    return out
 
 
 def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
@@ -281,9 +321,10 @@ class ValidSpace:
         def depth(e: Expr) -> int:  # the parameter after which an expression can be evaluated
             return max((position[n] for n in spec.behind(e.names) if n in position), default=-1)
 
-        self._checks: list[list[tuple[Expr, tuple[Expr, ...]]]] = [[] for _ in self.names]
-        for c, guards in _guarded(spec):  # checked once its guards can be evaluated too
-            self._checks[max(depth(c), *(depth(g) for g in guards), 0)].append((c, guards))
+        self._checks: list[list[tuple[Expr, tuple[Parameter, ...]]]] = [[] for _ in self.names]
+        for c, ignorable in _constraints(spec):  # checked once the ignorables' whens can be evaluated too
+            level = max(depth(c), *(depth(p.when) for p in ignorable if p.when is not None), 0)
+            self._checks[level].append((c, ignorable))
         self._derived: list[list[tuple[str, Expr]]] = [[] for _ in self.names]
         for name, e in spec.derived:
             if depth(e) >= 0:
@@ -308,8 +349,7 @@ class ValidSpace:
         try:
             for name, e in self._derived[level]:
                 env[name] = e(env)
-            return (all(not _applies(self.spec, guards, env) or _holds(self.spec, c, env)
-                        for c, guards in self._checks[level])
+            return (all(_satisfied(self.spec, c, ignorable, env) for c, ignorable in self._checks[level])
                     and all(fits(env) for fits in self._limits[level]))
         except (AutotuneError, TypeError):  # fails for these values: invalid (check() says why)
             return False

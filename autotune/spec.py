@@ -163,9 +163,10 @@ class KernelSpec:
     hints: tuple[tuple[tuple[str, Value], ...], ...] = ()
     derived: tuple[tuple[str, Expr], ...] = ()  # named expressions, in definition order
     requires: tuple[Expr, ...] = ()  # what every problem must satisfy
-    #: for each constraint, the ``when`` conditions of the parameters it names: it is checked
-    #: only where they all hold (see :func:`autotune.space.check`); none for the ``when``s' own
-    guards: tuple[tuple[Expr, ...], ...] = ()
+    #: for each constraint, the parameters with a ``when`` that it names (through derived names
+    #: too): where a configuration ignores one, any of its values may satisfy the constraint
+    #: (see :func:`autotune.space.check`); none for the ``when``s' own conditions
+    ignorable: tuple[tuple[str, ...], ...] = ()
     tolerance_given: bool = False  # the spec has a tolerance key (else rtol and atol are defaults)
 
     def env(self, problem: Mapping[str, Any], params: Mapping[str, Value] | None = None,
@@ -770,7 +771,7 @@ class _Validator:
             template=template, reference=self.reference(raw["reference"]), problem=problem,
             parameters=parameters,
             constraints=conditions + constraints,
-            guards=((),) * len(conditions) + tuple(_guards(c, parameters, derived) for c in constraints),
+            ignorable=((),) * len(conditions) + tuple(_ignorable(c, parameters, derived) for c in constraints),
             local_memory=(self.expr("local_memory", raw["local_memory"], known)
                           if raw.get("local_memory") is not None else None),
             scratch=tuple((str(k), self.expr(f"scratch.{k}", v, known)) for k, v in
@@ -1090,15 +1091,11 @@ def _exists(path: Path) -> bool:
         return False
 
 
-def _guards(constraint: Expr, parameters: tuple[Parameter, ...],
-            derived: tuple[tuple[str, Expr], ...]) -> tuple[Expr, ...]:
-    """The ``when`` conditions of the parameters ``constraint`` names, through derived names
-    too: where one does not hold, that parameter keeps its first value, which means nothing,
-    so the constraint is not about this configuration (trial 45: ``BSWAP != 'shift' or ELEM ==
-    'uint'`` with BSWAP used only for uint, whose first value ruled out every char
-    configuration)."""
+def _ignorable(constraint: Expr, parameters: tuple[Parameter, ...],
+               derived: tuple[tuple[str, Expr], ...]) -> tuple[str, ...]:
+    """The parameters with a ``when`` that ``constraint`` names, through derived names too."""
     named = _behind(derived, constraint.names)
-    return tuple(dict.fromkeys(p.when for p in parameters if p.name in named and p.when is not None))
+    return tuple(p.name for p in parameters if p.name in named and p.when is not None)
 
 
 def _behind(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> set[str]:

@@ -136,12 +136,12 @@ def test_a_scratch_buffer_larger_than_the_device_allocates_rules_the_configurati
     assert check(sp, params, {"N": 256}, just).startswith("scratch.t: ")
 
 
-def test_a_constraint_is_not_checked_where_a_parameter_it_names_is_ignored(tmp_path):
+def test_a_parameter_a_configuration_ignores_does_not_rule_it_out_by_its_first_value(tmp_path):
     """Trial 45: a constraint on a parameter that only one variant uses was checked against
     that parameter's first value in the other variant too, which then had no valid
     configuration at all (only the baseline said so). A parameter a configuration ignores
-    means nothing there, so a constraint naming it (or a derived name computed from it) is not
-    checked; where the parameter is used it is."""
+    means nothing there, so a constraint naming it (or a derived name computed from it) holds
+    where some value of it satisfies it; where the parameter is used, its own value must."""
     vectors = '  MODE: [0]\n  VEC: [0, 1]\n  VW: {values: [3, 2, 4], when: "VEC == 1"}\n'
     text = SCALE_YAML.replace("  MODE: [0]\n", vectors).replace('constraints:\n  - "(N // WPT) % WG == 0"',
                                         'derived:\n  LANES: VW * 1\nconstraints:\n  - "(N // WPT) % WG == 0"\n'
@@ -159,3 +159,20 @@ def test_a_constraint_is_not_checked_where_a_parameter_it_names_is_ignored(tmp_p
     rng = random.Random(0)
     drawn = {config_key(space.draw(rng)) for _ in range(1000)}
     assert drawn == {config_key(c) for c in valid}
+
+
+def test_a_constraint_that_does_not_depend_on_an_ignored_parameter_there_is_as_strict_as_ever(tmp_path):
+    """Trial 51: skipping every constraint that named an ignored parameter let through the
+    configurations a derived ``VW if VEC == 1 else 1`` was written to rule out (they failed
+    verification, and load_kernel's unverified choices trust the constraints)."""
+    vectors = '  MODE: [0]\n  VEC: [0, 1]\n  VW: {values: [2, 4], when: "VEC == 1"}\n'
+    text = SCALE_YAML.replace("  MODE: [0]\n", vectors).replace(
+        'constraints:\n  - "(N // WPT) % WG == 0"',
+        'derived:\n  EVW: "VW if VEC == 1 else 1"\nconstraints:\n  - "(N // WPT) % WG == 0"\n'
+        '  - "WPT * EVW <= 8"')
+    sp = specs.load(write_spec(tmp_path, text))
+    facts, problem = FAKE.facts(), {"N": 256}
+    valid = list(ValidSpace(sp, problem, facts))
+    assert {c["VEC"] for c in valid} == {0, 1}
+    assert all(c["WPT"] * (c["VW"] if c["VEC"] else 1) <= 8 for c in valid), valid
+    assert "WPT * EVW <= 8" in check(sp, sp.complete({"VEC": 0, "WPT": 16, "WG": 16}), problem, facts)

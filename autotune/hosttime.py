@@ -5,7 +5,7 @@ It runs once per run, before the first kernel is built, and says nothing while i
 one (a pure-Python loop over a large problem) looked like a hang (trial 45), and --timeout did
 not end it. Example:
 
-    >>> with watched("ref.py: inputs() and reference()", limit_s=60.0):
+    >>> with watched("ref.py: inputs() and reference()", limit_s=60.0, faster="vectorise it, "):
     ...     pass
 """
 
@@ -30,17 +30,24 @@ class _Overtime(BaseException):
 
 
 @contextmanager
-def watched(what: str, limit_s: float | None) -> Iterator[None]:
-    """Run the block with a note after :data:`NOTE_AFTER_S` and, where ``limit_s`` is given and
-    this is the main thread (an alarm signal needs it), a ProblemError once it has run that long."""
+def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None]:
+    """Run the block with a note after :data:`NOTE_AFTER_S` and, where ``limit_s`` is given, this
+    is the main thread (an alarm signal needs it) and no other alarm is pending, a ProblemError
+    once it has run that long (the alarm is taken when Python code runs: a numpy call in
+    progress finishes first). ``faster``: advice that goes before "choose a smaller size"."""
     started, note_after_s = time.perf_counter(), NOTE_AFTER_S
+    counted = "" if limit_s is None else ", and a run's --timeout counts it"
     note = threading.Timer(note_after_s, lambda: warn(
-        f"{what} has run for {note_after_s:g} s so far; it runs once, before tuning starts, and a run's "
-        "--timeout counts it (vectorise a slow reference with numpy, or choose a smaller --size)"))
+        f"{what} has run for {note_after_s:g} s so far; it runs once per problem, before the first configuration "
+        f"is verified{counted} ({faster}or choose a smaller size)" if faster else
+        f"{what} has run for {note_after_s:g} s so far; it runs once per problem, before the first configuration "
+        f"is verified{counted} (a smaller size takes less)"))
     note.daemon = True
     note.start()
+    # not where the application has an alarm of its own pending (trial 51: it was cancelled)
     alarm = (limit_s is not None and hasattr(signal, "setitimer")
-             and threading.current_thread() is threading.main_thread())
+             and threading.current_thread() is threading.main_thread()
+             and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
     armed = [alarm]
 
     def overtime(signum: int, frame: FrameType | None) -> None:
@@ -55,10 +62,11 @@ def watched(what: str, limit_s: float | None) -> Iterator[None]:
     try:
         yield
     except _Overtime:
+        assert limit_s is not None
         raise ProblemError(
-            f"{what} had not finished when the run's --timeout was up ({time.perf_counter() - started:.0f} s): "
-            "it runs once, before tuning starts; make it faster (vectorise it with numpy), choose a smaller "
-            "--size, or give a longer --timeout") from None
+            f"{what} had not finished in the {limit_s:.0f} s the run's --timeout left it (it was stopped after "
+            f"{time.perf_counter() - started:.0f} s, once Python code ran again): it runs once, before tuning "
+            f"starts; {faster}choose a smaller --size, or give a longer --timeout") from None
     finally:
         armed[0] = False
         note.cancel()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -73,19 +73,26 @@ class Workload:
     bounds: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
-def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0,
-                  limit_s: float | None = None) -> Workload:
-    """Inputs from the reference module, and the reference result computed once; a note while
-    that takes long, and ProblemError after ``limit_s`` (see :mod:`autotune.hosttime`).
+def make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> Workload:
+    """:func:`compute_workload`, with a note while that takes long (:func:`reference_watch`)."""
+    with reference_watch(spec, problem):
+        return compute_workload(spec, problem, seed)
+
+
+def reference_watch(spec: KernelSpec, problem: Mapping[str, Any],
+                    limit_s: float | None = None) -> AbstractContextManager[None]:
+    """A note while the reference module runs long, and ProblemError after ``limit_s`` (see
+    :mod:`autotune.hosttime`); the advice to make it faster is for a spec of the user's own."""
+    faster = "" if spec.builtin else "make it faster (vectorise it with numpy), "
+    return watched(f"{spec.reference}: inputs() and reference() for {problem_label(problem)}", limit_s, faster)
+
+
+def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> Workload:
+    """Inputs from the reference module, and the reference result computed once.
 
     What the module returns is checked here, so a mistake in it is one SpecError naming the
     module rather than a failure deep inside a measurement.
     """
-    with watched(f"{spec.reference}: inputs() and reference() for {problem_label(problem)}", limit_s):
-        return _make_workload(spec, problem, seed)
-
-
-def _make_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int) -> Workload:
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)

@@ -48,7 +48,7 @@ from .errors import (
 )
 from .fits import check_fits
 from .limits import KernelLimits
-from .measure import TimingOptions, Workload, make_workload
+from .measure import TimingOptions, Workload, compute_workload, reference_watch
 from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
@@ -998,12 +998,14 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
 
 def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions,
               t_start: float) -> Workload:
-    """The inputs and expected outputs, made once within --timeout; ProblemError when they
-    cannot fit or take longer."""
-    check_fits(spec, problem, info)
+    """The inputs and expected outputs, made once within --timeout (the reference module's
+    import and the check that its inputs fit included: trial 51); ProblemError when they cannot
+    fit or take longer."""
     left = None if options.timeout_s is None else options.timeout_s - (time.perf_counter() - t_start)
     try:
-        return make_workload(spec, problem, seed=options.seed or 0, limit_s=left)
+        with reference_watch(spec, problem, left):
+            check_fits(spec, problem, info)
+            return compute_workload(spec, problem, seed=options.seed or 0)
     except MemoryError:  # numpy's _ArrayMemoryError too
         raise ProblemError(f"{problem_label(problem)} needs more memory than this machine can give for "
                            f"{spec.name}'s inputs; use a smaller --size") from None

@@ -20,7 +20,7 @@ import pytest
 from autotune import cli, profiles, settings
 from autotune import spec as specs
 from autotune.errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError, SpecError
-from autotune.measure import make_workload
+from autotune.measure import compute_workload, make_workload, reference_watch
 from autotune.result import Measurement, Status
 from autotune.study import open_storage
 from autotune.tuner import TuneOptions, study_name, tune
@@ -1371,21 +1371,25 @@ def test_a_slow_reference_is_noted_and_ended_when_the_time_is_up(tmp_path, monke
     spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=SLOW_REF))
     before = signal.getsignal(signal.SIGALRM)
     started = time.perf_counter()
-    with pytest.warns(AutotuneWarning, match=r"inputs\(\) and reference\(\) for N=256 has run for 0.2 s so far"), \
-            pytest.raises(ProblemError, match=r"had not finished when the run's --timeout was up \(1 s\): .* "
-                                              r"make it faster .* or give a longer --timeout"):
-        make_workload(spec, spec.resolve_problem({}), limit_s=1.0)
+    with pytest.warns(AutotuneWarning, match=r"inputs\(\) and reference\(\) for N=256 has run for 0.2 s so far; it "
+                                             r"runs once per problem, .*, and a run's --timeout counts it \(make it "
+                                             r"faster \(vectorise it with numpy\), or choose a smaller size\)"), \
+            pytest.raises(ProblemError, match=r"had not finished in the 1 s the run's --timeout left it .* "
+                                              r"make it faster .* or give a longer --timeout"), \
+            reference_watch(spec, spec.resolve_problem({}), 1.0):
+        compute_workload(spec, spec.resolve_problem({}))
     assert time.perf_counter() - started < 10
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == before
 
 
 @needs_opencl
-def test_a_run_whose_reference_outlasts_its_timeout_ends_with_what_to_do(tmp_path, capsys):
-    path = write_spec(tmp_path, SCALE_YAML, ref=SLOW_REF)
+@pytest.mark.parametrize("ref", [SLOW_REF, "import time\ntime.sleep(60)\n" + REF_PY])  # trial 51: the import too
+def test_a_run_whose_reference_outlasts_its_timeout_ends_with_what_to_do(tmp_path, capsys, ref):
+    path = write_spec(tmp_path, SCALE_YAML, ref=ref)
     started = time.perf_counter()
     assert cli.main(["run", str(path), "-n", "3", "--timeout", "2", "--storage", ":memory:"]) == 1
     err = capsys.readouterr().err
-    assert "had not finished when the run's --timeout was up" in err and "Traceback" not in err, err
+    assert re.search(r"had not finished in the \d s the run's --timeout left it", err) and "Traceback" not in err, err
     assert time.perf_counter() - started < 30
 
 
@@ -1456,3 +1460,19 @@ def test_a_trial_autotune_did_not_write_is_left_out_with_a_warning(scale, attrs)
     with pytest.warns(AutotuneWarning, match="is not a measurement autotune wrote"):
         listed = _trials(optuna.load_study(study_name=name, storage=open_storage(None)).trials)
     assert listed and all(t.m.status.value in ("ok", "wrong_result", "compile_error") for t in listed)
+
+
+def test_an_applications_own_alarm_is_left_as_it_was(tmp_path):
+    """Trial 51: tune() cancelled an application's pending ITIMER_REAL."""
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML))
+    fired: list[int] = []
+    before = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30.0)
+        with reference_watch(spec, spec.resolve_problem({}), 5.0):
+            compute_workload(spec, spec.resolve_problem({}))
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 20.0 < left <= 30.0 and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)

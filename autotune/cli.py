@@ -646,9 +646,9 @@ def _baseline_untimed(report: Any) -> str:
 
 
 def _describe_error(m: Any) -> str:
-    """The ``error`` line: no tolerance used where every output checked is an integer one."""
+    """The ``error`` line: no share of a tolerance where none was used (integer outputs, exact)."""
     if m.tolerance_used is None:
-        return "0: every element as the reference's (integer outputs are compared exactly)" if m.error == 0 else \
+        return "0: every element as the reference's" if m.error == 0 else \
             f"{m.error:.3g} relative to the reference (norm)"
     return (f"{m.error:.3g} relative to the reference (norm), worst element at {100 * m.tolerance_used:.0f}% "
             "of its tolerance")

@@ -93,7 +93,9 @@ class Measurement:
     def from_attrs(cls, attrs: Mapping[str, Any], params: Mapping[str, Value],
                    number: int = -1) -> Measurement:
         """The measurement :meth:`attrs` stored (studies from before ``times_ms`` keep their
-        median and spread as three times)."""
+        median and spread as three times); ValueError where the record is not one it writes (a
+        trial added by hand: trials 43 and 51)."""
+        _check_record(attrs)
         times = attrs.get("times_ms")
         if times is None and "median_ms" in attrs and math.isfinite(attrs["median_ms"]):
             lo, hi = attrs.get("spread_ms") or (attrs["median_ms"],) * 2
@@ -103,3 +105,27 @@ class Measurement:
                    attrs.get("wall_s", 0.0), pruned=bool(attrs.get("pruned", False)),
                    params=dict(params), number=number, wg_limits=dict(attrs.get("wg_limits") or {}),
                    limit_s=attrs.get("limit_s"))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_record(attrs: Mapping[str, Any]) -> None:
+    """ValueError naming the first field of a stored record that :meth:`Measurement.attrs` would
+    not have written so."""
+    for key in ("error", "tolerance_used", "build_s", "wall_s", "limit_s", "median_ms"):
+        if attrs.get(key) is not None and not _is_number(attrs[key]):
+            raise ValueError(f"{key} {attrs[key]!r} is not a number")
+    if not isinstance(attrs.get("message", ""), str):
+        raise ValueError(f"message {attrs['message']!r} is not text")
+    for key in ("times_ms", "spread_ms"):
+        value = attrs.get(key)
+        if value is not None and not (isinstance(value, list) and all(_is_number(t) for t in value)):
+            raise ValueError(f"{key} {value!r} are not all numbers")
+    if attrs.get("status") == Status.OK.value and not attrs.get("times_ms") and attrs.get("median_ms") is None:
+        raise ValueError("a verified record without times")
+    limits = attrs.get("wg_limits")
+    if limits is not None and not (isinstance(limits, dict) and all(isinstance(v, int) for v in limits.values())):
+        raise ValueError(f"wg_limits {limits!r} is not a mapping of entries to work-group sizes")
+

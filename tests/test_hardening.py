@@ -1431,8 +1431,7 @@ def test_how_an_output_was_checked_is_what_the_summary_says(tmp_path):
     why, _, _ = compare(spec, "y", np.full(4, -1, np.int32), want, {"N": 4})
     assert "every element is -1, the value y is filled with before it is verified: if the kernels did not " \
            "write it" in why and "no element was written" not in why, why
-    assert _describe_error(Measurement(Status.OK, times_ms=(1.0,), error=0.0)) == \
-        "0: every element as the reference's (integer outputs are compared exactly)"
+    assert _describe_error(Measurement(Status.OK, times_ms=(1.0,), error=0.0)) == "0: every element as the reference's"
     custom = specs.load(write_spec(tmp_path / "own", SCALE_YAML, ref=REF_PY_CHECKED))
     assert compare(custom, "y", want.copy(), want, {"N": 4}) == (None, None, None)
 
@@ -1441,6 +1440,11 @@ def test_how_an_output_was_checked_is_what_the_summary_says(tmp_path):
     {"status": "ok", "times_ms": ["fast"]},  # trial 43: a traceback
     {"status": "sort of", "times_ms": [1.0]},
     {"status": "ok", "times_ms": 3},
+    {"status": "ok"},
+    # trial 51: tracebacks in the tuner and the summary
+    {"status": "crashed", "message": 5},
+    {"status": "timeout", "limit_s": "soon"},
+    {"status": "ok", "times_ms": [1, 1, 1], "error": "tiny"},
 ])
 def test_a_trial_autotune_did_not_write_is_left_out_with_a_warning(scale, attrs):
     problem = scale.resolve_problem({})

@@ -313,13 +313,17 @@ def _element(arg: Argument) -> str | None:
 
 def _fits(kind: str, dtype: np.dtype[Any]) -> bool:
     """Whether a buffer of ``dtype`` is plausible for ``kind*``: the same width (float64 for
-    ``uint*`` was not refused as another kind, trial 50), or not a number type numpy names."""
+    ``uint*`` was not refused as another kind, trial 50), raw bytes (``np.frombuffer(raw,
+    np.uint8)`` for a ``float*``, trial 51), or not a number type numpy names."""
     if dtype.kind == "b":  # numpy's bools are bytes: no OpenCL type but char reads them (trial 45)
         return False
-    return dtype.itemsize == np.dtype(_TYPES[kind]).itemsize or dtype.kind not in "fiu"
+    return (dtype.itemsize == np.dtype(_TYPES[kind]).itemsize or dtype.kind not in "fiu"
+            or (dtype.itemsize == 1 and dtype.kind in "iu"))
 
 
 def _reinterpreted(kind: str, dtype: np.dtype[Any]) -> bool:
-    """Whether ``kind*`` reads a buffer of ``dtype`` as another kind of number, float as
-    integer or integer as float: meant where the kernel works on the bits (as a view says)."""
-    return dtype.kind in "fiu" and (np.dtype(_TYPES[kind]).kind == "f") != (dtype.kind == "f")
+    """Whether ``kind*`` reads a buffer of ``dtype`` as another kind of number of its width,
+    float as integer or integer as float: meant where the kernel works on the bits (as a view
+    says; raw bytes say so too)."""
+    want = np.dtype(_TYPES[kind])
+    return dtype.kind in "fiu" and dtype.itemsize == want.itemsize and (want.kind == "f") != (dtype.kind == "f")

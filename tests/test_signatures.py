@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -141,8 +142,11 @@ def test_a_list_for_a_buffer_argument_is_refused_naming_the_array_to_return():
 def test_bytes_bit_casts_unknown_types_and_scalars_pass():
     _check(x=np.zeros(4, np.float32), n=np.zeros(4, np.int32), m=np.uint32(3),
            src=np.zeros(4, np.float64), dst=np.zeros(4, np.int64))  # uchar* and a macro type: any
-    # int bits as float, float bits as int: a view says they are meant
+    # int bits as float, float bits as int: a view says they are meant; raw bytes too (trial 51)
     _check(x=np.zeros(4, np.int32).view(np.float32), n=np.zeros(4, np.float32).view(np.int32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _check(x=np.frombuffer(bytes(16), np.uint8), n=np.zeros(16, np.int8))
 
 
 def test_numbers_of_another_kind_are_refused_at_another_width_and_warned_of_at_the_same():

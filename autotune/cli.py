@@ -16,8 +16,8 @@ import signal
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import __version__, stops
@@ -898,22 +898,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
     folders = profiles.search_folders(settings.profiles_dir(), own.path if own is not None else None)
     target = _show_target(args.device, folders)
 
-    def current(kernel: str, entries: list[Any]) -> Any:
-        """The spec entries of ``kernel`` are checked against: the one given, a built-in, or the
-        spec file the entries record where it still loads as that kernel (trial 50: "give its
-        spec's path" where the entries named it); None: not known here."""
+    def current(kernel: str) -> Any:
+        """The spec entries of ``kernel`` are checked against: the one given, or a built-in;
+        None: each entry is checked against the spec file it records (:func:`_recorded`)."""
         if own is not None:
             return own
-        if kernel in builtin:
-            return specs.load(kernel)
-        for file in dict.fromkeys(e.spec_file for e in entries if e.spec_file):
-            try:
-                found = specs.load(file)
-            except AutotuneError:  # moved, or broken since: the entries go unchecked
-                continue
-            if found.name == kernel:
-                return found
-        return None
+        return specs.load(kernel) if kernel in builtin else None
 
     mine = target.info.profile_header() if target.info is not None else None
     shown, listed = 0, []
@@ -925,10 +915,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 continue
             broken: list[ProfileError] = []
             entries = profiles.entries(doc, kernel, str(path), broken.append)
-            block = _ShowBlock(kernel, path, entries, tuple(broken), current(kernel, entries),
+            spec = current(kernel)
+            block = _ShowBlock(kernel, path, entries, tuple(broken), spec,
                                profiles.written_for_another(doc.get("device"), mine) if mine is not None else None,
                                folder == settings.profiles_dir(),  # runs write here only
-                               target.info.facts() if target.info is not None else None)
+                               target.info.facts() if target.info is not None else None,
+                               _recorded(kernel, entries) if spec is None else {})
             if not args.json:
                 _print_block(block, target.title if not shown else None, mine)
             listed.append(block)
@@ -963,33 +955,57 @@ class _ShowBlock:
     path: Any
     entries: list[Any]
     broken: tuple[ProfileError, ...]
-    spec: Any  # what the entries are checked against; None: not known here
+    spec: Any  # what the entries are checked against; None: each its recorded spec file's
     other: str | None  # the device the file was written for, where not this one
     ours: bool  # the profile runs write to
     facts: Mapping[str, Any] | None = None  # the device's, where it is present: entries are checked against them
+    recorded: Mapping[str, Any] = field(default_factory=dict)  # spec file -> its spec, where it loads
+
+    def spec_of(self, e: Any) -> Any:
+        """The spec ``e`` is checked against; None: not known here."""
+        return self.spec if self.spec is not None else self.recorded.get(e.spec_file or "")
+
+    @property
+    def checked(self) -> bool:
+        return any(self.spec_of(e) is not None for e in self.entries) or (self.spec is not None)
 
     def to_json(self, mine: Mapping[str, Any] | None) -> dict[str, Any]:
         from .profiles import written_for_another
 
         def entry(e: Any) -> dict[str, Any]:
-            why = _skipped(self.spec, e, self.facts)
-            return {**e.to_yaml(), "usable": None if self.spec is None else why is None, "skipped_because": why,
-                    "measured_on_another_device": written_for_another(e.device, mine)
+            why = _skipped(self.spec_of(e), e, self.facts)
+            return {**e.to_yaml(), "usable": None if self.spec_of(e) is None else why is None,
+                    "skipped_because": why, "measured_on_another_device": written_for_another(e.device, mine)
                     if mine is not None and self.other is None else None}
 
         return {"kernel": self.kernel, "path": str(self.path), "written_for_another_device": self.other,
-                "checked": self.spec is not None, "entries": [entry(e) for e in self.entries],
+                "checked": self.checked, "entries": [entry(e) for e in self.entries],
                 "malformed": [str(exc) for exc in self.broken]}
+
+
+def _recorded(kernel: str, entries: list[Any]) -> dict[str, Any]:
+    """The spec files ``entries`` record that still load as ``kernel`` (trial 50: show asked for
+    the path they name; trial 51: each entry is checked against its own, namesakes' apart)."""
+    from . import spec as specs
+
+    found = {}
+    for file in dict.fromkeys(e.spec_file for e in entries if e.spec_file):
+        try:
+            spec = specs.load(file)
+        except AutotuneError:  # moved, or broken since: its entries go unchecked
+            continue
+        if spec.name == kernel:
+            found[file] = spec
+    return found
 
 
 def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] | None) -> None:
     """``block`` as show's table, under the device's ``title`` where this is the first."""
     if title is not None:
         print(title)
-    unchecked = "" if block.spec is not None else \
-        "  (not a built-in kernel: give its spec's path to mark stale entries)"
+    unchecked = "" if block.checked else "  (not a built-in kernel: give its spec's path to mark stale entries)"
     elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
-    _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block.entries, block.spec,
+    _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block.entries, block.spec_of,
                   None if block.other else mine, block.ours, block.facts)
     for exc in block.broken:
         print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy('', block.ours)})")
@@ -1065,10 +1081,12 @@ def _skipped(spec: Any, entry: Any, facts: Mapping[str, Any] | None) -> str | No
     return f"its configuration is not valid for its problem on this device ({invalid})" if invalid else None
 
 
-def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, Any] | None = None,
-                  ours: bool = True, facts: Mapping[str, Any] | None = None) -> None:
+def _show_entries(title: str, entries: list[Any], spec_of: Callable[[Any], Any],
+                  mine: Mapping[str, Any] | None = None, ours: bool = True,
+                  facts: Mapping[str, Any] | None = None) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
-    load_kernel cannot use as it is (:func:`_skipped`; ``spec`` None: not known here) says why,
+    load_kernel cannot use as it is (:func:`_skipped`, against ``spec_of(entry)``; None: not
+    known here) says why,
     and one measured on another device than ``mine`` says so (None: the title says it of all);
     ``ours``: the profile is the one runs write to."""
     from .profiles import written_for_another
@@ -1079,6 +1097,7 @@ def _show_entries(title: str, entries: list[Any], spec: Any, mine: Mapping[str, 
 
     rows = []
     for e in sorted(entries, key=order):
+        spec = spec_of(e)
         why = _skipped(spec, e, facts)
         other = written_for_another(e.device, mine) if mine is not None else None
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (

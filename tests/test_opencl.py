@@ -425,3 +425,16 @@ def test_a_context_autotune_makes_leaves_pythons_stop_handlers_in_place(ocl_devi
     if "Intel" in platform:  # the test shows something: without it, the handlers change
         before, after, _ = handlers("raw")
         assert after != before
+
+
+def test_show_checks_each_entry_against_the_spec_file_it_records(tmp_path):
+    """Trial 51: two spec files of one kernel name, tuned at two sizes: `show NAME` judged both
+    entries against the first file, and called the other's entry stale."""
+    from conftest import SCALE_YAML, write_spec
+    first = write_spec(tmp_path / "a", SCALE_YAML)
+    second = write_spec(tmp_path / "b", SCALE_YAML.replace("MODE: [0]", "MODE: [0, 2]"))
+    assert cli("run", str(first), "-n", "2", "-q").returncode == 0
+    assert cli("run", str(second), "-s", "N=512", "-n", "2", "-q").returncode == 0
+    shown = cli("show", "scale")
+    assert shown.returncode == 0 and "N=512" in shown.stdout and "N=256" in shown.stdout
+    assert "stale" not in shown.stdout and "give its spec's path" not in shown.stdout, shown.stdout

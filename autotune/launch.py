@@ -349,9 +349,8 @@ def check_arguments(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mappin
 
 
 def unknown_argument(spec: KernelSpec, name: str) -> SpecError:
-    # the step's args, its own or the top-level list (trial 50: "args:" where the spec had none)
-    where = next((f"args of launch[{i}] ({step.entry})" for i, step in enumerate(spec.launch) if name in step.args),
-                 "args")
+    # the step's own args or the top-level list (trials 50 and 51: each was named for the other)
+    where = next((step.args_key for step in spec.launch if name in step.args), "args")
     why = (f"{spec.path}: {where}: {name!r} is neither an input of the reference module, a scratch buffer "
            "nor an integer problem key")
     if name in spec.parameter_names:

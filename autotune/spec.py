@@ -134,6 +134,8 @@ class LaunchStep:
     global_size: tuple[Expr, ...]
     local_size: tuple[Expr, ...] | None
     when: Expr | None = None
+    #: where its ``args`` are written: ``launch[i].args``, ``launch.args``, or the top-level ``args``
+    args_key: str = "args"
 
 
 @dataclass(frozen=True)
@@ -1045,7 +1047,8 @@ class _Validator:
             when = self.expr(where + ".when", step["when"], known).as_condition() if "when" in step else None
             if when is not None:
                 self.possible(where + ".when", when, {p.name: p.values for p in parameters})
-            steps.append(LaunchStep(str(step.get("entry", name)), args, glob, local, when))
+            steps.append(LaunchStep(str(step.get("entry", name)), args, glob, local, when,
+                                    f"{where}.args" if "args" in step else "args"))
         return tuple(steps)
 
     def dims(self, key: str, raw: Any, known: set[str]) -> tuple[Expr, ...]:

@@ -92,8 +92,11 @@ def test_an_argument_nothing_supplies_is_refused_before_the_run_starts(tmp_path,
     path = write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, z]"))
     assert cli.main(["run", str(path), "-n", "3"]) == 1
     out, err = capsys.readouterr()
-    assert "args of launch[0] (scale): 'z' is neither an input of the reference module" in err, err
-    assert err.count("\n") == 1
+    assert "scale.yaml: args: 'z' is neither an input of the reference module" in err and err.count("\n") == 1, err
+    own = write_spec(tmp_path / "own", SCALE_YAML.replace("args: [x, y]\n", "").replace(
+        "  entry: scale\n", "  entry: scale\n  args: [x, y, z]\n"))
+    assert cli.main(["run", str(own), "-n", "3"]) == 1
+    assert "scale.yaml: launch.args: 'z' is neither an input" in capsys.readouterr().err  # trial 50
     assert out == "" and not (home / "studies.db").exists(), "no run started, no empty study left"
 
 

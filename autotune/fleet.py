@@ -17,6 +17,7 @@ import multiprocessing as mp
 import os
 import queue
 import signal
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from typing import Any
 
 from . import stops
 from .device import DeviceInfo
-from .errors import AutotuneError, ProblemError, ProfileNotSaved, TuningInterrupted
+from .errors import AutotuneError, AutotuneWarning, ProblemError, ProfileNotSaved, TuningInterrupted, warn
 from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
@@ -171,6 +172,8 @@ def _collect(procs: dict[str, tuple[DeviceInfo, Any]], events: Any,
             results[label] = WorkerResult(label, d, report=rest[0])
         elif kind == "interrupted":
             results[label] = WorkerResult(label, d, report=rest[0], signum=rest[1])
+        elif kind == "warning":  # said here, as a run on one device says it (once, where workers repeat it)
+            warn(rest[0])
         elif kind == "stopped":
             results[label] = WorkerResult(label, d, error="stopped before it started tuning", signum=rest[0])
         else:
@@ -196,6 +199,17 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
             os.kill(os.getpid(), stop.value)
         events.put(("progress", label, event, m, state))
 
+    shown = warnings.showwarning
+
+    def to_parent(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+        # trial 51: printed here in Python's form (a source line of multiprocessing), once per worker
+        if issubclass(category, AutotuneWarning):
+            events.put(("warning", label, str(message)))
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = to_parent
     try:
         signal.signal(signal.SIGINT, stops.raise_interrupt)
         signal.signal(signal.SIGTERM, stops.raise_interrupt)

@@ -27,7 +27,7 @@ from autotune.limits import MIN_BUILDS
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.tuner import TuneOptions, study_name, tune
-from conftest import DEVICES, FAKE, QuietEvaluator
+from conftest import DEVICES, FAKE, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, write_spec
 
 SIZE = "N=262144"
 
@@ -672,3 +672,21 @@ def test_killing_a_run_on_several_devices_stops_its_workers_too(home, sig):
     if sig == signal.SIGTERM:
         assert proc.returncode == 143, err
         assert out.count("stopped: interrupted,") == 2 and "(interrupted)" not in out, out[-1500:]
+
+
+@needs_cpu
+def test_a_workers_warning_is_said_once_as_a_run_on_one_device_says_it(tmp_path):
+    """Trial 51: on several devices each worker printed autotune's warnings in Python's form
+    (a line of multiprocessing's source with them), once per worker."""
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    n = problem['N']\n"
+           "    return {'x': np.ones(n, np.float32), 'y': np.zeros(n, np.int32)}\n"
+           "def reference(problem, arrays):\n    return {'y': np.full(problem['N'], 2, np.int32)}\n")
+    path = write_spec(tmp_path, SCALE_YAML + "tolerance: {atol: 1}\n", template=TEMPLATE_CL.replace(
+        "__global float* y", "__global int* y").replace("2.0f * x[base + i]", "(int)(2.0f * x[base + i])"), ref=ref)
+    sel = DEVICES[0]
+    out = subprocess.run([sys.executable, "-m", "autotune", "run", str(path), "-d", f"{sel},{sel}", "-n", "2",
+                          "--no-save"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    said = [line for line in out.stderr.splitlines() if "tolerance is not used" in line]
+    assert len(said) == 1 and said[0].startswith("autotune: warning: "), out.stderr
+    assert "AutotuneWarning" not in out.stderr, out.stderr

@@ -893,7 +893,7 @@ def test_a_hand_edited_entry_load_kernel_cannot_use_is_marked_and_replaced(scale
     from autotune.cli import _show_entries
     broken: list[profiles.ProfileError] = []
     entries = profiles.entries(profiles.read(first.profile_path, check_entries=False), "scale", on_error=broken.append)
-    _show_entries("scale", entries, scale)
+    _show_entries("scale", entries, lambda _: scale)
     shown = capsys.readouterr().out
     assert ("load_kernel skips it: its configuration is not in the spec's space" in shown) == \
         ("time_ms" not in edit[0]), shown
@@ -913,7 +913,7 @@ def test_an_entry_that_breaks_a_constraint_here_is_marked_by_show(scale, capsys)
     first = run(scale, storage=":memory:")
     first.profile_path.write_text(re.sub(r"WG: \d+", "WG: 512", first.profile_path.read_text(), count=1))
     entries = profiles.entries(profiles.read(first.profile_path), "scale")
-    _show_entries("scale", entries, scale, facts=FAKE.facts())
+    _show_entries("scale", entries, lambda _: scale, facts=FAKE.facts())
     assert ("load_kernel skips it: its configuration is not valid for its problem on this device (constraint "
             "'(N // WPT) % WG == 0')") in capsys.readouterr().out
     block = _ShowBlock("scale", first.profile_path, entries, (), scale, None, True, FAKE.facts())
@@ -1188,7 +1188,7 @@ def test_an_entry_whose_problem_no_lookup_matches_is_marked_by_show(scale, capsy
     first.profile_path.write_text(re.sub(*edit, first.profile_path.read_text(), count=1))
     from autotune.cli import _show_entries
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
-    _show_entries("scale", [entry], scale)
+    _show_entries("scale", [entry], lambda _: scale)
     shown = capsys.readouterr().out
     assert f"(load_kernel skips it: {why}" in shown
     # trial 31: "the next run of this size replaces it", though a run adds its own entry beside it

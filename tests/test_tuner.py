@@ -846,7 +846,7 @@ def test_a_configuration_with_a_build_flag_reads_the_same_in_the_summary_show_an
     shown = cli._fmt_full(report.best.params, scale, report.problem)
     assert shown.endswith("  flags: -cl-mad-enable") and "mad=" not in shown, shown
     assert f"  best        {shown}\n" in format_report(report)
-    cli._show_entries("profile", profiles.entries(profiles.read(report.profile_path), "scale"), scale)
+    cli._show_entries("profile", profiles.entries(profiles.read(report.profile_path), "scale"), lambda _: scale)
     assert capsys.readouterr().out.rstrip().endswith(f"  {shown}")
 
 

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 from .caches import redirect as _redirect_caches
-from .result import Measurement  # what TuneReport's best and baseline are
 from .runtimes import register as _register_runtimes
 from .settings import pin_folders as _pin_folders
 
@@ -43,12 +42,14 @@ from .errors import (  # noqa: E402
 
 if TYPE_CHECKING:
     from .loader import Run, TunedKernel, load_kernel
+    from .result import Measurement
     from .tuner import TuneOptions, TuneReport, tune
 
 #: The API's parts that need pyopencl and optuna, imported on first use: the command line
 #: answers --help, and a Ctrl-C, without loading them.
 _LAZY = {"Run": "loader", "TunedKernel": "loader", "load_kernel": "loader", "TuneOptions": "tuner",
-         "TuneReport": "tuner", "tune": "tuner"}
+         "TuneReport": "tuner", "tune": "tuner",
+         "Measurement": "result"}  # what TuneReport's best and baseline are
 
 
 def __getattr__(name: str) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli import console
+from ._entry import main
 
 if __name__ == "__main__":
-    sys.exit(console())
+    sys.exit(main())

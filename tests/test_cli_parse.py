@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -165,3 +167,21 @@ sys.exit(code)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == "after\noutside a command\n", done.stderr
+
+
+def test_a_stop_while_the_command_loads_ends_it_without_a_traceback():
+    """A Ctrl-C in the first ~0.2 s (the command's modules loading) gave Python's
+    KeyboardInterrupt traceback from inside an import, and exit status 1."""
+    script = """
+import builtins, os, signal, sys
+from autotune import _entry
+real = builtins.__import__
+def importing(name, *args, **kw):
+    if name == "cli":  # `from .cli import console`: the stop comes while it loads
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kw)
+builtins.__import__ = importing
+sys.exit(_entry.main())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr

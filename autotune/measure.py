@@ -96,15 +96,18 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
     host = spec.host_module()
     inputs = host_inputs(spec, problem, np.random.default_rng(seed))
     check_arguments(spec, problem, inputs)
+    _check_argument_values(spec, inputs)
     check_launch(spec)
     check_outputs(spec)
     check_inputs(spec, inputs, number_arguments(problem))
     _check_memory_order(spec, inputs)
     with _read_only(spec, inputs):
         expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))
-    if extra := sorted(str(k) for k in expected if k not in spec.outputs):  # trial 45: ignored silently
+    # None for an array the kernel does not write is Kernel Tuner's `answer` form (trial 52)
+    if extra := sorted(str(k) for k, v in expected.items() if k not in spec.outputs and v is not None):
         warn(f"{spec.reference}: reference() also returns {', '.join(extra)}, which the spec does not list "
-             "under outputs, so it is not verified; list it there if the kernel writes it")
+             "under outputs, so it is not verified; list it there if the kernel writes it")  # trial 45: silently
+    expected = {k: v for k, v in expected.items() if k in spec.outputs}
     missing = [o for o in spec.outputs if o not in expected or o not in inputs]
     if missing:
         raise SpecError(
@@ -112,6 +115,9 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
             "(as a buffer to fill) and reference() (the expected values)"
         )
     for name in spec.outputs:
+        if expected[name] is None or isinstance(expected[name], (str, bytes)):
+            raise SpecError(f"{spec.reference}: reference() gives the output {name} as {expected[name]!r}; return "
+                            "a numpy array of the values the kernel should write there")
         got, want = inputs[name], np.asarray(expected[name])
         if not isinstance(got, np.ndarray):
             raise SpecError(f"{spec.reference}: inputs() gives the output {name} as a {type(got).__name__}; "
@@ -139,6 +145,23 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
                  f"output of zeros would pass verification: tighten {'error_bound() or ' if name in bounds else ''}"
                  "the tolerance")
     return Workload(inputs, expected, bounds)
+
+
+def _check_argument_values(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
+    """SpecError for what inputs() gives a kernel argument that is neither a numpy array nor a
+    number (trial 52: None made the measuring worker fail with a traceback, a string was
+    passed as its bytes, True as a 1-byte argument: INVALID_ARG_SIZE on every configuration)."""
+    for name in sorted({a for step in spec.launch for a in step.args} & inputs.keys()):
+        value = inputs[name]
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            continue
+        if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
+            continue
+        shown = f"an array of Python objects ({value.dtype})" if isinstance(value, np.ndarray) else repr(value)
+        raise SpecError(f"{spec.reference}: inputs() gives the kernel argument {name} as {shown}; give a numpy "
+                        f"array for a buffer, or a number of the kernel's type for a value, e.g. np.float32(2.0)"
+                        + ("; OpenCL kernels take no bool: use np.int32(1)" if isinstance(value, (bool, np.bool_))
+                           else ""))
 
 
 def _check_tolerance_used(spec: KernelSpec, host: Any, inputs: Mapping[str, Any]) -> None:

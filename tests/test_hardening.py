@@ -1483,3 +1483,37 @@ def test_an_applications_own_alarm_is_left_as_it_was(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
+
+
+@pytest.mark.parametrize("given, message", [
+    ("None", r"inputs\(\) gives the kernel argument c as None; give a numpy array for a buffer, or a number"),
+    ("'2'", r"as '2'"),
+    ("b'2'", r"as b'2'"),
+    ("True", r"as True; .*OpenCL kernels take no bool: use np.int32\(1\)"),
+    ("np.array([None])", r"as an array of Python objects \(object\)"),
+])
+def test_a_kernel_argument_that_is_neither_an_array_nor_a_number_is_one_spec_error(tmp_path, given, message):
+    """Trial 52: None gave a traceback from the measuring worker; a string was passed as its
+    bytes (every configuration a wrong result), True as one byte (INVALID_ARG_SIZE)."""
+    template = TEMPLATE_CL.replace("__global float* y)", "__global float* y, const float c)")
+    ref = REF_PY.replace('"y": np.zeros(n, np.float32)}', f'"y": np.zeros(n, np.float32), "c": {given}}}')
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c]"), template=template,
+                                 ref=ref))
+    with pytest.raises(SpecError, match=message):
+        make_workload(spec, spec.resolve_problem({}))
+
+
+def test_kernel_tuners_none_for_an_array_the_kernel_does_not_write_is_taken(tmp_path):
+    """Trial 52: Kernel Tuner's `answer = [out, None]` as {"y": ..., "x": None} gave a traceback."""
+    ref = REF_PY.replace('return {"y": (2.0 * arrays["x"].astype(np.float64)).astype(np.float32)}',
+                         'return {"y": (2.0 * arrays["x"].astype(np.float64)).astype(np.float32), "x": None}')
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        work = make_workload(spec, spec.resolve_problem({}))
+    assert set(work.expected) == {"y"}
+    none_out = REF_PY.replace('return {"y": (2.0 * arrays["x"].astype(np.float64)).astype(np.float32)}',
+                              'return {"y": None}')
+    spec = specs.load(write_spec(tmp_path / "none", SCALE_YAML, ref=none_out))
+    with pytest.raises(SpecError, match=r"reference\(\) gives the output y as None; return a numpy array"):
+        make_workload(spec, spec.resolve_problem({}))

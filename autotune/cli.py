@@ -749,6 +749,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     elif report.stopped_by == "same wrong result":
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
+        if "(unwritten or overflow)" in report.failure_examples.get("wrong_result", ""):
+            # trial 52: a Kernel Tuner user's grid as global sizes left most elements unwritten
+            lines.append("              elements left unwritten may also mean a launch too small: `global:` counts "
+                         "work-items (a CUDA grid times its block; Kernel Tuner's problem_size), not work-groups")
     if report.profile_path is not None:
         lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
     elif best is not None:  # a verified best goes to the profile unless saving was off

@@ -255,6 +255,19 @@ def test_a_new_study_whose_first_configurations_all_give_the_same_wrong_result_s
     assert "run the same command again to search on" in summary
     again = run(scale, Wrong(), trials=8, storage=None)  # the user's call: the search goes on
     assert again.stopped_by == "trials" and again.measured == 8
+    assert "`global:` counts work-items" not in summary
+
+
+def test_the_same_elements_left_unwritten_suggest_a_launch_too_small(scale):
+    """Trial 52: a Kernel Tuner user wrote the number of work-groups as `global:`, and every
+    configuration left most of the output unwritten; the summary blamed the reference."""
+    class Unwritten(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            self.calls.append(dict(params))
+            return Measurement(Status.WRONG_RESULT, "y: 4032 of 4096 elements are not finite (unwritten or overflow)")
+
+    summary = format_report(run(scale, Unwritten(), trials=30))
+    assert "`global:` counts work-items (a CUDA grid times its block; Kernel Tuner's problem_size)" in summary
 
 
 def test_the_same_wrong_result_off_by_rounding_alone_blames_the_tolerance_not_the_reference(scale):

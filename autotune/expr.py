@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -157,7 +158,8 @@ class Expr:
         try:
             tree = ast.parse(source.strip(), mode="eval")
         except SyntaxError as exc:
-            raise ExpressionError(f"{source!r} is not a valid expression ({exc.msg})") from None
+            c_like = "; write and, or, not" if re.search(r"&&|\|\||!(?!=)", source) else ""  # trial 52
+            raise ExpressionError(f"{source!r} is not a valid expression ({exc.msg}{c_like})") from None
         except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, parser limits
             raise ExpressionError(f"{source!r} is not a valid expression ({_one_line(exc)})") from None
         _check_depth(tree.body, source)

@@ -730,8 +730,10 @@ class _Validator:
     def check_keys(self, where: str, raw: Mapping[str, Any], allowed: Any) -> None:
         for key in raw:
             if key not in allowed:
+                ours = _KERNEL_TUNER.get(str(key))
                 hint = difflib.get_close_matches(str(key), list(allowed), n=1)
-                fix = f"did you mean {hint[0]!r}?" if hint else f"allowed: {', '.join(allowed)}"
+                fix = (f"Kernel Tuner's {key} is {ours[1]} here" if ours and ours[0] in allowed else
+                       f"did you mean {hint[0]!r}?" if hint else f"allowed: {', '.join(allowed)}")
                 raise self.fail(where + str(key), f"unknown key; {fix}")
 
     def spec(self, raw: Any) -> KernelSpec:
@@ -1092,6 +1094,22 @@ def _exists(path: Path) -> bool:
         return path.exists()
     except (OSError, ValueError):
         return False
+
+
+#: Kernel Tuner's names for what a spec key holds (trial 52: `restrictions` was answered "did you
+#: mean 'description'?"): the key, and how to say it.
+_KERNEL_TUNER = {
+    "restrictions": ("constraints", "'constraints', one expression each"),
+    "tune_params": ("parameters", "'parameters'"),
+    "answer": ("reference", "'reference', the module whose reference() gives the expected outputs"),
+    "compiler_options": ("build_flags", "'build_flags', each tuned on and off"),
+    "atol": ("tolerance", "'tolerance: {atol: ..., rtol: ...}'"),
+    "problem_size": ("global", "'global', in work-items"),
+    "grid_div_x": ("global", "'global', in work-items (a multiple of 'local')"),
+    "grid_div_y": ("global", "'global', in work-items (a multiple of 'local')"),
+    "grid_div_z": ("global", "'global', in work-items (a multiple of 'local')"),
+    "block_size_names": ("local", "'local', the work-group from parameters of any name"),
+}
 
 
 def _ignorable(constraint: Expr, parameters: tuple[Parameter, ...],

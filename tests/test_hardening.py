@@ -630,6 +630,11 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     (("args: [x, y]", "args: [x, yy]"), "outputs: y is not an argument of any launch step, but their args have "
                                         "'yy': if that is y, spell it so in args"),
     (("  entry: scale", "  entry: scale\n  args: [x, y]"), "args: every launch step lists its own 'args'"),
+    # trial 52: Kernel Tuner's names and C's operators
+    (("constraints:", "restrictions:"), "restrictions: unknown key; Kernel Tuner's restrictions is 'constraints', "
+                                        "one expression each here"),
+    (("  local: [WG]", "  local: [WG]\n  grid_div_x: [WG]"), "Kernel Tuner's grid_div_x is 'global', in work-items"),
+    (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0 && WPT > 0"'), r"invalid syntax; write and, or, not"),
     (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"), "parameters.MODE.when: names MODE itself"),
     (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),
 ])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib.util
 import io
@@ -293,17 +294,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = _COMMANDS[args.command](args)
         return status if out.lost is None else _output_lost(args.command, out.lost, status, previous)
     except TuningInterrupted as exc:
-        print(_interrupted(exc.args[0], getattr(args, "storage", None), not getattr(args, "no_save", False)),
-              file=sys.stderr)
+        _say(_interrupted(exc.args[0], getattr(args, "storage", None), not getattr(args, "no_save", False)))
         return _STOPPED_BY + exc.signum
     except OptionError as exc:  # as argparse's own usage errors (trial 21: two prefixes for one kind)
-        print(f"autotune {args.command}: error: {exc} (see `autotune {args.command} --help`)", file=sys.stderr)
+        _say(f"autotune {args.command}: error: {exc} (see `autotune {args.command} --help`)")
         return _EXIT_USAGE
     except AutotuneError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
+        _say(f"autotune: error: {exc}")
         return _EXIT_ERROR
     except KeyboardInterrupt:  # before a run had started (or in a command that is not one)
-        print("autotune: interrupted", file=sys.stderr)
+        _say("autotune: interrupted")
         return _STOPPED_BY + stops.last_stop_signal()  # a SIGTERM a handler turned into this
     except _OutputLost as exc:  # `autotune list | head`: a command whose work is its output stops
         return _output_lost(args.command, exc.error, 0, previous)
@@ -353,7 +353,17 @@ def _one_line_warnings(show: Any) -> Any:
 
 
 def _warn(message: Warning | str) -> None:
-    print(f"autotune: warning: {message}", file=sys.stderr)
+    _say(f"autotune: warning: {message}")
+
+
+def _say(line: str) -> None:
+    """``line`` on stderr; where stderr's reader left too (`run 2>&1 | head -1`, trial 52: exit
+    status 1), nothing: a warning must not end the work it is about."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
 
 
 #: Commands whose work outlives their output (a run's trials and profile, bench's picks, a
@@ -420,7 +430,7 @@ def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
         why = "its reader left" if left else f"cannot write it: {error.strerror}"
         _warn(f"standard output stopped ({why}); `{command}` went on to its end without printing")
     elif not left:
-        print(f"autotune: error: cannot write standard output ({error.strerror})", file=sys.stderr)
+        _say(f"autotune: error: cannot write standard output ({error.strerror})")
     return status if left or status else _EXIT_ERROR
 
 
@@ -499,8 +509,8 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
         return _run_one(spec, replace(options, device=infos[0].selector), problem, quiet)
     require_shared(options)
     for sel in sorted(sel for sel, n in Counter(i.selector for i in infos).items() if n > 1):
-        print(f"autotune: warning: device {sel} is named more than once: its workers time kernels on it "
-              "at the same time, so each one's times include the others' load", file=sys.stderr)
+        _warn(f"device {sel} is named more than once: its workers time kernels on it at the same time, so "
+              "each one's times include the others' load")
     studies = groups(infos)
     for slug, members in studies.items():
         print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"
@@ -533,11 +543,10 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
                 print(f"              {_cut_off(rr)}")
     unsaved = [r.error for r in results if r.report is not None and r.report.profile_error]
     for error in unsaved:  # after the summaries, as a run on one device ends (ProfileNotSaved)
-        print(f"autotune: error: {error}", file=sys.stderr)
+        _say(f"autotune: error: {error}")
     signums = [r.signum for r in results if r.signum is not None]
     if signums:  # as a run on one device ends (trial 33: nothing said, where workers were starting)
-        print("autotune: interrupted; the studies keep every finished trial: run the same command again to "
-              "resume", file=sys.stderr)
+        _say("autotune: interrupted; the studies keep every finished trial: run the same command again to resume")
         return _STOPPED_BY + max(signums)  # SIGTERM (15) over SIGINT (2): it was passed on to all
     if unsaved:
         return _EXIT_ERROR
@@ -1191,8 +1200,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     try:
         _replay_each(args, recs, others, unread)
     except (TuningInterrupted, KeyboardInterrupt) as exc:  # a replay keeps nothing to resume from
-        print("autotune: replay interrupted; the seeds printed above are complete, nothing else is kept "
-              "(run it again, with fewer --seeds for a quicker answer)", file=sys.stderr)
+        _say("autotune: replay interrupted; the seeds printed above are complete, nothing else is kept "
+             "(run it again, with fewer --seeds for a quicker answer)")
         # 143 for a SIGTERM, as every command (trial 37: 130)
         return _STOPPED_BY + (exc.signum if isinstance(exc, TuningInterrupted) else stops.last_stop_signal())
     return 0

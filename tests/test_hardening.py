@@ -717,6 +717,21 @@ def test_a_run_whose_output_fails_goes_on_to_its_end_and_saves(scale, home, monk
     assert entry.trials == 5 and not entry.partial
 
 
+def test_a_run_whose_reader_left_both_its_outputs_still_ends_well(scale, home, monkeypatch):
+    """Trial 52: `autotune run ... 2>&1 | head -1` exited 1: the warning that standard output
+    stopped failed on stderr, the same pipe."""
+    from autotune import settings, tuner
+
+    real = tuner.tune
+    monkeypatch.setattr(tuner, "tune", lambda spec, options, problem=None, progress=None: real(
+        spec, options, problem, progress, evaluator=Fast(), info=FAKE))
+    monkeypatch.setattr(sys, "stdout", _FailingOutput(BrokenPipeError(32, "Broken pipe")))
+    monkeypatch.setattr(sys, "stderr", _FailingOutput(BrokenPipeError(32, "Broken pipe"), good=0))
+    assert cli.main(["run", str(scale.path), "-n", "5"]) == 0
+    entry = profiles.entries(profiles.read(profiles.path_for(FAKE.slug, settings.profiles_dir())), "scale", "")[0]
+    assert entry.trials == 5 and not entry.partial
+
+
 @pytest.mark.parametrize("error, status, err", [
     (BrokenPipeError(32, "Broken pipe"), 0, ""),
     (OSError(28, "No space left on device"), 1, "autotune: error: cannot write standard output (No space left on "

@@ -30,6 +30,7 @@ from .errors import (
     ProblemError,
     ProfileError,
     ProfileNotSaved,
+    SpecError,
     TuningInterrupted,
 )
 from .proposer import Sampler
@@ -420,6 +421,23 @@ class _Stdout:
         return getattr(self._stream, name)
 
 
+def _load_spec(name: str) -> Any:
+    """The spec ``name`` names; an unknown name that tuned entries here record a spec file for
+    is answered with that file (trial 52: `show conv` found it, `run conv` did not)."""
+    from . import profiles, settings
+    from . import spec as specs
+
+    try:
+        return specs.load(name)
+    except SpecError as exc:
+        recorded = profiles.recorded_spec_files(name, settings.profiles_dir()) \
+            if str(exc).startswith(f"unknown kernel {name!r}") else []
+        if not recorded:
+            raise
+        raise SpecError(f"{exc}; the tuned entries of {name} here were tuned with {recorded[0]}: "
+                        f"give that path") from None
+
+
 def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
     """The exit status once standard output failed, said on stderr where the command went on
     without it. Its descriptor goes to /dev/null, so that the interpreter's last flush at exit
@@ -438,7 +456,7 @@ def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     """The spec named on the command line and its ``--size`` overrides."""
     from . import spec as specs
 
-    spec = specs.load(args.kernel)
+    spec = _load_spec(args.kernel)
     for warning in specs.lint(spec):
         _warn(warning)
     if args.size is None:

@@ -605,6 +605,17 @@ def entries_in(docs: Iterable[tuple[Path, Mapping[str, Any]]], kernel: str,
     return [(e, path) for path, doc in docs for e in entries(doc, kernel, str(path), on_error)]
 
 
+def recorded_spec_files(kernel: str, folder: Path) -> list[str]:
+    """The spec files that entries of ``kernel`` in ``folder``'s profiles record and that still
+    exist (a kernel of the user's own, tuned here, named without its path: trial 52)."""
+    found: dict[str, None] = {}
+    for e, _ in sorted(entries_in(readable(sorted(folder.glob("*.yaml")), lambda exc: None), kernel,
+                                  lambda exc: None), key=lambda pair: pair[0].tuned_at or "", reverse=True):
+        if e.spec_file and Path(e.spec_file).is_file():
+            found.setdefault(e.spec_file)
+    return list(found)
+
+
 def readable(paths: Iterable[Path], on_error: Callable[[ProfileError], None]) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(path, document) of each profile in ``paths`` that reads, its entries unchecked (see
     :func:`entries_in`); the others go to ``on_error``."""

@@ -108,6 +108,10 @@ def test_show_takes_an_own_spec_by_its_path_as_run_does(tmp_path):
     assert by_path.returncode == 0 and "\nscale  [" in by_path.stdout
     # by name, the spec file the entries record is read (trial 50: it asked for the path they name)
     assert by_name.stdout == by_path.stdout
+    # run (bench, report) by name is refused, with that path (trial 52: "unknown kernel" alone)
+    again = cli("run", "scale", "-n", "1")
+    assert again.returncode == 1 and f"the tuned entries of scale here were tuned with {path}: give that path" \
+        in again.stderr, again.stderr
     # where that file is gone, the spec is not known: stale entries cannot be marked, and it says so (trial 10)
     path.rename(path.with_suffix(".old"))
     note = "  (not a built-in kernel: give its spec's path to mark stale entries)"

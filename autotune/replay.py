@@ -128,7 +128,10 @@ def _read(path: Path) -> dict[str, Any]:
         raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
     raw = _parse(text, path)
     if not isinstance(raw, dict) or "tune_params" not in raw or "cache" not in raw:
-        raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file")
+        t4 = isinstance(raw, dict) and "results" in raw and "schema_version" in raw  # trial 52
+        raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file"
+                           + ("; it is in Kernel Tuner's T4 results format, which replay does not read: give the "
+                              "cache file of the same run (tune_kernel's cachefile=)" if t4 else ""))
     for key, what in (("tune_params", "each parameter's list of values"), ("cache", "entries by key")):
         if not isinstance(raw[key], dict):  # trial 30: it said the key was missing
             raise ProblemError(f"{path}: '{key}' is {_short(raw[key])}, not an object of {what}")

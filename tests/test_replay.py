@@ -166,6 +166,9 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
                                                         "values and a 'time'"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}, "2":', "is not a JSON cache file"),
     ('{"tune_params": {"bx": [16]', "is not a JSON cache file"),  # trial 33: it warned "left open" first
+    # trial 52: Kernel Tuner's T4 results (benchmark_hub ships them beside the cache files)
+    ('{"schema_version": "1.0.0", "results": [], "metadata": {}}', "it is in Kernel Tuner's T4 results format, "
+                                                                    "which replay does not read"),
 ])
 def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, message):
     path = tmp_path / "bad.json"

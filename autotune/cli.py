@@ -434,8 +434,9 @@ def _load_spec(name: str) -> Any:
             if str(exc).startswith(f"unknown kernel {name!r}") else []
         if not recorded:
             raise
-        raise SpecError(f"{exc}; the tuned entries of {name} here were tuned with {recorded[0]}: "
-                        f"give that path") from None
+        which = f"{recorded[0]}: give that path" if len(recorded) == 1 else \
+            f"{', '.join(recorded)}: give the path of the one you mean"  # trial 53: the first alone
+        raise SpecError(f"{exc}; the tuned entries of {name} here were tuned with {which}") from None
 
 
 def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:

@@ -157,7 +157,8 @@ def _check_argument_values(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
             continue
         if isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_)):
             continue
-        shown = f"an array of Python objects ({value.dtype})" if isinstance(value, np.ndarray) else repr(value)
+        shown = f"an array of Python objects ({value.dtype})" if isinstance(value, np.ndarray) else \
+            _brief(repr(value))
         raise SpecError(f"{spec.reference}: inputs() gives the kernel argument {name} as {shown}; give a numpy "
                         f"array for a buffer, or a number of the kernel's type for a value, e.g. np.float32(2.0)"
                         + ("; OpenCL kernels take no bool: use np.int32(1)" if isinstance(value, (bool, np.bool_))
@@ -596,3 +597,9 @@ class Bench:
                 if cutoff_ms is not None and len(times) == 2 and min(times) > cutoff_ms:
                     return times, True
         return times, False
+
+
+def _brief(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters (trial 53: a list of inputs() made a 21 KB message)."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+

@@ -117,12 +117,16 @@ def _check_record(attrs: Mapping[str, Any]) -> None:
     for key in ("error", "tolerance_used", "build_s", "wall_s", "limit_s", "median_ms"):
         if attrs.get(key) is not None and not _is_number(attrs[key]):
             raise ValueError(f"{key} {attrs[key]!r} is not a number")
+    if attrs.get("median_ms") is not None and not 0 < attrs["median_ms"] <= math.inf:
+        raise ValueError(f"median_ms {attrs['median_ms']!r} is not a positive time")
     if not isinstance(attrs.get("message", ""), str):
         raise ValueError(f"message {attrs['message']!r} is not text")
     for key in ("times_ms", "spread_ms"):
         value = attrs.get(key)
-        if value is not None and not (isinstance(value, list) and all(_is_number(t) for t in value)):
-            raise ValueError(f"{key} {value!r} are not all numbers")
+        # a time is positive and finite (trial 53: a forged -5 ms became the best)
+        if value is not None and not (isinstance(value, list) and all(_is_number(t) and 0 < t < math.inf
+                                                                      for t in value)):
+            raise ValueError(f"{key} {value!r} are not all positive, finite numbers")
     if attrs.get("status") == Status.OK.value and not attrs.get("times_ms") and attrs.get("median_ms") is None:
         raise ValueError("a verified record without times")
     limits = attrs.get("wg_limits")

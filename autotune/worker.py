@@ -69,7 +69,9 @@ class Setup:
 def save_workload(workload: Workload, folder: Path) -> str:
     """Write inputs, expected outputs and bounds to an ``.npz`` the worker can load quickly."""
     path = folder / "workload.npz"
-    arrays = {f"in__{k}": np.asarray(v) for k, v in workload.inputs.items()}
+    # an entry of Python objects (None, a dict) is for reference() alone: no kernel takes it, and
+    # an .npz cannot hold it without pickle (trial 53: the worker failed with a traceback)
+    arrays = {f"in__{k}": a for k, v in workload.inputs.items() if (a := np.asarray(v)).dtype != object}
     arrays.update({f"ex__{k}": np.asarray(v) for k, v in workload.expected.items()})
     arrays.update({f"bd__{k}": np.asarray(v) for k, v in workload.bounds.items()})
     np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from autotune import space
 from autotune import spec as specs
 from autotune.errors import SpecError
 from autotune.space import ValidSpace, check, closest_valid, config_key, enumerate_valid, geometry, space_size
@@ -176,3 +177,23 @@ def test_a_constraint_that_does_not_depend_on_an_ignored_parameter_there_is_as_s
     assert {c["VEC"] for c in valid} == {0, 1}
     assert all(c["WPT"] * (c["VW"] if c["VEC"] else 1) <= 8 for c in valid), valid
     assert "WPT * EVW <= 8" in check(sp, sp.complete({"VEC": 0, "WPT": 16, "WG": 16}), problem, facts)
+
+
+def test_an_ignored_parameters_many_values_are_searched_once_per_case(tmp_path, monkeypatch):
+    """Trial 53: past 4,096 combinations of the ignored parameters' values the search gave up
+    and ruled the configuration out (the baseline and default then called invalid), and each
+    check of such a configuration took 23 ms."""
+    tiles = "".join(f'  T{i}: {{values: [64, 32, 16, 8, 4, 2, 3, 5, 1], when: "MODE == 1"}}\n' for i in range(4))
+    text = SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0, 1]\n" + tiles).replace(
+        'constraints:\n  - "(N // WPT) % WG == 0"', 'constraints:\n  - "(N // WPT) % WG == 0"\n'
+        '  - "T0 * T1 * T2 * T3 <= WG // 16"')
+    sp = specs.load(write_spec(tmp_path, text))
+    facts, problem = FAKE.facts(), {"N": 256}
+    assert check(sp, sp.complete({"MODE": 0, "WG": 16}), problem, facts) is None  # 1 * 1 * 1 * 1 <= 1
+    searched = []
+    real = space._some_value
+    monkeypatch.setattr(space, "_some_value", lambda *a: searched.append(a[1].source) or real(*a))
+    for wpt in (1, 2, 4, 8):
+        for wg in (32, 64, 128):
+            check(sp, sp.complete({"MODE": 0, "WG": wg, "WPT": wpt}), problem, facts)
+    assert len(searched) == 3, "once per value of what the constraint reads besides them (WG), not per WPT"

@@ -991,11 +991,14 @@ class _ShowBlock:
     other: str | None  # the device the file was written for, where not this one
     ours: bool  # the profile runs write to
     facts: Mapping[str, Any] | None = None  # the device's, where it is present: entries are checked against them
-    recorded: Mapping[str, Any] = field(default_factory=dict)  # spec file -> its spec, where it loads
+    recorded: Mapping[str, Any] = field(default_factory=dict)  # spec file -> its spec, or why it does not load
 
     def spec_of(self, e: Any) -> Any:
         """The spec ``e`` is checked against; None: not known here."""
-        return self.spec if self.spec is not None else self.recorded.get(e.spec_file or "")
+        if self.spec is not None:
+            return self.spec
+        found = self.recorded.get(e.spec_file or "")
+        return None if isinstance(found, str) else found
 
     @property
     def checked(self) -> bool:
@@ -1017,14 +1020,18 @@ class _ShowBlock:
 
 def _recorded(kernel: str, entries: list[Any]) -> dict[str, Any]:
     """The spec files ``entries`` record that still load as ``kernel`` (trial 50: show asked for
-    the path they name; trial 51: each entry is checked against its own, namesakes' apart)."""
+    the path they name; trial 51: each entry is checked against its own, namesakes' apart), or
+    why one that is there does not."""
+    from pathlib import Path
+
     from . import spec as specs
 
-    found = {}
-    for file in dict.fromkeys(e.spec_file for e in entries if e.spec_file):
+    found: dict[str, Any] = {}
+    for file in dict.fromkeys(e.spec_file for e in entries if e.spec_file and Path(e.spec_file).is_file()):
         try:
             spec = specs.load(file)
-        except AutotuneError:  # moved, or broken since: its entries go unchecked
+        except AutotuneError as exc:  # broken since: its entries go unchecked, and show says why (trial 53)
+            found[file] = str(exc)
             continue
         if spec.name == kernel:
             found[file] = spec
@@ -1035,7 +1042,10 @@ def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] |
     """``block`` as show's table, under the device's ``title`` where this is the first."""
     if title is not None:
         print(title)
-    unchecked = "" if block.checked else "  (not a built-in kernel: give its spec's path to mark stale entries)"
+    broken = next((f"  (its entries' spec file does not load: {why}; fix it, or give the path of the spec to "
+                   "check them against)" for why in block.recorded.values() if isinstance(why, str)), "")
+    unchecked = "" if block.checked else \
+        broken or "  (not a built-in kernel: give its spec's path to mark stale entries)"
     elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
     _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block.entries, block.spec_of,
                   None if block.other else mine, block.ours, block.facts)

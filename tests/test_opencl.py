@@ -112,6 +112,11 @@ def test_show_takes_an_own_spec_by_its_path_as_run_does(tmp_path):
     again = cli("run", "scale", "-n", "1")
     assert again.returncode == 1 and f"the tuned entries of scale here were tuned with {path}: give that path" \
         in again.stderr, again.stderr
+    # where that file no longer loads, show says why (trial 53)
+    text = path.read_text()
+    path.write_text(text + "\nbogus: 1\n")
+    assert "(its entries' spec file does not load: " in cli("show", "scale").stdout
+    path.write_text(text)
     # where that file is gone, the spec is not known: stale entries cannot be marked, and it says so (trial 10)
     path.rename(path.with_suffix(".old"))
     note = "  (not a built-in kernel: give its spec's path to mark stale entries)"

@@ -168,6 +168,15 @@ class Claims:
                 c.execute(_TABLE.delete().where(where, _TABLE.c.owner == self.owner, _TABLE.c.done.is_(False)))
 
     @_answering
+    def forget_measured(self) -> None:
+        """Drop the study's finished claims: for a study that holds no trial, they are a deleted
+        study's of the same name (trial 53: optuna.delete_study left them, and every proposal
+        of the study made anew was skipped as measured, until --timeout)."""
+        if self.engine is not None:
+            with self.engine.begin() as c:
+                c.execute(_TABLE.delete().where(_TABLE.c.study == self.study, _TABLE.c.done.is_(True)))
+
+    @_answering
     def count(self, done_only: bool = False, others_only: bool = False) -> int | None:
         """Configurations measured (``done_only``) or measured and being measured in the
         study, every worker's or (``others_only``) all but this one's (None in memory). A dead

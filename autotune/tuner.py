@@ -313,6 +313,8 @@ class _Run:
             self.log.close()  # its writer thread
             raise
         self.claims = Claims.open(self.log.engine, self.log.study.study_name)
+        if not self.log.seen:  # a study made anew: what its name's claims say was measured is not
+            self.claims.forget_measured()
         # a parameter the baseline's variant ignores is at its first value in what is measured
         baseline = canonical(spec, spec.baseline_config, problem, self.facts)
         self.baseline = baseline if (why := check(spec, baseline, problem, self.facts)) is None else None

@@ -1212,3 +1212,19 @@ def test_a_worker_killed_from_outside_is_measured_again_by_the_next_run_once(sca
     third = Killed(kill=False)
     run(scale, third, sampler="random", seed=2, trials=5, storage=None)
     assert third.calls == []
+
+
+def test_a_study_deleted_and_made_anew_is_measured_again(scale):
+    """Trial 53: optuna.delete_study left the study's claims, and a run of the study made anew
+    skipped every proposal as measured until --timeout, measuring nothing."""
+    import optuna
+
+    from autotune.study import open_storage
+    from autotune.tuner import study_name
+
+    first = run(scale, FakeEvaluator(), sampler="grid", trials=1000, storage=None)
+    assert first.stopped_by == "exhausted"  # every configuration claimed and measured
+    optuna.delete_study(study_name=study_name(scale, FAKE, scale.default_problem()), storage=open_storage(None))
+    again = FakeEvaluator()
+    second = run(scale, again, trials=6, storage=None, timeout_s=20)
+    assert second.measured == 6 and len(again.calls) == 6 and second.stopped_by == "trials"

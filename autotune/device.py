@@ -183,8 +183,9 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
                           "(see `autotune devices`)")
     if selector and several(selector) and named:
         # a site-wide setting for runs (trial 44: show, bench and probe refused it): the first
-        # device it names, as a run's first worker takes
-        selector = select_many(selector, "$AUTOTUNE_DEVICE")[0].selector
+        # device it names, as a run's first worker takes (`all`: the default's choice), the
+        # others not looked at (trial 54: one absent or not building failed the command)
+        selector = "" if _is_all(selector) else selector.split(",")[0].strip()
     elif selector and several(selector):
         raise DeviceError(f"{selector!r} names several devices, and this command uses one; give a "
                           "single selector such as 0:0 (see `autotune devices`): only `run` takes several")

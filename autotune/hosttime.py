@@ -1,9 +1,9 @@
 """Time taken by the reference module (inputs(), reference(), error_bound()): a note while it
 runs long, and an end where a run's --timeout is up.
 
-It runs once per run, before the first kernel is built, and says nothing while it runs; a slow
-one (a pure-Python loop over a large problem) looked like a hang (trial 45), and --timeout did
-not end it. Example:
+It runs before the first kernel is built (inputs() twice: to size the buffers, then for the
+values) and says nothing while it runs; a slow one (a pure-Python loop over a large problem)
+looked like a hang (trial 45), and --timeout did not end it. Example:
 
     >>> with watched("ref.py: inputs() and reference()", limit_s=60.0, faster="vectorise it, "):
     ...     pass
@@ -38,10 +38,10 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
     started, note_after_s = time.perf_counter(), NOTE_AFTER_S
     counted = "" if limit_s is None else ", and a run's --timeout counts it"
     note = threading.Timer(note_after_s, lambda: warn(
-        f"{what} has run for {note_after_s:g} s so far; it runs once per problem, before the first configuration "
-        f"is verified{counted} ({faster}or choose a smaller size)" if faster else
-        f"{what} has run for {note_after_s:g} s so far; it runs once per problem, before the first configuration "
-        f"is verified{counted} (a smaller size takes less)"))
+        f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
+        f"{counted} ({faster}or choose a smaller size)" if faster else
+        f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
+        f"{counted} (a smaller size takes less)"))
     note.daemon = True
     note.start()
     # not where the application has an alarm of its own pending (trial 51: it was cancelled)
@@ -65,7 +65,7 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
         assert limit_s is not None
         raise ProblemError(
             f"{what} had not finished in the {max(limit_s, 0):.3g} s the run's --timeout left it (it was stopped "
-            f"after {time.perf_counter() - started:.3g} s, once Python code ran again): it runs once, before tuning "
+            f"after {time.perf_counter() - started:.3g} s, once Python code ran again): it runs before tuning "
             f"starts; {faster}choose a smaller --size, or give a longer --timeout") from None
     finally:
         armed[0] = False

@@ -1395,8 +1395,9 @@ def test_a_slow_reference_is_noted_and_ended_when_the_time_is_up(tmp_path, monke
     before = signal.getsignal(signal.SIGALRM)
     started = time.perf_counter()
     with pytest.warns(AutotuneWarning, match=r"inputs\(\) and reference\(\) for N=256 has run for 0.2 s so far; it "
-                                             r"runs once per problem, .*, and a run's --timeout counts it \(make it "
-                                             r"faster \(vectorise it with numpy\), or choose a smaller size\)"), \
+                                             r"runs before the first configuration is verified, and a run's "
+                                             r"--timeout counts it \(make it faster \(vectorise it with numpy\), or "
+                                             r"choose a smaller size\)"), \
             pytest.raises(ProblemError, match=r"had not finished in the 1 s the run's --timeout left it .* "
                                               r"make it faster .* or give a longer --timeout"), \
             reference_watch(spec, spec.resolve_problem({}), 1.0):

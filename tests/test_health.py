@@ -181,6 +181,12 @@ def test_several_devices_in_the_environment_give_a_command_of_one_device_the_fir
     monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
     monkeypatch.setenv("AUTOTUNE_DEVICE", several)
     assert device.select(None)[0].selector == ("0:0" if several == "all" else "1:0")
+    # the others it names are not looked at (trial 54: one that did not build failed the command)
+    found, checks = _found(("CPU", True), ("CPU", False))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    monkeypatch.setenv("AUTOTUNE_DEVICE", "0:0,1:0,nosuch")
+    assert device.select(None)[0].selector == "0:0"
 
 
 @needs_opencl

@@ -364,7 +364,15 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
     except OSError:
         with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+            _to_devnull(sys.stderr)
+
+
+def _to_devnull(stream: Any) -> None:
+    """Point ``stream``'s descriptor at /dev/null, so that later writes and the interpreter's
+    last flush at exit do not fail again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, stream.fileno())
+    os.close(null)
 
 
 #: Commands whose work outlives their output (a run's trials and profile, bench's picks, a
@@ -441,9 +449,8 @@ def _load_spec(name: str) -> Any:
 
 def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
     """The exit status once standard output failed, said on stderr where the command went on
-    without it. Its descriptor goes to /dev/null, so that the interpreter's last flush at exit
-    does not fail again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    without it. Its descriptor goes to /dev/null (:func:`_to_devnull`)."""
+    _to_devnull(stream)
     left = isinstance(error, BrokenPipeError)
     if command in _WORK:
         why = "its reader left" if left else f"cannot write it: {error.strerror}"

@@ -37,11 +37,10 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
     progress finishes first). ``faster``: advice that goes before "choose a smaller size"."""
     started, note_after_s = time.perf_counter(), NOTE_AFTER_S
     counted = "" if limit_s is None else ", and a run's --timeout counts it"
+    advice = f"{faster}or choose a smaller size" if faster else "a smaller size takes less"
     note = threading.Timer(note_after_s, lambda: warn(
         f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
-        f"{counted} ({faster}or choose a smaller size)" if faster else
-        f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
-        f"{counted} (a smaller size takes less)"))
+        f"{counted} ({advice})"))
     note.daemon = True
     note.start()
     # not where the application has an alarm of its own pending (trial 51: it was cancelled)

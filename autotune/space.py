@@ -243,7 +243,7 @@ def _some_value(spec: KernelSpec, c: Expr, ignored: list[Parameter], env: Mappin
                  f"({', '.join(p.name for p in ignored)}) with more than {MAX_ALTERNATIVES:,} combinations of "
                  "values to try; where they are ignored, it is taken to hold")
         return True
-    needed = _derived_for(spec, c)
+    needed = spec.derived_read(c.names)
     for values in itertools.product(*(p.values for p in ignored)):
         alt = {**env, **{p.name: v for p, v in zip(ignored, values, strict=True)}}
         try:
@@ -269,17 +269,6 @@ def _ignored(spec: KernelSpec, p: Parameter, env: Mapping[str, Any]) -> bool:
         raise ConditionError(f"{spec.path}: parameters.{p.name}.when: {exc}") from None
     except (AutotuneError, TypeError):
         return False
-
-
-def _derived_for(spec: KernelSpec, c: Expr) -> set[str]:
-    """The derived names ``c`` reads, directly or through other derived names."""
-    table, out, todo = dict(spec.derived), set(), list(c.names)
-    while todo:
-        n = todo.pop()
-        if n in table and n not in out:
-            out.add(n)
-            todo.extend(table[n].names)
-    return out
 
 
 def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:

@@ -228,6 +228,10 @@ class KernelSpec:
         """``names`` with every derived name replaced by the names it is computed from."""
         return _behind(self.derived, names)
 
+    def derived_read(self, names: Iterable[str]) -> set[str]:
+        """The derived names among ``names``, and those they are computed from, transitively."""
+        return _walk(self.derived, names)[1]
+
     @property
     def parameter_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
@@ -1121,14 +1125,21 @@ def _ignorable(constraint: Expr, parameters: tuple[Parameter, ...],
 
 def _behind(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> set[str]:
     """``names`` with each derived name replaced by what it is computed from (transitively)."""
-    table, out, todo = dict(derived), set(), list(names)
+    return _walk(derived, names)[0]
+
+
+def _walk(derived: tuple[tuple[str, Expr], ...], names: Iterable[str]) -> tuple[set[str], set[str]]:
+    """(what ``names`` are computed from, transitively, derived names replaced; the derived
+    names on the way)."""
+    table, leaves, through, todo = dict(derived), set(), set(), list(names)
     while todo:
         n = todo.pop()
-        if n in table:
+        if n not in table:
+            leaves.add(n)
+        elif n not in through:
+            through.add(n)
             todo.extend(table[n].names)
-        else:
-            out.add(n)
-    return out
+    return leaves, through
 
 
 def _reference_text(reference: str) -> str:

@@ -21,6 +21,7 @@ import math
 import numbers
 import os
 import random
+import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -56,7 +57,7 @@ from .space import ValidSpace, canonical, check, config_key, geometry, none_vali
 from .spec import BUILTIN_FILE, KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
-from .worker import LAST_OUTPUT, Evaluator, Setup, open_evaluator, workload_folder
+from .worker import LAST_OUTPUT, Evaluator, Setup, died, open_evaluator, workload_folder
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
 #: The baseline's time limit when --max-time-per-config is not given (the others' limit is
@@ -342,7 +343,7 @@ class _Run:
         self.in_flight: _Candidate | None = None
         self.turns, self.stuck = 0, 0
         self.near: dict[str, Value] | None = None  # a proposal another worker claimed first
-        self.retried = self._timed_out_sooner()
+        self.retried = self._measured_again()
         self.state.retrying = len(self.retried)
         self.due = self.starts()
 
@@ -377,7 +378,7 @@ class _Run:
                 self.limit = default_time_limit(self.state.baseline)
         self.state.study_measured = self.study_total()
 
-    def _timed_out_sooner(self) -> dict[str, dict[str, Value]]:
+    def _measured_again(self) -> dict[str, dict[str, Value]]:
         """The study's timeouts under a shorter limit than this run's (a tiny
         --max-time-per-config once must not rule them out for good), and its configurations
         whose worker was killed from outside, once (trial 44: by the OOM killer or an admin, and
@@ -1025,7 +1026,7 @@ def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:
 
 #: How a worker killed by SIGKILL is recorded (worker.describe_exit), and what marks one that
 #: was measured again and killed again (:meth:`_Run._killed_hint`).
-KILLED = "worker died: killed by SIGKILL"
+KILLED = died(-signal.SIGKILL)
 KILLED_AGAIN = "so it is not measured again"
 
 

@@ -296,7 +296,7 @@ class IsolatedEvaluator:
             self._kill()
             self.restarts += 1
             said = capture.tail(Path(self.setup.stderr_file)) if self.setup.stderr_file else ""
-            return Measurement(Status.CRASHED, f"worker died: {describe_exit(code)}" + last_output(said),
+            return Measurement(Status.CRASHED, died(code) + last_output(said),
                                wall_s=time.perf_counter() - t0, params=dict(params))
         if kind == "autotune_error":
             self._kill()
@@ -343,6 +343,11 @@ class IsolatedEvaluator:
             if self._proc is not None:
                 self._proc.join(2)
         self._kill()
+
+
+def died(code: int | None) -> str:
+    """A crashed measurement's reason: how its worker ended."""
+    return f"worker died: {describe_exit(code)}"
 
 
 def describe_exit(code: int | None) -> str:

@@ -32,6 +32,7 @@ from .errors import (
     ProfileNotSaved,
     SpecError,
     TuningInterrupted,
+    clipped,
 )
 from .proposer import Sampler
 
@@ -648,7 +649,7 @@ def _clip(message: str, width: int) -> str:
     """The message's first line, cut to ``width`` characters with a mark where it was cut (a
     line cut silently mid-sentence lost the fix it ended with)."""
     line = message.splitlines()[0] if message else ""
-    return line if len(line) <= width and "\n" not in message.strip() else line[:width - 1].rstrip() + "…"
+    return clipped(line, width, cut="\n" in message.strip())
 
 
 def _verdict(report: Any) -> str:

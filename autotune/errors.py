@@ -104,3 +104,14 @@ def first_line(exc: BaseException) -> str:
     errors run to many lines, and autotune says what went wrong in one."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def clipped(text: str, width: int, cut: bool = False) -> str:
+    """``text`` cut to ``width`` characters, with a mark where it was cut (a message of a 21 KB
+    list, trial 53; a line cut silently mid-sentence loses the fix it ended with); ``cut``:
+    mark it as cut even where it fits (the rest of a message left out).
+
+        >>> clipped("0123456789", 5)
+        '0123…'
+    """
+    return text if len(text) <= width and not cut else text[:width - 1].rstrip() + "…"

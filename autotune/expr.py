@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .errors import ConditionError, ExpressionError
+from .errors import ConditionError, ExpressionError, clipped
 
 Env = Mapping[str, Any]
 _Fn = Callable[[Env], Any]
@@ -237,7 +237,7 @@ def _reparse(source: str, names: frozenset[str], condition: bool = False) -> Exp
 
 def _brief(text: str, width: int = 60) -> str:
     """``text`` quoted, shortened to about ``width`` characters for a message."""
-    return repr(text if len(text) <= width else text[:width] + "...")
+    return repr(clipped(text, width))
 
 
 def _one_line(exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .device import DeviceInfo
-from .errors import AutotuneWarning, ProblemError, warn
+from .errors import AutotuneWarning, ProblemError, clipped, warn
 from .expr import Expr
 from .proposer import Sampler
 from .result import Measurement, Status
@@ -310,7 +310,7 @@ def _some(items: list[str]) -> str:
 
 def _short(v: Any) -> str:
     text = json.dumps(v) if isinstance(v, (list, int, float, str, bool, type(None))) else repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clipped(text, 40)
 
 
 def _value(v: Any, name: str) -> Value:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SpecError, warn
+from .errors import SpecError, clipped, warn
 from .spec import KernelSpec
 
 #: OpenCL C element types (also the base of their vector types, float4 and the like) and the
@@ -145,7 +145,8 @@ def _argument(text: str) -> Argument | None:
 
 
 def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] = frozenset()) -> None:
-    """SpecError where one of the spec's launch steps takes an input as a buffer and inputs()
+    """SpecError where inputs() gives a kernel argument neither a numpy array nor a number (None,
+    text, a bool), or where one of the spec's launch steps takes an input as a buffer and inputs()
     gives no numpy array (a list), or takes it as ``float*`` (``int*``, ...) and inputs() gives
     elements of the same kind and another width (float64, int64), or gives a buffer where the
     kernel takes a number or one of ``numbers`` (the integer problem keys) where it takes a
@@ -156,6 +157,8 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
         for position, name in enumerate(names):
             value = inputs.get(name)
             matching = [args[position] for kernel, args in definitions if kernel == entry and len(args) == len(names)]
+            if name in inputs:
+                _check_value(spec, entry, name, value, matching)
             if isinstance(value, np.ndarray) or name in scratch or (name in numbers and name not in inputs):
                 _check_kind(spec, entry, position, name, name not in numbers or name in inputs, matching)
             if not isinstance(value, np.ndarray):
@@ -163,12 +166,6 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
                 vectors = [(a, k) for a, k, pointer in matching if not pointer and _is_vector(k)]
                 if name in inputs and matching and len(vectors) == len(matching):  # trial 40: INVALID_ARG_SIZE
                     raise SpecError(_by_value(spec, entry, position, *vectors[0], f"inputs() gives {name} a number"))
-                if name in inputs and any(pointer for _, _, pointer in matching):
-                    kind = next((t for t in map(_element, matching) if t is not None), "float")
-                    raise SpecError(
-                        f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as a buffer, but "
-                        f"inputs() gives a {type(value).__name__}; return a numpy array, e.g. "
-                        f"np.asarray({name}, np.{np.dtype(_TYPES[kind]).name})")
                 continue
             takes = sorted(t for t in map(_element, matching) if t is not None)
             if takes and not any(_fits(t, value.dtype) for t in takes):
@@ -184,6 +181,29 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
                      f"inputs() gives {value.dtype} elements, whose bits it reads as {takes[0]}: return "
                      f"{name}.astype(np.{want.name}) from inputs() for their values, or {name}.view(np.{want.name}) "
                      "where the bits are meant")
+
+
+def _check_value(spec: KernelSpec, entry: str, name: str, value: Any, matching: list[Argument]) -> None:
+    """SpecError for what inputs() gives a kernel argument that is neither a numpy array nor a
+    number, or a number or list where the kernel takes a buffer (trial 52: None made the
+    measuring worker fail with a traceback, a string was passed as its bytes, True as a 1-byte
+    argument: INVALID_ARG_SIZE on every configuration)."""
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return
+    number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+    if (number or isinstance(value, (list, tuple))) and any(pointer for _, _, pointer in matching):
+        kind = next((t for t in map(_element, matching) if t is not None), "float")
+        raise SpecError(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as a buffer, but inputs() "
+                        f"gives a {type(value).__name__}; return a numpy array, e.g. "
+                        f"np.asarray({name}, np.{np.dtype(_TYPES[kind]).name})")
+    if number:
+        return
+    shown = f"an array of Python objects ({value.dtype})" if isinstance(value, np.ndarray) else \
+        clipped(repr(value), 80)
+    raise SpecError(f"{spec.reference}: inputs() gives the kernel argument {name} as {shown}; give a numpy "
+                    f"array for a buffer, or a number of the kernel's type for a value, e.g. np.float32(2.0)"
+                    + ("; OpenCL kernels take no bool: use np.int32(1)" if isinstance(value, (bool, np.bool_))
+                       else ""))
 
 
 def as_kernel_scalars(spec: KernelSpec, inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -105,7 +105,7 @@ def test_overlong_and_deeply_nested_sources_are_refused_at_parse_time(source, pr
     with pytest.raises(ExpressionError, match=re.escape(problem)) as info:
         Expr.parse(source)
     message = str(info.value)
-    assert "\n" not in message and len(message) < 200 and message.startswith(repr(source[:60] + "..."))
+    assert "\n" not in message and len(message) < 200 and message.startswith(repr(source[:59] + "…"))
     assert Expr.parse("-" * 40 + "1")({}) == 1 and Expr.parse("+".join(["x"] * 40))({"x": 1}) == 40
 
 

@@ -1516,6 +1516,7 @@ def test_an_applications_own_alarm_is_left_as_it_was(tmp_path):
     ("b'2'", r"as b'2'"),
     ("True", r"as True; .*OpenCL kernels take no bool: use np.int32\(1\)"),
     ("np.array([None])", r"as an array of Python objects \(object\)"),
+    ("[2.0]", r"as \[2.0\]; give a numpy array for a buffer, or a number"),
 ])
 def test_a_kernel_argument_that_is_neither_an_array_nor_a_number_is_one_spec_error(tmp_path, given, message):
     """Trial 52: None gave a traceback from the measuring worker; a string was passed as its
@@ -1525,6 +1526,16 @@ def test_a_kernel_argument_that_is_neither_an_array_nor_a_number_is_one_spec_err
     spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, c]"), template=template,
                                  ref=ref))
     with pytest.raises(SpecError, match=message):
+        make_workload(spec, spec.resolve_problem({}))
+
+
+def test_a_list_for_a_buffer_names_the_array_to_return(tmp_path):
+    """The last session's review: the generic message for a value that is neither an array nor
+    a number came first, and a list for a buffer lost the specific one."""
+    ref = REF_PY.replace('.astype(np.float32), "y"', '.astype(np.float32).tolist(), "y"')
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    with pytest.raises(SpecError, match=r"takes x as a buffer, but inputs\(\) gives a list; return a numpy array, "
+                                        r"e.g. np.asarray\(x, np.float32\)"):
         make_workload(spec, spec.resolve_problem({}))
 
 

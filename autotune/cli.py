@@ -785,6 +785,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     elif report.stopped_by == "same wrong result":
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
+        if "which must be exact" in report.failure_examples.get("wrong_result", ""):  # trial 56: rtol = atol = 0
+            lines.append("              or the tolerance: the element shown had to match exactly (its allowed "
+                         "error is 0), which floats rarely do; give atol a small value")
         if "(unwritten or overflow)" in report.failure_examples.get("wrong_result", ""):
             # trial 52: a Kernel Tuner user's grid as global sizes left most elements unwritten
             lines.append("              elements left unwritten may also mean a launch too small: `global:` counts "

@@ -27,7 +27,7 @@ from .result import Measurement, Status
 from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
 from .spec import KernelSpec, Value, problem_label
-from .verify import POISON_BYTE, Expected, vacuous, without_unwritten_advice
+from .verify import POISON_BYTE, Expected, exact_elements, vacuous, without_unwritten_advice
 
 #: The bytes the leaders' check again (measure's ``strict``) fills the zones and the outputs'
 #: and scratch buffers' elements with, one verification each: NaN (-1 in an integer array), then
@@ -122,13 +122,19 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
             raise SpecError(f"{spec.reference}: inputs() gives the output {name} as a {type(got).__name__}; "
                             "return a numpy array for the kernel to fill, e.g. np.zeros(n, np.float32)")
         if got.size != want.size:
-            raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements, inputs() a "
-                            f"buffer of {got.size} elements; they must match")
+            raise SpecError(f"{spec.reference}: reference() gives {name} {want.size} elements{_shape(want)}, "
+                            f"inputs() a buffer of {got.size} elements{_shape(got)}; they must match")
+        if got.ndim == want.ndim > 1 and got.shape != want.shape:  # trial 56: a transpose, compared as memory
+            raise SpecError(f"{spec.reference}: reference() gives {name} the shape {want.shape}, inputs() a buffer "
+                            f"of shape {got.shape}: the same number of elements in another layout (a transpose?), "
+                            f"and elements are compared in memory order; return {name} in the buffer's shape")
         expected[name] = want.reshape(got.shape)  # compared element by element: a scalar for a 1-element buffer is fine
         _check_type(spec, host, name, got, expected[name])
         _check_finite(spec, host, name, expected[name])
     bounds = _bounds(spec, problem, inputs, expected)
     _check_tolerance_used(spec, host, inputs)
+    for name in spec.outputs:
+        _check_exact(spec, problem, name, expected[name], bounds.get(name))
     for name in spec.outputs:
         if not vacuous(spec, problem, expected[name], bounds.get(name)):
             continue
@@ -158,6 +164,26 @@ def _check_tolerance_used(spec: KernelSpec, host: Any, inputs: Mapping[str, Any]
         warn(f"{spec.path}: tolerance is not used: {', '.join(spec.outputs)} "
              f"{'is an integer output' if len(spec.outputs) == 1 else 'are integer outputs'}, compared exactly; "
              "take tolerance out of the spec, or write a check() in the reference module to allow a difference")
+
+
+def _shape(a: np.ndarray) -> str:
+    return f" (shape {a.shape})" if a.ndim > 1 else ""
+
+
+def _check_exact(spec: KernelSpec, problem: Mapping[str, Any], name: str, want: np.ndarray,
+                 bound: np.ndarray | None) -> None:
+    """A warning where the tolerance allows some elements of a float output no error at all
+    (trial 56: rtol = atol = 0 failed every configuration, and the summary blamed the reference)."""
+    exact = exact_elements(spec, problem, want, bound)
+    if spec.builtin or not exact:
+        return
+    if exact == want.size:
+        warn(f"{spec.path}: the tolerance allows {name} no error at all (rtol and atol 0), so every element must "
+             "equal the reference exactly, which float arithmetic in another order (or -cl-fast-relaxed-math) "
+             "rarely gives: allow for rounding, e.g. tolerance: {rtol: 1e-5, atol: 1e-6}")
+    else:
+        warn(f"{spec.path}: tolerance.atol is 0, so the {exact} elements of {name} whose expected value is 0 must be "
+             "exactly 0, where a kernel's rounding may leave a tiny value: give atol a small value, e.g. 1e-6")
 
 
 def _check_memory_order(spec: KernelSpec, inputs: Mapping[str, Any]) -> None:
@@ -260,7 +286,8 @@ def _read_only(spec: KernelSpec, inputs: Mapping[str, Any]) -> Iterator[None]:
         yield
     except SpecError as exc:
         if isinstance(exc.__cause__, ValueError) and "read-only" in str(exc.__cause__):
-            raise SpecError(f"{spec.reference}: reference() changes its input arrays in place ({exc.__cause__}), "
+            raise SpecError(f"{spec.reference}: reference() changes its input arrays in place (numpy: "
+                            f"{exc.__cause__}), "
                             "but they are what the kernel is given: work on a copy (y = arrays['y'].copy())") from None
         raise
     finally:

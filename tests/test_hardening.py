@@ -1445,6 +1445,46 @@ def test_a_tolerance_that_applies_to_no_output_is_warned_of(tmp_path, ref, toler
     assert (said == []) if message is None else (len(said) == 1 and re.search(message, said[0])), said
 
 
+@pytest.mark.parametrize("tolerance, x, message", [
+    ("tolerance: {rtol: 0, atol: 0}\n", "rng.uniform(1, 2, n)", r"allows y no error at all \(rtol and atol 0\)"),
+    ("tolerance: {rtol: 0.001, atol: 0}\n", "(np.arange(n) % 2)", r"atol is 0, so the 512 elements of y whose "
+                                                                  r"expected value is 0 must be exactly 0"),
+    ("tolerance: {rtol: 0.001, atol: 0}\n", "rng.uniform(1, 2, n)", None),
+    ("", "(np.arange(n) % 2)", None),
+])
+def test_a_tolerance_that_allows_float_elements_no_error_is_warned_of(tmp_path, tolerance, x, message):
+    """Trial 56: rtol = atol = 0 failed every configuration, and the summary blamed the reference."""
+    ref = REF_PY.replace("rng.uniform(-1, 1, n)", x)
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML + tolerance, ref=ref))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        make_workload(spec, spec.resolve_problem({"N": 1024}))
+    said = [str(w.message) for w in seen if re.search("no error at all|must be exactly", str(w.message))]
+    assert (said == []) if message is None else (len(said) == 1 and re.search(message, said[0])), said
+
+
+@pytest.mark.parametrize("shape, returned, message", [
+    ((16, 64), "y.T", r"gives y the shape \(64, 16\), inputs\(\) a buffer of shape \(16, 64\): the same number "
+                      r"of elements in another layout \(a transpose\?\)"),
+    ((32, 32), "y[1:-1, 1:-1]", r"gives y 900 elements \(shape \(30, 30\)\), inputs\(\) a buffer of 1024 "
+                                r"elements \(shape \(32, 32\)\)"),
+    ((32, 32), "y.ravel()", None),  # flat, in memory order: as the buffer lies
+])
+def test_a_reference_in_another_shape_is_refused_naming_both(tmp_path, shape, returned, message):
+    """Trial 56: a transposed reference of the right size was laid over the buffer in memory
+    order, and every configuration failed as a wrong result."""
+    ref = (f"import numpy as np\n\ndef inputs(problem, rng):\n"
+           f"    x = rng.uniform(-1, 1, {shape}).astype(np.float32)\n"
+           f"    return {{'x': x, 'y': np.zeros_like(x)}}\n\n"
+           f"def reference(problem, arrays):\n    y = 2 * arrays['x']\n    return {{'y': {returned}}}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
+    if message is None:
+        make_workload(spec, spec.resolve_problem({"N": 1024}))
+    else:
+        with pytest.raises(SpecError, match=message):
+            make_workload(spec, spec.resolve_problem({"N": 1024}))
+
+
 def test_how_an_output_was_checked_is_what_the_summary_says(tmp_path):
     """Trial 45: a check() of the module's own was summarised as "error 0 ..., worst element at
     0% of its tolerance", and an exact integer output the same way; an integer output that is

@@ -285,6 +285,18 @@ def test_the_same_wrong_result_off_by_rounding_alone_blames_the_tolerance_not_th
     assert "likelier at fault" not in summary, summary
 
 
+def test_the_same_wrong_result_where_elements_must_be_exact_names_the_tolerance_too(scale):
+    """Trial 56: with rtol = atol = 0, every configuration failed and only the reference was blamed."""
+    class Exact(Wrong):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return replace(m, message="y: 4095 of 4096 elements off (first at 1: got 0.24227142, want "
+                                      "0.24227143079042435, which must be exact; rtol=0, atol=0)")
+
+    summary = format_report(run(scale, Exact(), trials=30, storage=None))
+    assert "or the tolerance: the element shown had to match exactly" in summary, summary
+
+
 def test_a_timeout_or_build_error_among_the_first_configurations_does_not_hide_a_wrong_reference(scale):
     """Trial 22: a hint that hangs, measured fourth, kept the check from firing, and the run spent
     its whole budget on wrong results."""

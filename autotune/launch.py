@@ -270,6 +270,7 @@ class Launch:
                 found = ", ".join(_kernel_names(program)) or "none"
                 raise CandidateError("compile_error", no_kernel(step.entry, self.spec.template.name, found)) from None
             raise
+        self._check_local_memory(kernel, step.entry, device)
         if step.local_size is not None:
             limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
             self.wg_limits[step.entry] = min(limit, self.wg_limits.get(step.entry, limit))
@@ -280,6 +281,22 @@ class Launch:
                     f"{step.entry}: work-group {size} > {limit} allowed for this kernel "
                     "(registers or local memory)", wg_limits=self.wg_limits)
         return kernel
+
+    def _check_local_memory(self, kernel: cl.Kernel, entry: str, device: cl.Device) -> None:
+        """A launch error, before any launch, where the build's ``__local`` arrays need more than
+        the device has (trial 56: a bare OUT_OF_RESOURCES from the launch, with no word of
+        local memory or of the spec's key that rules such configurations out)."""
+        try:
+            used = int(kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, device))
+        except cl.Error:  # a driver that does not say: the launch will
+            return
+        have = int(device.local_mem_size)
+        if used > have:
+            fix = "make the spec's local_memory: count every __local array" if self.spec.local_memory is not None \
+                else "give the spec a local_memory: key (bytes, an expression of the parameters) to rule such " \
+                "configurations out before they are built"
+            raise CandidateError("launch_error", f"{entry}: its __local arrays need {used} B of local memory, and the "
+                                 f"device has {have} B; {fix}")
 
     @property
     def arg_names(self) -> tuple[str, ...]:

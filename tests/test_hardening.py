@@ -1618,3 +1618,27 @@ def test_kernel_tuners_none_for_an_array_the_kernel_does_not_write_is_taken(tmp_
     spec = specs.load(write_spec(tmp_path / "none", SCALE_YAML, ref=none_out))
     with pytest.raises(SpecError, match=r"reference\(\) gives the output y as None; return a numpy array"):
         make_workload(spec, spec.resolve_problem({}))
+
+
+@needs_opencl
+def test_local_arrays_larger_than_the_devices_local_memory_are_refused_before_launch(tmp_path, device):
+    """Trial 56: a tile larger than local memory gave a bare OUT_OF_RESOURCES from the launch,
+    with no word of local memory or of the spec's key that rules such tiles out."""
+    from autotune.measure import Bench
+    from conftest import FAST
+
+    info, ctx = device
+    floats = info.local_mem_size // 4 + 1024
+    template = TEMPLATE_CL.replace(
+        "    const int base = get_global_id(0) * WPT;",
+        f"    __local float tile[{floats}];\n    tile[get_local_id(0)] = 0.0f;\n    barrier(CLK_LOCAL_MEM_FENCE);\n"
+        "    const int base = get_global_id(0) * WPT + (int)tile[0];")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML, template=template))
+    problem = spec.resolve_problem({})
+    bench = Bench(spec, problem, ctx, make_workload(spec, problem), info.facts(), FAST)
+    m = bench.measure({"WPT": 1, "WG": 16, "MODE": 0, "mad": False})
+    if m.status.value == "compile_error":  # NVIDIA's compiler refuses such a tile itself
+        pytest.skip(f"this runtime refuses the build: {m.message[:200]}")
+    assert m.status.value == "launch_error", m.message
+    assert f"its __local arrays need {4 * floats} B of local memory, and the device has {info.local_mem_size} B; " \
+           "give the spec a local_memory: key" in m.message, m.message

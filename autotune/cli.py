@@ -761,6 +761,10 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {_clip(report.failure_examples.get(status, ''), 400)}")
+    for name, value, failed in report.unverified:  # trial 56: it read as a variant that lost
+        how = ", ".join(f"{n} {status}" for status, n in sorted(failed.items()))
+        lines.append(f"              no configuration with {name} = {value} ran correctly ({how}): the best is "
+                     f"among the other {name} values; fix the failure and run again to compare")
     from .diagnose import WRONG_WINDOW
     from .verify import too_tight
 

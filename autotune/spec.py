@@ -209,6 +209,15 @@ class KernelSpec:
         ignored = self.inactive(params, problem)
         return {k: v for k, v in params.items() if k not in ignored}
 
+    @property
+    def variant_parameters(self) -> frozenset[str]:
+        """The parameters that choose a variant: those a ``when`` of a parameter or launch step
+        reads, and those whose values are names (``ALGO: [naive, tiled]``)."""
+        whens = [p.when for p in self.parameters] + [step.when for step in self.launch]
+        read = set().union(*(w.names for w in whens if w is not None))
+        named = {p.name for p in self.parameters if all(isinstance(v, str) for v in p.values)}
+        return frozenset((read | named) & {p.name for p in self.parameters})
+
     def call_args(self, problem: Mapping[str, Any]) -> tuple[str, ...]:
         """The arguments a caller of the loaded kernel supplies, in order of first use over every
         launch step, whichever steps a configuration runs, so that the call is the same for

@@ -68,6 +68,8 @@ CONFIRM_LEADERS, CONFIRM_ROUNDS = 5, 3
 #: The baseline is timed again with them when its median is at most this (a round of it takes
 #: about a second at most).
 BASELINE_RETIME_MS = 200.0
+#: A variant measured this many times in a run and never correctly is named in the summary.
+UNVERIFIED = 3
 #: After the start-up draws, how candidates are chosen, in turn: by TPE (which models where
 #: the fast configurations are), as a neighbour of the best so far ("local": the one-parameter
 #: move the main-effects ridge model ranks first, parzen.OPTIMISM; once those are all
@@ -215,6 +217,8 @@ class TuneReport:
     # (another worker measuring, or a run killed mid-trial), and how long such a claim lasts (s)
     claimed: int = 0
     claim_s: float = 0.0
+    # variants that never ran correctly in this run: (parameter, value, failures by status)
+    unverified: tuple[tuple[str, Value, Mapping[str, int]], ...] = ()
 
     @property
     def close_call(self) -> bool:
@@ -261,6 +265,9 @@ class RunState:
     unsteady: tuple[Measurement, ...] = ()  # as TuneReport.unsteady
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
+    variants: frozenset[str] = frozenset()  # the parameters that choose a variant (see unverified)
+    # per (variant parameter, value): measurements that ran correctly, and failures by status
+    _choices: dict[tuple[str, Value], Counter[str]] = field(default_factory=dict)
 
     def add(self, m: Measurement, is_baseline: bool) -> None:
         """Count a new measurement."""
@@ -274,6 +281,16 @@ class RunState:
         else:
             self.failures[m.status.value] += 1
             self.failure_examples.setdefault(m.status.value, m.message)
+        for name in self.variants & m.params.keys():
+            self._choices.setdefault((name, m.params[name]), Counter())["ok" if m.ok else m.status.value] += 1
+
+    def unverified(self) -> tuple[tuple[str, Value, Mapping[str, int]], ...]:
+        """The variants this run measured at least UNVERIFIED times and never correctly, while
+        another value of the same parameter ran correctly, with their failures by status
+        (trial 56: a variant whose every build failed looked like a variant that lost)."""
+        works = {name for (name, _), seen in self._choices.items() if seen["ok"]}
+        return tuple((name, value, dict(seen)) for (name, value), seen in self._choices.items()
+                     if name in works and not seen["ok"] and seen.total() >= UNVERIFIED)
 
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:
@@ -325,7 +342,8 @@ class _Run:
         if dict(problem) == spec.default_problem():
             self._check_suggestions()
         self.state = RunState(budget=options.trials, device=f"{info.name} ({info.platform}, {info.selector})",
-                              study_budget=options.study_trials, other_versions=sum(others.values()))
+                              study_budget=options.study_trials, other_versions=sum(others.values()),
+                              variants=spec.variant_parameters)
         self.limits = KernelLimits()
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))
@@ -870,7 +888,7 @@ class _Run:
             spec=self.spec, device=self.info, problem=self.problem, best=s.best,
             baseline=s.best if same else s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
-            failures=dict(s.failures), failure_examples=dict(s.failure_examples),
+            failures=dict(s.failures), failure_examples=dict(s.failure_examples), unverified=s.unverified(),
             study_trials=stored, pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed, unconfirmed=s.unconfirmed, overturned=s.overturned,
             baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,

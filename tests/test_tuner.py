@@ -1240,3 +1240,25 @@ def test_a_study_deleted_and_made_anew_is_measured_again(scale):
     again = FakeEvaluator()
     second = run(scale, again, trials=6, storage=None, timeout_s=20)
     assert second.measured == 6 and len(again.calls) == 6 and second.stopped_by == "trials"
+
+
+def test_a_variant_that_never_ran_correctly_is_named_in_the_summary(tmp_path):
+    """Trial 56: every configuration of the tiled variant failed to build, and the run ended as a
+    success with the plain variant's winner, its summary saying only "5 compile_error"."""
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  ALGO: [plain, tiled]\n")
+                                 .replace("#define MODE 0", "#define MODE 0\n#define ALGO_PLAIN 1")))
+
+    class TiledBroken(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if params["ALGO"] == "tiled":
+                self.calls.append(dict(params))
+                return Measurement(Status.COMPILE_ERROR, "scale.cl:3:1: error: use of undeclared identifier 'TXX'")
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    report = run(spec, TiledBroken(), trials=30, seed=1)
+    summary = format_report(report)
+    assert re.search(r"no configuration with ALGO = tiled ran correctly \(\d+ compile_error\): the best is among "
+                     r"the other ALGO values", summary), summary
+    assert "ALGO = plain" not in summary
+    fine = format_report(run(spec, FakeEvaluator(), trials=30, seed=1))
+    assert "ran correctly" not in fine, fine

@@ -967,7 +967,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
                                profiles.written_for_another(doc.get("device"), mine) if mine is not None else None,
                                folder == settings.profiles_dir(),  # runs write here only
                                target.info.facts() if target.info is not None else None,
-                               _recorded(kernel, entries) if spec is None else {})
+                               _recorded(kernel, entries, spec))
             if not args.json:
                 _print_block(block, target.title if not shown else None, mine)
             listed.append(block)
@@ -1009,10 +1009,11 @@ class _ShowBlock:
     recorded: Mapping[str, Any] = field(default_factory=dict)  # spec file -> its spec, or why it does not load
 
     def spec_of(self, e: Any) -> Any:
-        """The spec ``e`` is checked against; None: not known here."""
-        if self.spec is not None:
-            return self.spec
-        found = self.recorded.get(e.spec_file or "")
+        """The spec ``e`` is checked against: the spec file it records, where that is another
+        that is still there (trial 56: judged by a namesake's spec, it was called stale, to be
+        replaced by a run that is refused while that file exists), else the one shown; None:
+        not known here."""
+        found = self.recorded.get(e.spec_file or "", self.spec)
         return None if isinstance(found, str) else found
 
     @property
@@ -1033,16 +1034,18 @@ class _ShowBlock:
                 "malformed": [str(exc) for exc in self.broken]}
 
 
-def _recorded(kernel: str, entries: list[Any]) -> dict[str, Any]:
-    """The spec files ``entries`` record that still load as ``kernel`` (trial 50: show asked for
-    the path they name; trial 51: each entry is checked against its own, namesakes' apart), or
-    why one that is there does not."""
+def _recorded(kernel: str, entries: list[Any], shown: Any = None) -> dict[str, Any]:
+    """The spec files ``entries`` record that still load as ``kernel``, other than the ``shown``
+    spec's (trial 50: show asked for the path they name; trials 51, 56: each entry is checked
+    against its own, namesakes' apart), or why one that is there does not."""
     from pathlib import Path
 
     from . import spec as specs
 
     found: dict[str, Any] = {}
-    for file in dict.fromkeys(e.spec_file for e in entries if e.spec_file and Path(e.spec_file).is_file()):
+    own = shown.file_id if shown is not None else None
+    for file in dict.fromkeys(e.spec_file for e in entries
+                              if e.spec_file and e.spec_file != own and Path(e.spec_file).is_file()):
         try:
             spec = specs.load(file)
         except AutotuneError as exc:  # broken since: its entries go unchecked, and show says why (trial 53)

@@ -447,3 +447,9 @@ def test_show_checks_each_entry_against_the_spec_file_it_records(tmp_path):
     shown = cli("show", "scale")
     assert shown.returncode == 0 and "N=512" in shown.stdout and "N=256" in shown.stdout
     assert "stale" not in shown.stdout and "give its spec's path" not in shown.stdout, shown.stdout
+    # trial 56: shown with one of the files, the other's entry was "stale ... the next run of its
+    # problem replaces it", though that run is refused while the other file is there
+    for path, other in ((first, "N=512"), (second, "N=256")):
+        shown = cli("show", str(path))
+        assert shown.returncode == 0 and other in shown.stdout, shown.stdout
+        assert "stale" not in shown.stdout and "replaces it" not in shown.stdout, shown.stdout

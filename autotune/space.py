@@ -143,7 +143,18 @@ def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, devic
         f"(the default's reason: {why}); every configuration is ruled out for this problem: "
         + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
            "device's work-group size)" if why and is_launch_reason(why) else
-           "choose a problem the spec allows, or widen its space"))
+           "if the device's limits rule it out, as for the default, no problem will do: give the spec's "
+           "parameters smaller values (work-group sizes, tiles) this device allows" if why and _of_device(why, facts)
+           else "choose a problem the spec allows, or widen its space"))
+
+
+def _of_device(reason: str, facts: Facts) -> bool:
+    """Whether a reason from :func:`check` is a limit of the device's: its work-group or local
+    memory sizes, or a constraint that names one of its facts (trial 56: every configuration
+    over the work-group limit was answered "choose a problem the spec allows")."""
+    if re.search(r"> device max|exceeds device limits|> device \d|the device's largest allocation", reason):
+        return True
+    return reason.startswith("constraint ") and any(re.search(rf"\b{re.escape(f)}\b", reason) for f in facts)
 
 
 def _over_work_group_limits(local: tuple[int, ...], facts: Facts) -> str | None:

@@ -217,6 +217,22 @@ def test_no_valid_configuration_is_a_clear_error_from_run_and_load_kernel_alike(
         loader.choose(scale, FAKE, scale.resolve_problem({"N": 3}), [tmp_path / "none"], None)
 
 
+@pytest.mark.parametrize("constraint, reason", [
+    ("WG * WPT <= max_work_group_size // 1000", r"constraint 'WG \* WPT <= max_work_group_size // 1000'"),
+    (None, r"work-group \d+ > device max 8"),
+])
+def test_no_valid_configuration_for_the_devices_limits_says_no_problem_will_do(tmp_path, constraint, reason):
+    """Trial 56: every configuration over the device's work-group limit was answered "choose a
+    problem the spec allows", which no problem can fix."""
+    given = '  - "(N // WPT) % WG == 0"\n'
+    text = SCALE_YAML if constraint is None else SCALE_YAML.replace(given, f'{given}  - "{constraint}"\n')
+    spec = specs.load(write_spec(tmp_path, text))
+    info = FAKE if constraint is not None else replace(FAKE, max_work_group_size=8, max_work_item_sizes=(8, 8, 8))
+    with pytest.raises(ProblemError, match=reason + r".*the device's limits rule it out, as for the default, no "
+                                                    r"problem will do: give the spec's parameters smaller values"):
+        tune(spec, TuneOptions(), evaluator=FakeEvaluator(), info=info)
+
+
 def test_all_failing_saves_nothing(scale):
     class Broken(FakeEvaluator):
         def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):

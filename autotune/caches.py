@@ -20,18 +20,10 @@ from . import settings
 def redirect() -> Path | None:
     """Point ``XDG_CACHE_HOME`` under autotune's cache folder where the user cache folder cannot
     be written and the variable is not set; returns the folder, or None where nothing changed."""
-    if os.environ.get("XDG_CACHE_HOME") or _writable(Path(platformdirs.user_cache_dir())):
+    if os.environ.get("XDG_CACHE_HOME") or settings.writable(Path(platformdirs.user_cache_dir())):
         return None
     folder = settings.cache_dir() / "xdg"
-    if not _writable(folder):
+    if not settings.writable(folder):
         return None  # no better place: pyopencl's own error says where it failed
     os.environ["XDG_CACHE_HOME"] = str(folder)
     return folder
-
-
-def _writable(path: Path) -> bool:
-    """Whether ``path``, or the nearest folder above it that exists, can be written."""
-    for folder in (path, *path.parents):
-        if folder.exists():
-            return os.access(folder, os.W_OK)
-    return False

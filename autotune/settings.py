@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 import urllib.parse
 from pathlib import Path
 
@@ -53,7 +55,9 @@ def default_device_selector() -> str | None:
 
 def cache_dir() -> Path:
     """Derived files that can be rebuilt (ICD folders, build checks): ``$AUTOTUNE_CACHE`` or
-    the user cache folder."""
+    the user cache folder (where that cannot be written, ``import autotune`` sets
+    ``$AUTOTUNE_CACHE`` to a folder of the user's own in the temporary folder: see
+    :func:`pin_folders`)."""
     return _folder("AUTOTUNE_CACHE") or Path(platformdirs.user_cache_dir("autotune"))
 
 
@@ -61,7 +65,10 @@ def pin_folders() -> None:
     """Make a relative ``$AUTOTUNE_HOME`` or ``$AUTOTUNE_CACHE`` absolute in the environment, from
     the folder the process is in (``import autotune`` calls this): a later chdir, and the
     processes autotune starts, then use the same folders (trial 40: one process wrote
-    profiles into two folders)."""
+    profiles into two folders). Where ``$AUTOTUNE_CACHE`` is unset and the user cache folder
+    cannot be written (a read-only home), it is set to :func:`_private_temp` (trial 55: the
+    bundled runtime was not registered, and pyopencl waited a minute on its cache lock for each
+    build)."""
     for variable in ("AUTOTUNE_HOME", "AUTOTUNE_CACHE"):
         try:
             folder = _folder(variable)
@@ -69,6 +76,31 @@ def pin_folders() -> None:
             continue
         if folder is not None:
             os.environ[variable] = str(folder)
+    if _folder("AUTOTUNE_CACHE") is None and not writable(cache_dir()):
+        if (temp := _private_temp()) is not None:
+            os.environ["AUTOTUNE_CACHE"] = str(temp)
+
+
+def writable(path: Path) -> bool:
+    """Whether ``path``, or the nearest folder above it that exists, can be written."""
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return os.access(folder, os.W_OK)
+    return False
+
+
+def _private_temp() -> Path | None:
+    """``autotune-cache-<uid>`` in the temporary folder, made if need be, where it is a folder
+    of this user's that no one else can write (not a link another user planted); None where
+    there is no such folder to be had."""
+    folder = Path(tempfile.gettempdir()) / f"autotune-cache-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+    return folder if ours and os.access(folder, os.W_OK) else None
 
 
 def _folder(variable: str) -> Path | None:

@@ -219,10 +219,41 @@ def test_pyopencls_caches_go_under_autotunes_where_the_home_cache_cannot_be_writ
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "autotune-cache"))
     monkeypatch.setattr(caches.platformdirs, "user_cache_dir", lambda *a, **k: str(home_cache))
-    monkeypatch.setattr(caches, "_writable", lambda path: not path.is_relative_to(tmp_path / "home"))
+    monkeypatch.setattr(caches.settings, "writable", lambda path: not path.is_relative_to(tmp_path / "home"))
     assert caches.redirect() == tmp_path / "autotune-cache" / "xdg"
     assert os.environ["XDG_CACHE_HOME"] == str(tmp_path / "autotune-cache" / "xdg")
     assert caches.redirect() is None, "a variable that is set is left as it is"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    monkeypatch.setattr(caches, "_writable", lambda path: True)
+    monkeypatch.setattr(caches.settings, "writable", lambda path: True)
     assert caches.redirect() is None and "XDG_CACHE_HOME" not in os.environ
+
+
+def test_a_home_whose_cache_cannot_be_written_gets_a_private_temporary_cache(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    """Trial 55: with a read-only home, import autotune registered no bundled runtime (silently),
+    and pyopencl waited a minute on its cache lock for each build."""
+    from autotune import settings
+
+    home_cache = tmp_path / "home" / ".cache"
+    monkeypatch.delenv("AUTOTUNE_CACHE", raising=False)
+    monkeypatch.setattr(settings.platformdirs, "user_cache_dir", lambda *a, **k: str(home_cache / "autotune"))
+    monkeypatch.setattr(settings, "writable", lambda path: not path.is_relative_to(tmp_path / "home"))
+    monkeypatch.setattr(settings.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    settings.pin_folders()
+    private = tmp_path / "tmp" / f"autotune-cache-{os.getuid()}"
+    assert os.environ["AUTOTUNE_CACHE"] == str(private) and settings.cache_dir() == private
+    assert private.is_dir() and private.stat().st_mode & 0o777 == 0o700
+
+    monkeypatch.delenv("AUTOTUNE_CACHE")  # a folder others may write, or a link planted there, is not used
+    private.chmod(0o777)
+    settings.pin_folders()
+    assert "AUTOTUNE_CACHE" not in os.environ
+    private.rmdir()
+    private.symlink_to(tmp_path / "tmp")
+    settings.pin_folders()
+    assert "AUTOTUNE_CACHE" not in os.environ
+
+    monkeypatch.setattr(settings, "writable", lambda path: True)  # a home that can be written: its own
+    settings.pin_folders()
+    assert "AUTOTUNE_CACHE" not in os.environ

@@ -3,7 +3,8 @@
 Tune with ``autotune run matmul`` (or :func:`tune`), then use the result::
 
     import pyopencl as cl, autotune
-    queue = cl.CommandQueue(ctx)
+    ctx = cl.create_some_context()
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     mm = autotune.load_kernel("matmul", queue, M=2048, N=2048, K=2048)
     run = mm(a_buf, b_buf, c_buf)   # a Run: its events, run.wait(), run.seconds
 """

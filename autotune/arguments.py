@@ -27,10 +27,10 @@ import pyopencl.array as cl_array
 import pyopencl.cltypes as cltypes
 
 from . import hostmemory
-from .errors import ProblemError, SpecError
+from .errors import ProblemError, SpecError, warn
 from .measure import host_inputs
 from .signatures import cast
-from .spec import MAX_SIZE, KernelSpec
+from .spec import MAX_SIZE, KernelSpec, problem_label
 
 
 class Arguments:
@@ -42,6 +42,7 @@ class Arguments:
         # a sub-buffer (for an Array with an offset) must start on this alignment; the info is in bits
         self._align = max(1, device.mem_base_addr_align // 8)
         self._needs = _arg_needs(spec, self.problem, names)
+        self._larger: set[tuple[str, tuple[int, ...]]] = set()  # Arrays larger than the problem's, warned of
 
     def bind(self, args: tuple[Any, ...], named: Mapping[str, Any]) -> dict[str, Any]:
         """The arguments by name, checked, as the kernels take them (buffers, numpy scalars)."""
@@ -61,7 +62,23 @@ class Arguments:
             raise TypeError(f"{name}: missing argument(s) {', '.join(missing)}")
         checked = {n: self._checked(n, bound[n]) for n in self.arg_names}
         self._check_aliases({n: bound[n] for n, v in checked.items() if isinstance(v, cl.MemoryObjectHolder)})
+        for n in self.arg_names:
+            self._check_larger(n, bound[n])
         return checked
+
+    def _check_larger(self, arg: str, value: Any) -> None:
+        """A warning, once per argument and shape, for an Array larger than the problem needs
+        (trial 55: 512x512 arrays for a kernel loaded for 256x256 gave wrong numbers without a
+        word); a plain Buffer carries no shape, and a pool's may well be larger."""
+        nbytes = self._needs[arg].nbytes
+        if not isinstance(value, cl_array.Array) or nbytes is None or value.nbytes <= nbytes \
+                or (arg, value.shape) in self._larger:
+            return
+        self._larger.add((arg, value.shape))
+        warn(f"{self.spec.name}: argument {arg} is an array of shape {value.shape} ({value.size} elements), and the "
+             f"kernel, loaded for {problem_label(self.problem)}, uses its first {nbytes // value.dtype.itemsize}: "
+             "the rest is neither read nor written; load the kernel for the array's problem, or pass a view of "
+             "the elements it uses")
 
     def _check_aliases(self, buffers: Mapping[str, Any]) -> None:
         """ValueError where an output shares memory with another argument: the kernel would
@@ -144,7 +161,8 @@ class Arguments:
         if not array.offset:
             return mem
         if array.offset % self._align:
-            raise ValueError(f"{where}: the array starts {array.offset} bytes into its buffer, not a multiple "
+            raise ValueError(f"{where}: the array starts {array.offset} byte{'s' * (array.offset != 1)} into its "
+                             "buffer, not a multiple "
                              f"of the {self._align} bytes a sub-buffer needs on this device; copy it")
         try:
             return mem.get_sub_region(array.offset, array.nbytes)

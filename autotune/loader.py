@@ -25,7 +25,7 @@ It never fails for lack of a profile.
 Example:
     >>> import pyopencl as cl, numpy as np, autotune
     >>> ctx = cl.create_some_context(interactive=False)
-    >>> queue = cl.CommandQueue(ctx)
+    >>> queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
     >>> mm = autotune.load_kernel("matmul", queue, M=64, N=64, K=64)  # doctest: +SKIP
     >>> run = mm(a_buf, b_buf, c_buf)  # doctest: +SKIP
     >>> run.wait(); run.seconds  # doctest: +SKIP
@@ -115,6 +115,13 @@ class TunedKernel:
         global_size, local_size: the NDRange of the (first) launch step (``local_size`` None
             where the spec gives no ``local:``: the runtime chooses).
         arg_names: the arguments ``__call__`` takes, in order.
+        problem: the problem it was loaded for (every key, defaults filled in).
+        build_options: the options its program was built with.
+        entry: the profile entry it came from (:class:`autotune.profiles.Entry`: ``time_ms``,
+            ``spread_ms``, ``baseline_ms``, ``trials``, ``partial``, ``picked``, ``tuned_at``,
+            ``error``...); None for ``default``.
+        profile: the profile file the entry was read from or saved to (for a pick that could not
+            be saved, where it was to go); None for ``default``.
     """
 
     def __init__(self, spec: KernelSpec, queue: cl.CommandQueue, problem: Mapping[str, Any],
@@ -124,6 +131,7 @@ class TunedKernel:
         self.params = dict(choice.params)
         self.origin = choice.origin
         self.entry = choice.entry
+        self.profile = choice.profile
         self._context = _context(queue)
         try:
             self._launch = Launch(self._context, spec, self.params, self.problem, facts, choice.programs)
@@ -523,8 +531,9 @@ def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.Dev
 def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKernel:
     """The tuned ``name`` kernel (built-in name or spec path) for ``queue``'s device.
 
-    Problem keys not given take the spec's defaults. Raises AutotuneError only for bad input
-    (unknown kernel, bad size) — never for a missing profile. A problem without a tuned entry
+    Problem keys not given take the spec's defaults. Raises AutotuneError for bad input
+    (unknown kernel, bad size), TypeError where ``queue`` is not a pyopencl CommandQueue, and
+    never for a missing profile. A problem without a tuned entry
     may take a moment the first time (see the module docstring).
     """
     if not isinstance(getattr(queue, "device", None), cl.Device):  # a queue's, not a context's or None

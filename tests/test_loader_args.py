@@ -21,7 +21,7 @@ import pyopencl.array as cl_array
 import pytest
 
 import autotune
-from autotune import arguments, device, loader
+from autotune import arguments, device, loader, profiles
 from autotune import spec as specs
 from autotune.errors import ProblemError
 from autotune.kernels import mul1
@@ -93,6 +93,24 @@ def test_a_buffer_too_small_is_a_value_error_and_nothing_is_enqueued(mm, queue, 
     with pytest.raises(ValueError, match="argument A needs"):  # by name too, and for an input
         mm(A=small, B=buffer(queue, 4 * K * N), C=buffer(queue, C_BYTES))
     assert enqueued == []
+
+
+@needs_opencl
+def test_an_array_larger_than_the_problem_is_warned_of_once(mm, queue):
+    """Trial 55: 512x512 arrays passed to a kernel loaded for 64x64 gave wrong numbers (the rest
+    of C untouched) without a word; a plain Buffer may be larger (it carries no shape)."""
+    a, b, a_dev, b_dev = operands(queue)
+    big = cl_array.zeros(queue, (2 * M, 2 * N), np.float32)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            mm(a_dev, b_dev, big).wait()
+        mm(a_dev, b_dev, buffer(queue, 4 * C_BYTES)).wait()
+        mm(a_dev, b_dev, cl_array.zeros(queue, M * N, np.float32)).wait()
+    said = [str(w.message) for w in seen if "is an array of shape" in str(w.message)]
+    assert len(said) == 1, said
+    assert re.search(rf"argument C is an array of shape \(128, 128\) \(16384 elements\), and the kernel, loaded "
+                     rf"for M=64,N=64,K=64.*uses its first {M * N}: the rest is neither read nor written", said[0])
 
 
 @needs_opencl
@@ -541,3 +559,19 @@ def test_a_positional_call_means_the_same_whichever_variant_was_loaded(tmp_path,
     y = cl_array.zeros(queue, 256, np.float32)
     kern(x, y).wait()
     assert (y.get() == 2 * np.arange(256)).all() and (x.get() == np.arange(256)).all()
+
+
+@needs_opencl
+def test_a_loaded_kernel_says_where_its_configuration_came_from(queue, monkeypatch):
+    """Trial 55: an application could learn whether a kernel was tuned, and how fast, only from
+    undocumented attributes; the entry and the profile file it is in are part of the API now."""
+    from autotune import settings
+
+    picked = load("reverse", queue, N=3000)  # no entry: timed at first use, saved
+    assert picked.origin == "measured" and picked.entry is not None and picked.entry.picked
+    assert picked.profile == profiles.path_for(device.of(queue.device).slug, settings.profiles_dir())
+    assert picked.entry.time_ms > 0 and picked.problem == {"N": 3000}
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    untuned = load("reverse", queue, N=3001)
+    assert untuned.origin in ("nearest", "default")
+    assert (untuned.entry is None) == (untuned.profile is None) == (untuned.origin == "default")

@@ -557,6 +557,14 @@ class StudyLog:
         if self._writer is not None:
             self._writer.close()
 
+    def abandon(self, why: str) -> None:
+        """The database stopped answering (``why``): nothing more is written to it, since each
+        write would wait its busy timeout again (trial 57: a run with --timeout 60 went on for
+        148 s, writing to a locked database 10 s at a time); what was measured stays here."""
+        self.store = None
+        if self._writer is not None:
+            self._writer.abandon(why)
+
     def check_stored(self) -> None:
         """ProblemError if a finished trial could not be stored."""
         if self._writer is not None and self._writer.failure:
@@ -650,6 +658,7 @@ class _Writer:
         self.queue: queue.Queue[tuple[optuna.trial.FrozenTrial, Callable[[], None] | None] | None] = queue.Queue()
         self.failure: str | None = None
         self.unstored = 0  # trials whose write failed
+        self.abandoned = False  # the database is gone: no more writes (see abandon)
         self.thread = threading.Thread(target=self._run, name="autotune-study-writer", daemon=True)
         self.thread.start()
 
@@ -660,6 +669,9 @@ class _Writer:
     def _run(self) -> None:
         while (item := self.queue.get()) is not None:
             trial, then = item
+            if self.abandoned:
+                self.unstored += 1
+                continue
             try:
                 self.store.add_trial(trial)
                 if then is not None:
@@ -668,10 +680,18 @@ class _Writer:
                 self.failure = self.failure or f"{type(exc).__name__}: {first_line(exc)}"
                 self.unstored += 1
 
+    def abandon(self, why: str) -> None:
+        """Write nothing more: the trials still queued (and any put later) are counted unstored."""
+        self.failure = self.failure or why
+        self.abandoned = True
+
     def close(self) -> None:
+        """Wait for the queued trials to be written; once abandoned, not for the write in
+        progress either (under another process's lock one add_trial took six busy timeouts):
+        the thread is a daemon's, and its write fails or lands on its own."""
         if self.thread.is_alive():
             self.queue.put(None)
-            self.thread.join()
+            self.thread.join(0 if self.abandoned else None)
 
 
 def _discard_orphans(study: optuna.Study) -> None:

@@ -45,6 +45,7 @@ from .errors import (
     ProfileNotSaved,
     StorageError,
     TuningInterrupted,
+    first_line,
     warn,
 )
 from .fits import check_fits
@@ -791,11 +792,15 @@ class _Run:
         self.log.flush()
         self._take_in(self.log.refresh(every_s=0.0) or [])
 
-    def interrupted(self) -> None:
-        """The candidate in flight when the run was stopped: measured again next time."""
+    def interrupted(self, storage_lost: bool = False) -> None:
+        """The candidate in flight when the run was stopped: measured again next time (its
+        claim, where the database is gone, expires instead of waiting on it)."""
         if self.in_flight is not None:
             self.log.tell_interrupted(self.in_flight.trial)
             params = self.in_flight.params
+            if storage_lost:
+                self.in_flight = None
+                return
             try:
                 if config_key(params) in self.retried:  # measured before (a timeout): it stays so
                     self.claims.finish(params)
@@ -983,7 +988,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                 run.catch_up()
             except StorageError as exc:  # save what was measured; say so after
                 stopped_by, lost = "storage lost", exc
-                run.interrupted()
+                run.log.abandon(first_line(exc))
+                run.interrupted(storage_lost=True)
             if stopped_by != "broken":
                 run.confirm(evaluator)
             signals.hold()  # the run is done: a stop now must not lose it while closing and saving

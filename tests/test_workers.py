@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 import pgserver
-from autotune import cli, profiles, settings
+from autotune import cli, profiles, settings, study
 from autotune import device as devices
 from autotune import spec as specs
 from autotune.claims import Claims
@@ -690,3 +690,37 @@ def test_a_workers_warning_is_said_once_as_a_run_on_one_device_says_it(tmp_path)
     said = [line for line in out.stderr.splitlines() if "tolerance is not used" in line]
     assert len(said) == 1 and said[0].startswith("autotune: warning: "), out.stderr
     assert "AutotuneWarning" not in out.stderr, out.stderr
+
+
+class Locker(Slow):
+    """Another process's exclusive lock on the study's database, taken after a few measurements
+    and held past the run (trial 57: a CI job's --timeout was overrun by minutes)."""
+
+    def __init__(self, path: Path, held: threading.Event) -> None:
+        super().__init__([], threading.Lock())
+        self.path, self.held, self.db = path, held, None
+
+    def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+        if len(self.calls) == 4 and self.db is None:
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.execute("BEGIN EXCLUSIVE")
+            self.held.set()
+        return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+
+def test_a_database_locked_mid_run_ends_it_after_one_busy_timeout(scale, home, monkeypatch):
+    """Trial 57: after the lock was declared lost, the run still wrote its confirmation, its
+    claims and its queued trials to the database, each waiting the busy timeout again."""
+    monkeypatch.setattr(study, "BUSY_TIMEOUT_S", 1)
+    path = home / "locked.db"
+    ev = Locker(path, threading.Event())
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(StorageError, match="stopped answering .*locked.*; the best so far was saved"):
+            tune(scale, TuneOptions(trials=40, timeout_s=None, storage=f"sqlite:///{path}"), evaluator=ev, info=FAKE)
+        took = time.perf_counter() - t0
+    finally:
+        if ev.db is not None:
+            ev.db.execute("ROLLBACK")
+            ev.db.close()
+    assert ev.held.is_set() and took < 3 * study.BUSY_TIMEOUT_S + 2, took

@@ -510,6 +510,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> int:
     """An ordinary run on one device: progress, then the summary."""
+    from .spec import problem_label
     from .tuner import tune
 
     def summary(report: Any) -> str:  # a blank line parts it from the progress lines
@@ -522,7 +523,12 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
         raise
     stops.hold()  # the run is saved: a stop now must not end its summary as "interrupted"
     print(summary(report))
-    return 0 if report.best is not None else _EXIT_ERROR
+    if report.best is not None:
+        return 0
+    # trial 57: exit 1 with nothing on stderr, where a script looks for why
+    _say(f"autotune: error: no verified configuration of {spec.name} at {problem_label(report.problem)}: "
+         f"{_no_best(report).replace(' (failures below)', '')}; the summary above says why")
+    return _EXIT_ERROR
 
 
 def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool, given: str) -> int:
@@ -577,7 +583,10 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
         return _STOPPED_BY + max(signums)  # SIGTERM (15) over SIGINT (2): it was passed on to all
     if unsaved:
         return _EXIT_ERROR
-    return 0 if any(r.report is not None and r.report.best is not None for r in results) else _EXIT_ERROR
+    if any(r.report is not None and r.report.best is not None for r in results):
+        return 0
+    _say("autotune: error: no worker found a verified configuration; the summaries above say why")
+    return _EXIT_ERROR
 
 
 def _rate(report: Any) -> str:
@@ -690,6 +699,14 @@ def _describe_error(m: Any) -> str:
             "of its tolerance")
 
 
+def _no_best(report: Any) -> str:
+    """Why a run has no verified configuration, in a few words."""
+    return ("nothing was measured before the run stopped" if not report.study_trials else
+            "no configuration passed verification" if "wrong_result" in report.failures
+            or report.unsteady or not report.failures else
+            "no configuration ran to a result to verify (failures below)")
+
+
 def format_report(report: Any, storage: str | None = None, worker: str | None = None) -> str:
     """The end-of-run summary (``storage``: the run's --storage, for the report command;
     ``worker``: the label of the worker whose report it is, where several tuned together)."""
@@ -697,10 +714,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
     if best is None:  # the reason it stopped (the last line) says why nothing was measured
-        lines.append("nothing was measured before the run stopped" if not report.study_trials else
-                     "no configuration passed verification" if "wrong_result" in report.failures
-                     or report.unsteady or not report.failures else
-                     "no configuration ran to a result to verify (failures below)")
+        lines.append(_no_best(report))
     else:
         lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}")
         lo, hi = best.spread

@@ -453,3 +453,15 @@ def test_show_checks_each_entry_against_the_spec_file_it_records(tmp_path):
         shown = cli("show", str(path))
         assert shown.returncode == 0 and other in shown.stdout, shown.stdout
         assert "stale" not in shown.stdout and "replaces it" not in shown.stdout, shown.stdout
+
+
+def test_a_run_without_a_verified_configuration_says_why_on_stderr(tmp_path):
+    """Trial 57: it exited 1 with nothing on stderr, where a script looks for why."""
+    from conftest import SCALE_YAML, write_spec
+    path = write_spec(tmp_path, SCALE_YAML.replace("MODE: [0]", "MODE: [3]"))  # every result wrong
+    out = cli("run", str(path), "-n", "6", "-q", "--storage", ":memory:")
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == ("autotune: error: no verified configuration of scale at N=256: "
+                                                   "no configuration passed verification; the summary above says "
+                                                   "why"), out.stderr
+    assert "Traceback" not in out.stderr

@@ -328,7 +328,14 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
         items[i] = entry.to_yaml()
         return "replaced an entry whose configuration is not in the spec's space"
     # a time that is not a positive number (edited by hand, say) must not shut out every result
-    better = entry.time_ms < old.time_ms or not (math.isfinite(old.time_ms) and old.time_ms > 0)
+    sound = math.isfinite(old.time_ms) and old.time_ms > 0
+    better = entry.time_ms < old.time_ms or not sound
+    # a stopped run's best, timed once, does not displace the winner a finished run of the same
+    # study confirmed (trial 57: a CI job's SIGTERM replaced it with a lucky time); the next
+    # finished run times both again
+    if entry.partial and not old.partial and not old.picked and sound and old.study is not None \
+            and old.study == entry.study:
+        better = False
     # a finished run's winner replaces any earlier run's of the same study, slower on paper
     # or not: it resumed that study and timed its leaders again, the earlier winner among
     # them, where the stopped run's best was timed once and a finished one's at another

@@ -76,9 +76,12 @@ def pin_folders() -> None:
             continue
         if folder is not None:
             os.environ[variable] = str(folder)
-    if _folder("AUTOTUNE_CACHE") is None and not writable(cache_dir()):
-        if (temp := _private_temp()) is not None:
-            os.environ["AUTOTUNE_CACHE"] = str(temp)
+    try:
+        unset = _folder("AUTOTUNE_CACHE") is None
+    except OSError:  # relative, and the working folder is gone (trial 58): left to each use
+        return
+    if unset and not writable(cache_dir()) and (temp := _private_temp()) is not None:
+        os.environ["AUTOTUNE_CACHE"] = str(temp)
 
 
 def writable(path: Path) -> bool:

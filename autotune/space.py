@@ -144,17 +144,30 @@ def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, devic
         + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
            "device's work-group size)" if why and is_launch_reason(why) else
            "if the device's limits rule it out, as for the default, no problem will do: give the spec's "
-           "parameters smaller values (work-group sizes, tiles) this device allows" if why and _of_device(why, facts)
+           "parameters smaller values (work-group sizes, tiles) this device allows"
+           if why and _of_device(spec, why, problem, facts)
            else "choose a problem the spec allows, or widen its space"))
 
 
-def _of_device(reason: str, facts: Facts) -> bool:
-    """Whether a reason from :func:`check` is a limit of the device's: its work-group or local
-    memory sizes, or a constraint that names one of its facts (trial 56: every configuration
-    over the work-group limit was answered "choose a problem the spec allows")."""
-    if re.search(r"> device max|exceeds device limits|> device \d|the device's largest allocation", reason):
-        return True
-    return reason.startswith("constraint ") and any(re.search(rf"\b{re.escape(f)}\b", reason) for f in facts)
+def _of_device(spec: KernelSpec, reason: str, problem: Mapping[str, Any], facts: Facts) -> bool:
+    """Whether a reason from :func:`check` is a limit of the device's that no problem changes:
+    its work-group, local-memory or allocation sizes, or a constraint that names one of its
+    facts, where what is checked reads no problem key (trial 56: a work-group over the limit
+    was answered "choose a problem the spec allows"; trial 58: a local_memory of 4 * N was
+    said to fit no problem)."""
+    if reason.startswith("constraint "):
+        exprs = [c for c, _ in _constraints(spec) if reason == f"constraint {c.source!r}"]
+    elif reason.startswith("local memory "):
+        exprs = [spec.local_memory] if spec.local_memory is not None else []
+    elif reason.startswith("scratch."):
+        exprs = [e for n, e in spec.scratch if reason.startswith(f"scratch.{n}:")]
+    elif re.search(r"> device max|exceeds device limits", reason):
+        exprs = [e for step in spec.launch for e in step.local_size or ()]
+    else:
+        return False
+    reads = spec.behind(n for e in exprs for n in e.names)
+    named = bool(reads & facts.keys()) or not reason.startswith("constraint ")
+    return bool(exprs) and named and not reads & problem.keys()
 
 
 def _over_work_group_limits(local: tuple[int, ...], facts: Facts) -> str | None:

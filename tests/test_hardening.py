@@ -1464,8 +1464,13 @@ def test_a_tolerance_that_allows_float_elements_no_error_is_warned_of(tmp_path, 
 
 
 @pytest.mark.parametrize("shape, returned, message", [
-    ((16, 64), "y.T", r"gives y the shape \(64, 16\), inputs\(\) a buffer of shape \(16, 64\): the same number "
-                      r"of elements in another layout \(a transpose\?\)"),
+    ((16, 64), "y.T", r"gives y the shape \(64, 16\), inputs\(\) a buffer of shape \(16, 64\): the same sizes "
+                      r"in another order \(a transpose\?\)"),
+    ((4, 16, 16), "y.transpose(1, 0, 2)", r"gives y the shape \(16, 4, 16\)"),
+    # trial 58: a reshape in memory order lays each element where the buffer has it
+    ((1, 1024), "y.reshape(1024, 1)", None),
+    ((32, 32), "y.reshape(16, 64)", None),
+    ((1, 1), "y.ravel()[:0]", r"gives y 0 elements, inputs\(\) a buffer of 1 element \(shape \(1, 1\)\)"),
     ((32, 32), "y[1:-1, 1:-1]", r"gives y 900 elements \(shape \(30, 30\)\), inputs\(\) a buffer of 1024 "
                                 r"elements \(shape \(32, 32\)\)"),
     ((32, 32), "y.ravel()", None),  # flat, in memory order: as the buffer lies

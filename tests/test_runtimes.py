@@ -257,3 +257,14 @@ def test_a_home_whose_cache_cannot_be_written_gets_a_private_temporary_cache(tmp
     monkeypatch.setattr(settings, "writable", lambda path: True)  # a home that can be written: its own
     settings.pin_folders()
     assert "AUTOTUNE_CACHE" not in os.environ
+
+
+def test_import_in_a_folder_that_is_gone_with_a_relative_cache_does_not_fail(tmp_path: Path):
+    """Trial 58: the read-only-home fallback read the relative AUTOTUNE_CACHE outside the guard
+    for a working folder that is gone, and `import autotune` raised FileNotFoundError."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"import os; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); import autotune; print('imported')"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "AUTOTUNE_SYSTEM_OPENCL": "1", "AUTOTUNE_CACHE": "relcache"})
+    assert out.returncode == 0 and out.stdout.strip() == "imported", out.stderr[-2000:]

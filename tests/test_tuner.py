@@ -217,19 +217,32 @@ def test_no_valid_configuration_is_a_clear_error_from_run_and_load_kernel_alike(
         loader.choose(scale, FAKE, scale.resolve_problem({"N": 3}), [tmp_path / "none"], None)
 
 
-@pytest.mark.parametrize("constraint, reason", [
-    ("WG * WPT <= max_work_group_size // 1000", r"constraint 'WG \* WPT <= max_work_group_size // 1000'"),
-    (None, r"work-group \d+ > device max 8"),
+DEVICE_FIX = r"the device's limits rule it out, as for the default, no problem will do: give the spec's parameters"
+PROBLEM_FIX = r"choose a problem the spec allows, or widen its space$"
+
+
+@pytest.mark.parametrize("added, reason, fix", [
+    ('constraints:\n  - "WG * WPT <= max_work_group_size // 1000"', r"constraint 'WG \* WPT <= max_work_group_size // "
+                                                                   r"1000'", DEVICE_FIX),
+    (None, r"work-group \d+ > device max 8", DEVICE_FIX),
+    ('local_memory: "WG * 10000"', r"local memory \d+ B > device 49152 B", DEVICE_FIX),
+    # trial 58: what a problem key sizes, a smaller problem may fit
+    ('constraints:\n  - "N * 4 <= local_mem_size // 1000"', r"constraint 'N \* 4 <= local_mem_size // 1000'",
+     PROBLEM_FIX),
+    ('local_memory: "N * 1000"', r"local memory \d+ B > device 49152 B", PROBLEM_FIX),
 ])
-def test_no_valid_configuration_for_the_devices_limits_says_no_problem_will_do(tmp_path, constraint, reason):
+def test_no_valid_configuration_for_the_devices_limits_says_no_problem_will_do(tmp_path, added, reason, fix):
     """Trial 56: every configuration over the device's work-group limit was answered "choose a
     problem the spec allows", which no problem can fix."""
-    given = '  - "(N // WPT) % WG == 0"\n'
-    text = SCALE_YAML if constraint is None else SCALE_YAML.replace(given, f'{given}  - "{constraint}"\n')
+    text = SCALE_YAML
+    if added and added.startswith("constraints:"):
+        given = '  - "(N // WPT) % WG == 0"\n'
+        text = text.replace(given, f"{given}{added.split(chr(10))[1]}\n")
+    elif added:
+        text += added + "\n"
     spec = specs.load(write_spec(tmp_path, text))
-    info = FAKE if constraint is not None else replace(FAKE, max_work_group_size=8, max_work_item_sizes=(8, 8, 8))
-    with pytest.raises(ProblemError, match=reason + r".*the device's limits rule it out, as for the default, no "
-                                                    r"problem will do: give the spec's parameters smaller values"):
+    info = FAKE if added else replace(FAKE, max_work_group_size=8, max_work_item_sizes=(8, 8, 8))
+    with pytest.raises(ProblemError, match=reason + ".*" + fix):
         tune(spec, TuneOptions(), evaluator=FakeEvaluator(), info=info)
 
 

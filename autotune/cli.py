@@ -17,7 +17,7 @@ import signal
 import sys
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -1023,12 +1023,30 @@ class _ShowBlock:
     recorded: Mapping[str, Any] = field(default_factory=dict)  # spec file -> its spec, or why it does not load
 
     def spec_of(self, e: Any) -> Any:
-        """The spec ``e`` is checked against: the spec file it records, where that is another
-        that is still there (trial 56: judged by a namesake's spec, it was called stale, to be
-        replaced by a run that is refused while that file exists), else the one shown; None:
-        not known here."""
-        found = self.recorded.get(e.spec_file or "", self.spec)
+        """The spec ``e`` is checked against; None: not known here."""
+        if self.spec is not None:
+            return self.spec
+        found = self.recorded.get(e.spec_file or "")
         return None if isinstance(found, str) else found
+
+    def why_skipped(self, e: Any) -> str | None:
+        """Why load_kernel (with the spec shown) does not use ``e``, or None (:func:`_skipped`)."""
+        why = _skipped(self.spec_of(e), e, self.facts)
+        if why is not None and (other := self.namesake(e)) is not None:
+            return f"tuned with {other}, another spec of this kernel's name"
+        return why
+
+    def remedy(self, e: Any, why: str) -> str:
+        """What makes ``e`` usable: for a namesake's entry, not a run of the spec shown, which is
+        refused while that file is there (trial 56), but that spec's own look."""
+        other = self.namesake(e)
+        return f"`autotune show {shlex.quote(other)}` checks it against that spec" if other is not None \
+            else _remedy(why, self.ours)
+
+    def namesake(self, e: Any) -> str | None:
+        """The other spec file of the kernel's name, still there, that tuned ``e``, where a spec
+        is shown (None: none)."""
+        return e.spec_file if self.spec is not None and e.spec_file in self.recorded else None
 
     @property
     def checked(self) -> bool:
@@ -1038,7 +1056,7 @@ class _ShowBlock:
         from .profiles import written_for_another
 
         def entry(e: Any) -> dict[str, Any]:
-            why = _skipped(self.spec_of(e), e, self.facts)
+            why = self.why_skipped(e)
             return {**e.to_yaml(), "usable": None if self.spec_of(e) is None else why is None,
                     "skipped_because": why, "measured_on_another_device": written_for_another(e.device, mine)
                     if mine is not None and self.other is None else None}
@@ -1079,8 +1097,7 @@ def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] |
     unchecked = "" if block.checked else \
         broken or "  (not a built-in kernel: give its spec's path to mark stale entries)"
     elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
-    _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block.entries, block.spec_of,
-                  None if block.other else mine, block.ours, block.facts)
+    _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block, None if block.other else mine)
     for exc in block.broken:
         print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy('', block.ours)})")
 
@@ -1155,14 +1172,11 @@ def _skipped(spec: Any, entry: Any, facts: Mapping[str, Any] | None) -> str | No
     return f"its configuration is not valid for its problem on this device ({invalid})" if invalid else None
 
 
-def _show_entries(title: str, entries: list[Any], spec_of: Callable[[Any], Any],
-                  mine: Mapping[str, Any] | None = None, ours: bool = True,
-                  facts: Mapping[str, Any] | None = None) -> None:
+def _show_entries(title: str, block: _ShowBlock, mine: Mapping[str, Any] | None = None) -> None:
     """One kernel's entries, by problem (sizes in numeric order), in aligned columns; an entry
-    load_kernel cannot use as it is (:func:`_skipped`, against ``spec_of(entry)``; None: not
-    known here) says why,
-    and one measured on another device than ``mine`` says so (None: the title says it of all);
-    ``ours``: the profile is the one runs write to."""
+    load_kernel cannot use as it is (:meth:`_ShowBlock.why_skipped`) says why and what fixes
+    it, and one measured on another device than ``mine`` says so (None: the title says it of
+    all)."""
     from .profiles import written_for_another
     from .spec import problem_label
 
@@ -1170,13 +1184,13 @@ def _show_entries(title: str, entries: list[Any], spec_of: Callable[[Any], Any],
         return [(not isinstance(v, int), v if isinstance(v, int) else 0, str(v)) for v in e.problem.values()]
 
     rows = []
-    for e in sorted(entries, key=order):
-        spec = spec_of(e)
-        why = _skipped(spec, e, facts)
+    for e in sorted(block.entries, key=order):
+        spec = block.spec_of(e)
+        why = block.why_skipped(e)
         other = written_for_another(e.device, mine) if mine is not None else None
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
             f" (measured on {other}: load_kernel uses it here, with a warning)" if other else "") + (
-            f" (load_kernel skips it: {why}; {_remedy(why, ours)})" if why else "")
+            f" (load_kernel skips it: {why}; {block.remedy(e, why)})" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
                      f"{_fmt_config(e.params, e.build_flags, spec, e.problem)}{mark}"))

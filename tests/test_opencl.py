@@ -448,11 +448,14 @@ def test_show_checks_each_entry_against_the_spec_file_it_records(tmp_path):
     assert shown.returncode == 0 and "N=512" in shown.stdout and "N=256" in shown.stdout
     assert "stale" not in shown.stdout and "give its spec's path" not in shown.stdout, shown.stdout
     # trial 56: shown with one of the files, the other's entry was "stale ... the next run of its
-    # problem replaces it", though that run is refused while the other file is there
-    for path, other in ((first, "N=512"), (second, "N=256")):
+    # problem replaces it", though that run is refused while the other file is there; trial 58:
+    # load_kernel with that file does skip it, so show says so, and whose it is
+    for path, other, size in ((first, second, "N=512"), (second, first, "N=256")):
         shown = cli("show", str(path))
-        assert shown.returncode == 0 and other in shown.stdout, shown.stdout
-        assert "stale" not in shown.stdout and "replaces it" not in shown.stdout, shown.stdout
+        line = next(x for x in shown.stdout.splitlines() if x.strip().startswith(size))
+        assert shown.returncode == 0 and "replaces it" not in shown.stdout, shown.stdout
+        assert (f"(load_kernel skips it: tuned with {other.resolve()}, another spec of this kernel's name; "
+                f"`autotune show {other.resolve()}` checks it against that spec)") in line, line
 
 
 def test_a_run_without_a_verified_configuration_says_why_on_stderr(tmp_path):

@@ -803,9 +803,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     elif report.stopped_by == "same wrong result":
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
                      "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
-        if "which must be exact" in report.failure_examples.get("wrong_result", ""):  # trial 56: rtol = atol = 0
-            lines.append("              or the tolerance: the element shown had to match exactly (its allowed "
-                         "error is 0), which floats rarely do; give atol a small value")
+        if "which must be exact; rtol=0, atol=0" in report.failure_examples.get("wrong_result", ""):  # trial 56
+            lines.append("              or the tolerance: rtol and atol 0 ask each element to match exactly, which "
+                         "floats computed in another order rarely do (a copy or permutation does); widen it if so")
         if "(unwritten or overflow)" in report.failure_examples.get("wrong_result", ""):
             # trial 52: a Kernel Tuner user's grid as global sizes left most elements unwritten
             lines.append("              elements left unwritten may also mean a launch too small: `global:` counts "

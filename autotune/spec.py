@@ -212,9 +212,10 @@ class KernelSpec:
     @property
     def variant_parameters(self) -> frozenset[str]:
         """The parameters that choose a variant: those a ``when`` of a parameter or launch step
-        reads, and those whose values are names (``ALGO: [naive, tiled]``)."""
+        reads (through derived names too), and those whose values are names (``ALGO: [naive,
+        tiled]``)."""
         whens = [p.when for p in self.parameters] + [step.when for step in self.launch]
-        read = set().union(*(w.names for w in whens if w is not None))
+        read = self.behind(n for w in whens if w is not None for n in w.names)
         named = {p.name for p in self.parameters if all(isinstance(v, str) for v in p.values)}
         return frozenset((read | named) & {p.name for p in self.parameters})
 

@@ -288,10 +288,14 @@ class RunState:
     def unverified(self) -> tuple[tuple[str, Value, Mapping[str, int]], ...]:
         """The variants this run measured at least UNVERIFIED times and never correctly, while
         another value of the same parameter ran correctly, with their failures by status
-        (trial 56: a variant whose every build failed looked like a variant that lost)."""
+        (trial 56: a variant whose every build failed looked like a variant that lost). A
+        timeout is no fault to fix (trial 58: a variant slower than the limit), so it is not
+        counted."""
         works = {name for (name, _), seen in self._choices.items() if seen["ok"]}
-        return tuple((name, value, dict(seen)) for (name, value), seen in self._choices.items()
-                     if name in works and not seen["ok"] and seen.total() >= UNVERIFIED)
+        faults = {choice: {k: n for k, n in seen.items() if k != Status.TIMEOUT.value}
+                  for choice, seen in self._choices.items()}
+        return tuple((name, value, faults[name, value]) for (name, value), seen in self._choices.items()
+                     if name in works and not seen["ok"] and sum(faults[name, value].values()) >= UNVERIFIED)
 
 
 def study_name(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any]) -> str:

@@ -172,15 +172,6 @@ class Expected:
                 f"{float(info.eps):.3g}); widen tolerance.rtol in the spec (the default is 1e-5)")
 
 
-def exact_elements(spec: KernelSpec, problem: Mapping[str, Any], want: np.ndarray,
-                   bound: np.ndarray | None = None) -> int:
-    """How many elements of a float output the tolerance allows no error (0 for an integer
-    output, compared exactly by design, or a reference module with its own check())."""
-    if getattr(spec.host_module(), "check", None) is not None or not np.issubdtype(want.dtype, np.floating):
-        return 0
-    return int(np.count_nonzero(allowed_error(spec, problem, want.astype(np.float64), bound) <= 0))
-
-
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,
             problem: Mapping[str, Any], bound: np.ndarray | None = None) -> Verdict:
     """Check one output once (a test, a one-off check); a tuner prepares :class:`Expected`."""

@@ -314,16 +314,21 @@ def test_the_same_wrong_result_off_by_rounding_alone_blames_the_tolerance_not_th
     assert "likelier at fault" not in summary, summary
 
 
-def test_the_same_wrong_result_where_elements_must_be_exact_names_the_tolerance_too(scale):
+@pytest.mark.parametrize("message, named", [
+    ("y: 4095 of 4096 elements off (first at 1: got 0.24227142, want 0.24227143079042435, which must be exact; "
+     "rtol=0, atol=0)", True),
+    # trial 58: an element off by 0.04 where atol is 0 is a wrong result, not a tolerance too tight
+    ("y: 100 of 4096 elements off (first at 1: got 0.0416141599, want 0, which must be exact; rtol=1e-05, atol=0)",
+     False),
+])
+def test_the_same_wrong_result_under_rtol_and_atol_0_names_the_tolerance_too(scale, message, named):
     """Trial 56: with rtol = atol = 0, every configuration failed and only the reference was blamed."""
     class Exact(Wrong):
         def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
-            m = super().evaluate(params, limit_s, cutoff_ms, verify)
-            return replace(m, message="y: 4095 of 4096 elements off (first at 1: got 0.24227142, want "
-                                      "0.24227143079042435, which must be exact; rtol=0, atol=0)")
+            return replace(super().evaluate(params, limit_s, cutoff_ms, verify), message=message)
 
     summary = format_report(run(scale, Exact(), trials=30, storage=None))
-    assert "or the tolerance: the element shown had to match exactly" in summary, summary
+    assert ("or the tolerance: rtol and atol 0 ask each element to match exactly" in summary) == named, summary
 
 
 def test_a_timeout_or_build_error_among_the_first_configurations_does_not_hide_a_wrong_reference(scale):
@@ -900,7 +905,8 @@ def test_a_configuration_with_a_build_flag_reads_the_same_in_the_summary_show_an
     shown = cli._fmt_full(report.best.params, scale, report.problem)
     assert shown.endswith("  flags: -cl-mad-enable") and "mad=" not in shown, shown
     assert f"  best        {shown}\n" in format_report(report)
-    cli._show_entries("profile", profiles.entries(profiles.read(report.profile_path), "scale"), lambda _: scale)
+    cli._show_entries("profile", cli._ShowBlock("scale", None, profiles.entries(profiles.read(report.profile_path),
+                                                                       "scale"), (), scale, None, True))
     assert capsys.readouterr().out.rstrip().endswith(f"  {shown}")
 
 
@@ -1291,3 +1297,24 @@ def test_a_variant_that_never_ran_correctly_is_named_in_the_summary(tmp_path):
     assert "ALGO = plain" not in summary
     fine = format_report(run(spec, FakeEvaluator(), trials=30, seed=1))
     assert "ran correctly" not in fine, fine
+
+    class TiledSlow(FakeEvaluator):  # trial 58: slower than the limit is no fault to fix
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if params["ALGO"] == "tiled":
+                self.calls.append(dict(params))
+                return Measurement(Status.TIMEOUT, "no result within 0.3 s; worker killed")
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    slow = format_report(run(spec, TiledSlow(), trials=30, seed=2))
+    assert "timeout" in slow and "ran correctly" not in slow, slow
+
+
+def test_a_variant_chosen_through_a_derived_name_is_a_variant_parameter(tmp_path):
+    """Trial 58: `when: "TILED"` with TILED derived from VARIANT named no variant."""
+    steps = ('launch:\n  - {entry: scale, global: ["N // WPT"], local: [WG], when: "not TILED"}\n'
+             '  - {entry: scale, global: ["N // WPT"], local: [WG], when: TILED}\n')
+    one = 'launch:\n  entry: scale\n  global: ["N // WPT"]\n  local: [WG]\n'
+    text = SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  VARIANT: [1, 2]\n").replace(one, steps) \
+        + 'derived:\n  TILED: "VARIANT == 2"\n'
+    spec = specs.load(write_spec(tmp_path, text))
+    assert spec.variant_parameters == {"VARIANT"}

@@ -114,10 +114,12 @@ def clipped(text: str, width: int, cut: bool = False) -> str:
 
         >>> clipped("0123456789", 5), clipped("are not finite (unwritten or overflow)", 30)
         ('0123…', 'are not finite (unwritten or…')
+        >>> clipped("abcdefghij klm nop", 15)
+        'abcdefghij klm…'
     """
     if len(text) <= width and not cut:
         return text
     kept = text[:width - 1]
-    if len(text) >= width and (space := kept.rfind(" ")) >= 2 * width // 3:
-        kept = kept[:space]
+    if text[width - 1:width] not in ("", " ") and (space := kept.rfind(" ")) >= 2 * width // 3:
+        kept = kept[:space]  # the cut falls inside a word: before it
     return kept.rstrip() + "…"

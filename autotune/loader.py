@@ -137,7 +137,8 @@ class TunedKernel:
             self._launch = Launch(self._context, spec, self.params, self.problem, facts, choice.programs)
         except CandidateError as exc:
             builds_here(devices.of(queue.device))  # or the device is at fault, not the configuration
-            raise AutotuneError(f"{spec.name}: the chosen configuration does not build here: {exc}") from None
+            what = "does not build here" if exc.status == "compile_error" else "cannot run here"  # trial 58
+            raise AutotuneError(f"{spec.name}: the chosen configuration {what}: {exc}") from None
         first = self._launch.geometry.steps[0]
         self.global_size, self.local_size = first.global_size, first.local_size
         self.build_options = self._launch.options

@@ -185,21 +185,21 @@ def check_inputs(spec: KernelSpec, inputs: Mapping[str, Any], numbers: Set[str] 
 
 def _check_value(spec: KernelSpec, entry: str, name: str, value: Any, matching: list[Argument]) -> None:
     """SpecError for what inputs() gives a kernel argument that is neither a numpy array nor a
-    number, or a number or list where the kernel takes a buffer (trial 52: None made the
+    number, or anything but an array where the kernel takes a buffer (trial 52: None made the
     measuring worker fail with a traceback, a string was passed as its bytes, True as a 1-byte
     argument: INVALID_ARG_SIZE on every configuration)."""
     if isinstance(value, np.ndarray) and value.dtype != object:
         return
     number = isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
-    if (number or isinstance(value, (list, tuple))) and any(pointer for _, _, pointer in matching):
+    shown = f"an array of Python objects ({value.dtype})" if isinstance(value, np.ndarray) else \
+        f"a {type(value).__name__}" if number or isinstance(value, (list, tuple)) else clipped(repr(value), 80)
+    if any(pointer for _, _, pointer in matching):
         kind = next((t for t in map(_element, matching) if t is not None), "float")
         raise SpecError(f"{spec.path}: kernel {entry} in {spec.template.name} takes {name} as a buffer, but inputs() "
-                        f"gives a {type(value).__name__}; return a numpy array, e.g. "
+                        f"gives {shown}; return a numpy array, e.g. "
                         f"np.asarray({name}, np.{np.dtype(_TYPES[kind]).name})")
     if number:
         return
-    shown = f"an array of Python objects ({value.dtype})" if isinstance(value, np.ndarray) else \
-        clipped(repr(value), 80)
     raise SpecError(f"{spec.reference}: inputs() gives the kernel argument {name} as {shown}; give a numpy "
                     f"array for a buffer, or a number of the kernel's type for a value, e.g. np.float32(2.0)"
                     + ("; OpenCL kernels take no bool: use np.int32(1)" if isinstance(value, (bool, np.bool_))

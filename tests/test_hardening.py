@@ -1545,7 +1545,7 @@ def test_an_applications_own_alarm_is_left_as_it_was(tmp_path):
     ("b'2'", r"as b'2'"),
     ("True", r"as True; .*OpenCL kernels take no bool: use np.int32\(1\)"),
     ("np.array([None])", r"as an array of Python objects \(object\)"),
-    ("[2.0]", r"as \[2.0\]; give a numpy array for a buffer, or a number"),
+    ("[2.0]", r"as a list; give a numpy array for a buffer, or a number"),
 ])
 def test_a_kernel_argument_that_is_neither_an_array_nor_a_number_is_one_spec_error(tmp_path, given, message):
     """Trial 52: None gave a traceback from the measuring worker; a string was passed as its

@@ -137,6 +137,11 @@ def test_a_list_for_a_buffer_argument_is_refused_naming_the_array_to_return():
         _check(x=np.zeros(4, np.float32), n=[0, 0, 0, 0])
     with pytest.raises(SpecError, match=r"takes dst as a buffer, but inputs\(\) gives a float"):
         _check(dst=1.5)  # a macro type: a buffer all the same
+    # trial 58: None or True for a buffer got the by-value advice ("use np.int32(1)")
+    for given, shown in ((True, "True"), (None, "None")):
+        with pytest.raises(SpecError, match=rf"takes n as a buffer, but inputs\(\) gives {shown}; return a numpy "
+                                            r"array, e.g. np.asarray\(n, np.int32\)$"):
+            _check(x=np.zeros(4, np.float32), n=given)
 
 
 def test_bytes_bit_casts_unknown_types_and_scalars_pass():

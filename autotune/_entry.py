@@ -31,5 +31,6 @@ def main() -> int:
 
         return console()
     except _Stopped as exc:  # before the command's own handlers were set
-        print("autotune: interrupted", file=sys.stderr)
+        if sys.stderr is not None:  # closed (2>&-): not into stdout
+            print("autotune: interrupted", file=sys.stderr)
         return 128 + exc.signum

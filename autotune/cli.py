@@ -360,7 +360,11 @@ def _warn(message: Warning | str) -> None:
 
 def _say(line: str) -> None:
     """``line`` on stderr; where stderr's reader left too (`run 2>&1 | head -1`, trial 52: exit
-    status 1), nothing: a warning must not end the work it is about."""
+    status 1), nothing: a warning must not end the work it is about. Where stderr is closed
+    (``2>&-``: sys.stderr is None), nothing either: print would write it to stdout, into the
+    JSON a script reads there (trial 57)."""
+    if sys.stderr is None:
+        return
     try:
         print(line, file=sys.stderr, flush=True)
     except OSError:

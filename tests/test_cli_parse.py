@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -185,3 +186,12 @@ sys.exit(_entry.main())
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr
+
+
+def test_with_stderr_closed_errors_and_warnings_stay_out_of_stdout(tmp_path):
+    """Trial 57: with fd 2 closed (`2>&-`), sys.stderr is None and print() wrote the error line
+    and warnings to stdout, into the JSON a script reads there."""
+    env = {**os.environ, "AUTOTUNE_HOME": str(tmp_path), "AUTOTUNE_SYSTEM_OPENCL": "maybe"}
+    out = subprocess.run([sys.executable, "-m", "autotune", "show", "nosuch", "--json"], stdout=subprocess.PIPE,
+                         text=True, timeout=120, env=env, preexec_fn=lambda: os.close(2))
+    assert out.returncode == 1 and out.stdout == "", out.stdout

@@ -815,7 +815,9 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             lines.append("              elements left unwritten may also mean a launch too small: `global:` counts "
                          "work-items (a CUDA grid times its block; Kernel Tuner's problem_size), not work-groups")
     if report.profile_path is not None:
-        lines.append(f"  profile     {report.profile_path} ({_verdict(report)})")
+        # trial 57: "(added)" for an entry saved as partial
+        partial = "partial; " if report.partial and not str(report.profile_verdict).startswith(("kept", "left")) else ""
+        lines.append(f"  profile     {report.profile_path} ({partial}{_verdict(report)})")
     elif best is not None:  # a verified best goes to the profile unless saving was off
         lines.append("  profile     not saved: " + ("see the error below" if report.profile_error else "--no-save"))
     if report.study_trials:  # trial 35: offered for a study with no trial, it wrote an empty page

@@ -235,6 +235,12 @@ class TuneReport:
     def speedup(self) -> float | None:
         return self.best.speedup_over(self.baseline) if self.best else None
 
+    @property
+    def partial(self) -> bool:
+        """Its best is saved as ``partial``: the run was stopped, or its leaders were not timed
+        again before its time was up."""
+        return self.stopped_by in ("interrupted", "storage lost") or self.unconfirmed
+
 
 Progress = Callable[[str, Measurement | None, "RunState"], None]
 
@@ -1084,8 +1090,7 @@ def save_best(report: TuneReport, storage: str | None,
                        profile_verdict=NOTHING_NEW)
     study = record.study_key(storage or settings.default_storage(), report.study_name) \
         if storage != ":memory:" else None
-    partial = report.stopped_by in ("interrupted", "storage lost") or report.unconfirmed
-    return _save(report, partial=partial, study=study, studied=studied)
+    return _save(report, partial=report.partial, study=study, studied=studied)
 
 
 #: The profile verdict of a run that measured nothing and timed no leaders again, where the

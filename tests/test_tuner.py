@@ -1318,3 +1318,11 @@ def test_a_variant_chosen_through_a_derived_name_is_a_variant_parameter(tmp_path
         + 'derived:\n  TILED: "VARIANT == 2"\n'
     spec = specs.load(write_spec(tmp_path, text))
     assert spec.variant_parameters == {"VARIANT"}
+
+
+def test_an_entry_saved_as_partial_is_said_to_be_partial(scale):
+    """Trial 57: a run whose time was up before its leaders were timed again saved its best as
+    partial, and the summary said only "(added)"."""
+    report = run(scale, FakeEvaluator(), trials=5)
+    assert report.profile_verdict == "added" and "(added)" in format_report(report)
+    assert f"  profile     {report.profile_path} (partial; added)" in format_report(replace(report, unconfirmed=True))

@@ -63,7 +63,8 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
     except _Overtime:
         assert limit_s is not None
         raise ProblemError(
-            f"{what} had not finished in the {max(limit_s, 0):.3g} s the run's --timeout left it (it was stopped "
+            f"{what} had not finished " + (f"in the {limit_s:.3g} s the run's --timeout left it" if limit_s > 0 else
+                                           "when the run's --timeout ran out") + " (it was stopped "
             f"after {time.perf_counter() - started:.3g} s, once Python code ran again): it runs before tuning "
             f"starts; {faster}choose a smaller --size, or give a longer --timeout") from None
     finally:

@@ -133,7 +133,11 @@ def _switch(name: str, default: bool, quiet: bool = False) -> bool:
     text = os.environ.get(name, "").strip().lower()
     if text in _ON or text in _OFF:
         return text in _ON
-    if text and not quiet:
+    if text and not quiet and (name, text) not in _WARNED:
+        _WARNED.add((name, text))  # once a process (trial 57: on every load_kernel call)
         warn(f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off ({', '.join(_OFF)}); "
              f"taking the default, {'on' if default else 'off'}")
     return default
+
+
+_WARNED: set[tuple[str, str]] = set()  # the switches' values warned of

@@ -1025,7 +1025,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
-            raise StorageError(f"{lost} after {report.measured} trials; {saved}; the same command resumes "
+            raise StorageError(f"{lost} after {report.measured} trial{'s' * (report.measured != 1)}; {saved}; the "
+                               "same command resumes "
                                "the study once its database answers again")
         run.log.check_stored()
     if stopped_by == "interrupted":

@@ -9,6 +9,8 @@ answer is a ``wrong_result``. Anything else propagates: it is a bug.
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -19,7 +21,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import guards
-from .errors import SpecError, warn
+from .errors import OptionError, SpecError, warn
 from .hosttime import watched
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .pristine import Pristine
@@ -61,6 +63,19 @@ class TimingOptions:
     max_repeats: int = 50
     min_time_s: float = 0.05
     compile_threads: int = 0  # > 0: candidates announced with prefetch() build in the background
+
+    def __post_init__(self) -> None:
+        """OptionError for a value that cannot time anything (trial 60: max_repeats=0 saved a
+        time of inf to the profile; min_time_s="x" failed inside the worker)."""
+        for name, least in (("warmup", 0), ("min_repeats", 1), ("max_repeats", self.min_repeats),
+                            ("compile_threads", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+                raise OptionError(f"TimingOptions.{name} must be a whole number of at least {least} (got {value!r})")
+        if not isinstance(self.min_time_s, numbers.Real) or isinstance(self.min_time_s, bool) \
+                or not 0 <= self.min_time_s < math.inf:
+            raise OptionError(f"TimingOptions.min_time_s must be a finite number of seconds, 0 or more "
+                              f"(got {self.min_time_s!r})")
 
 
 @dataclass(frozen=True)

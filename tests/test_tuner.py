@@ -1326,3 +1326,22 @@ def test_an_entry_saved_as_partial_is_said_to_be_partial(scale):
     report = run(scale, FakeEvaluator(), trials=5)
     assert report.profile_verdict == "added" and "(added)" in format_report(report)
     assert f"  profile     {report.profile_path} (partial; added)" in format_report(replace(report, unconfirmed=True))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"max_repeats": 0, "min_repeats": 0}, "TimingOptions.min_repeats must be a whole number of at least 1 (got 0)"),
+    ({"min_repeats": 10, "max_repeats": 2}, "TimingOptions.max_repeats must be a whole number of at least 10 (got 2)"),
+    ({"warmup": -1}, "TimingOptions.warmup must be a whole number of at least 0 (got -1)"),
+    ({"compile_threads": -3}, "TimingOptions.compile_threads must be a whole number of at least 0 (got -3)"),
+    ({"min_time_s": -1}, "TimingOptions.min_time_s must be a finite number of seconds, 0 or more (got -1)"),
+    ({"min_time_s": "x"}, "TimingOptions.min_time_s must be a finite number of seconds, 0 or more (got 'x')"),
+])
+def test_timing_options_that_cannot_time_anything_are_refused_by_name(fields, message):
+    """Trial 60: max_repeats=0 saved a time of inf to the profile, min_time_s="x" failed inside
+    the measuring worker with a traceback."""
+    from autotune.errors import OptionError
+    from autotune.measure import TimingOptions
+
+    with pytest.raises(OptionError, match=re.escape(message)):
+        TimingOptions(**fields)
+    TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0)

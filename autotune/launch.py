@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -108,10 +109,32 @@ def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
     time here (trial 23: six application threads loading a kernel at once let one through)."""
     # -w: tuned variants warn by the hundred (unused macros, unrolled loops); some
     # compilers (PoCL's clang) print that to the terminal, burying the progress lines
-    if threading.current_thread().name.startswith(_BUILD_THREAD):
-        return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
-    with quiet_builds():
-        return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
+    try:
+        if threading.current_thread().name.startswith(_BUILD_THREAD):
+            return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
+        with quiet_builds():
+            return cl.Program(ctx, source).build(options=[*options, "-w"], cache_dir=cache_dir)
+    except cl.Error as exc:
+        _remove_saved_source(exc)
+        raise
+
+
+#: pyopencl keeps the source of each failed build in a temporary file and names it in the error.
+_SAVED_SOURCE = re.compile(r"\n?\(source saved as (.+?\.cl)\)")
+
+
+def _remove_saved_source(exc: cl.Error) -> None:
+    """Delete the file pyopencl saved a failed build's source in: failed builds are routine in
+    tuning, and each left a ``tmpXXXX.cl`` in the temporary folder (trial 60); the template and
+    the -D options in the message say what was built."""
+    for path in _SAVED_SOURCE.findall(str(exc)):
+        with contextlib.suppress(OSError):
+            os.remove(path)
+
+
+def without_saved_source(message: str) -> str:
+    """``message`` without pyopencl's note of the file :func:`_remove_saved_source` deleted."""
+    return _SAVED_SOURCE.sub("", message)
 
 
 _BUILD_THREAD = "autotune-build"
@@ -153,7 +176,8 @@ def _build(ctx: cl.Context, source: str, options: tuple[str, ...], cache_dir: st
                                  "and the -D values") from None
         if code in BUILD_ERRORS:
             # the diagnostics of compilers that print them rather than log them (see capture)
-            raise CandidateError("compile_error", short(f"{exc}\n{capture.since(start)}")) from None
+            raise CandidateError("compile_error", short(f"{without_saved_source(str(exc))}\n{capture.since(start)}")
+                                 ) from None
         raise
 
 

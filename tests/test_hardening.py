@@ -1631,3 +1631,18 @@ def test_local_arrays_larger_than_the_devices_local_memory_are_refused_before_la
                      r"local_memory: key", m.message)
     assert said, m.message  # NVIDIA's count is a few bytes over the array's own
     assert int(said[1]) >= 4 * floats and int(said[2]) == info.local_mem_size, m.message
+
+
+@needs_opencl
+def test_a_failed_build_leaves_no_source_file_behind(tmp_path, monkeypatch, device):
+    """Trial 60: pyopencl saves each failed build's source in a tmpXXXX.cl it names in its
+    error, and tuning fails builds routinely: the files piled up in the temporary folder."""
+    import tempfile
+
+    from autotune.launch import CandidateError, _build
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _, ctx = device
+    with pytest.raises(CandidateError) as caught:
+        _build(ctx, "__kernel void k(__global float* x) { x[0] = ; }", (), None)
+    assert list(tmp_path.glob("*.cl")) == [] and "source saved as" not in str(caught.value), str(caught.value)

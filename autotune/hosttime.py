@@ -38,9 +38,17 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
     started, note_after_s = time.perf_counter(), NOTE_AFTER_S
     counted = "" if limit_s is None else ", and a run's --timeout counts it"
     advice = f"{faster}or choose a smaller size" if faster else "a smaller size takes less"
-    note = threading.Timer(note_after_s, lambda: warn(
-        f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
-        f"{counted} ({advice})"))
+    said = (f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
+            f"{counted} ({advice})")
+    refused: list[Warning] = []  # the note, where the warning filter makes it an error
+
+    def say() -> None:
+        try:
+            warn(said)
+        except Warning as exc:  # raised here, it would end the timer's thread with a traceback (trial 60)
+            refused.append(exc)
+
+    note = threading.Timer(note_after_s, say)
     note.daemon = True
     note.start()
     # not where the application has an alarm of its own pending (trial 51: it was cancelled)
@@ -73,3 +81,5 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+    if refused:  # the caller's filter turned the note into an error: raised in the caller's thread
+        raise refused[0]

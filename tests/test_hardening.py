@@ -1646,3 +1646,16 @@ def test_a_failed_build_leaves_no_source_file_behind(tmp_path, monkeypatch, devi
     with pytest.raises(CandidateError) as caught:
         _build(ctx, "__kernel void k(__global float* x) { x[0] = ; }", (), None)
     assert list(tmp_path.glob("*.cl")) == [] and "source saved as" not in str(caught.value), str(caught.value)
+
+
+def test_a_note_the_warning_filter_makes_an_error_is_raised_in_the_callers_thread(monkeypatch, capfd):
+    """Trial 60: with warnings as errors, the slow-reference note was raised in its timer's
+    thread, which printed a traceback, and the caller never saw it."""
+    from autotune import hosttime
+
+    monkeypatch.setattr(hosttime, "NOTE_AFTER_S", 0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutotuneWarning)
+        with pytest.raises(AutotuneWarning, match="has run for 0.05 s so far"), hosttime.watched("ref.py", None):
+            time.sleep(0.3)
+    assert "Traceback" not in capfd.readouterr().err

@@ -987,7 +987,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
     say = progress or (lambda *a: None)
     with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:
-        run = _Run(spec, info, prob, options, valid, say, t_start)
+        with stops.held():  # a stop while the study opens is the run's, when it starts (trial 60: a bare
+            run = _Run(spec, info, prob, options, valid, say, t_start)  # KeyboardInterrupt, for SIGTERM too)
         say("start", None, run.state)
         own = evaluator is None
         lost = None

@@ -147,8 +147,8 @@ def _strip(ax: Any, s: Section, name: str, best: Trial | None) -> None:
     ax.grid(True, axis="y", which="both", alpha=0.3)
 
 
-#: Below this many verified trials the importances are marked as a rough guide: PED-ANOVA
-#: compares the fastest tenth of the trials with the rest, which is one or two trials then.
+#: Below this many verified trials the importances are marked as a rough guide: with a few
+#: trials per value, chance alone makes a parameter look like it matters.
 FEW_TRIALS = 20
 
 

@@ -506,7 +506,8 @@ def test_the_baseline_row_gives_the_speed_up_the_run_reported_not_the_first_timi
     assert "timed again" not in untimed and untimed.endswith("; the speed-up the run reported: "
                                                              f"{s.baseline.m.median_ms / s.entry.time_ms:.2f}x")
     unsaved = page._baseline(replace(s, entry=None), s.best, slow_first)
-    assert f"best is {40.0 / s.best.m.median_ms:.2f}x faster (their first timings)" in unsaved
+    assert f"best is {40.0 / s.best.m.median_ms:.2f}x faster (the best and the baseline as the rounds after the " \
+           "search timed them again)" in unsaved
 
 
 def test_a_profile_entry_of_another_study_or_a_stopped_run_is_not_reported_as_this_studys_result(scale, tmp_path):
@@ -529,7 +530,8 @@ def test_a_profile_entry_of_another_study_or_a_stopped_run_is_not_reported_as_th
     assert "the speed-up the run reported" in page._baseline(mine, mine.best, mine.baseline)
     stopped = replace(mine, entry=replace(mine.entry, partial=True))
     assert ", partial (the run was stopped before its leaders were timed again)" in page._profile(stopped, mine.best)
-    assert "their first timings" in page._baseline(stopped, mine.best, mine.baseline)
+    assert "x faster (the best and the baseline as the rounds after the search timed them again)" in \
+        page._baseline(stopped, mine.best, mine.baseline)
 
 
 def test_trial_numbers_are_the_progress_lines_after_a_run_stopped_in_its_first_trial(scale):
@@ -565,3 +567,17 @@ def test_a_parameter_without_effect_gets_little_importance():
     shares = data.main_effects(configs, [math.log(0.3 * c["A"]) + rng.gauss(0, 0.1) for c in configs])
     assert shares["A"] > 0.8 and shares["B"] < 0.1 and shares["C"] < 0.1, shares
     assert data.main_effects(configs, [1.0] * len(configs)) == {"A": 0.0, "B": 0.0, "C": 0.0}
+
+
+def test_trials_timed_again_after_the_search_are_marked_as_such(scale):
+    """Trial 59: the page called the rounds' times "their first timings", and the convergence
+    plot drew them as the search's own (a best the run had shown was gone from the figure)."""
+    tune_fake(scale)
+    (s,) = data.find_sections(scale, None)
+    again = [t for t in s.trials if t.retimed]
+    assert again and all(t.m.ok for t in again), "the run's leaders were timed again in rounds"
+    assert all(not t.retimed for t in s.trials if t not in again)
+    best, base = again[0], next(t for t in s.trials if t.m.ok and not t.retimed)
+    said = page._baseline(replace(s, entry=None), best, base)
+    assert said.endswith("faster (the best as the rounds after the search timed it again)"), said
+    assert page._baseline(replace(s, entry=None), base, base).endswith("(their first timings)")

@@ -54,6 +54,7 @@ class Trial:
     m: Measurement
     stored_at: datetime | None
     run: str | None = None  # the run that measured it (studies from before 2026-11-27: None)
+    retimed: bool = False  # its times are the rounds' that timed the leaders again after a search
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,11 @@ def _confirmed(trials: list[Trial], study: optuna.Study) -> list[Trial]:
     check again rejected them (trial 40: the page's best was a configuration the rounds had
     overturned, at its one search timing)."""
     retimed, rejected = verdicts(study)
-    return [replace(t, m=confirmed(t.m, config_key(t.m.params), retimed, rejected)) for t in trials]
+    out = []
+    for t in trials:
+        m = confirmed(t.m, config_key(t.m.params), retimed, rejected)
+        out.append(replace(t, m=m, retimed=m.ok and m.times_ms != t.m.times_ms))
+    return out
 
 
 def _union_s(spans: Iterable[tuple[float, float]]) -> float:

@@ -57,9 +57,12 @@ def convergence(s: Section) -> bytes | None:
     fig = _figure(8, 4.6)
     ax = fig.add_subplot()
     ax.set_yscale("log")
-    full = s.full
+    full = [t for t in s.full if not t.retimed]
     if full:
         ax.scatter([t.number for t in full], [t.m.median_ms for t in full], s=12, color=DOTS, label="verified trial")
+    if again := [t for t in s.full if t.retimed]:  # trial 59: they read as the search's own times
+        ax.scatter([t.number for t in again], [t.m.median_ms for t in again], s=22, marker="D", color=DOTS,
+                   label="timed again after the search (the rounds' median)")
     once = [t for t in s.ok if t.m.pruned]
     if once:
         ax.scatter([t.number for t in once], [t.m.median_ms for t in once], s=16, facecolors="none",

@@ -91,12 +91,23 @@ class WorkerError(AutotuneError):
 
 
 class TuningInterrupted(AutotuneError):
-    """SIGINT or SIGTERM stopped a tuning run; finished trials were kept. ``args[0]`` is the
-    run's report; ``signum`` the signal that stopped it (the command exits 128 + signum)."""
+    """SIGINT or SIGTERM stopped a tuning run; finished trials were kept. ``report`` (also
+    ``args[0]``) is the run's report; ``signum`` the signal that stopped it (the command exits
+    128 + signum)."""
 
     def __init__(self, report: object, signum: int = signal.SIGINT) -> None:
         super().__init__(report)
+        self.report = report
         self.signum = int(signum)
+
+    def __reduce__(self) -> tuple[type, tuple[object, int]]:  # the signal too, across processes
+        return type(self), (self.report, self.signum)
+
+    def __str__(self) -> str:
+        """One line (trial 60: the report's whole repr, 12 KB, in a notebook's traceback)."""
+        measured = getattr(self.report, "measured", None)
+        after = f" after {measured} measured configuration{'s' * (measured != 1)}" if measured is not None else ""
+        return f"tuning stopped by {signal.Signals(self.signum).name}{after}; the finished trials were kept"
 
 
 def first_line(exc: BaseException) -> str:

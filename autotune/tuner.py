@@ -966,9 +966,14 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
          evaluator: Evaluator | None = None, info: DeviceInfo | None = None) -> TuneReport:
     """Tune ``kernel`` (a built-in name, a spec path or a loaded spec) and save its profile.
 
-    ``evaluator`` and ``info`` replace the real device (tests use a fake one).
-    Raises TuningInterrupted (carrying the report) on SIGINT/SIGTERM after saving the best,
-    and BuildError when every configuration fails to build the same way.
+    ``progress`` is called with each event (``"start"``, then one per measured configuration)
+    as the command line's progress lines are; ``evaluator`` and ``info`` replace the real
+    device (tests use a fake one). The report's ``best`` is None where no configuration was
+    verified (``stopped_by`` and ``failures`` say why; the command exits 1 then). Raises
+    TuningInterrupted (carrying the report) on SIGINT/SIGTERM after saving the best, BuildError
+    when every configuration fails to build the same way, StorageError when the study's
+    database stops answering, ProfileNotSaved (carrying the report) when the profile cannot be
+    written, and other AutotuneErrors for bad input.
     """
     t_start = time.perf_counter()
     if not isinstance(options, TuneOptions):  # trial 39: a dict gave "'dict' object has no attribute 'device'"
@@ -976,7 +981,12 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                         "tune(kernel, TuneOptions(trials=20), problem={...})")
     if problem is not None and not isinstance(problem, Mapping):
         raise TypeError(f"tune()'s problem is a mapping of size keys, such as {{'N': 4096}}, not {problem!r}")
-    spec = kernel if isinstance(kernel, KernelSpec) else specs.load(kernel)
+    if isinstance(kernel, KernelSpec):
+        spec = kernel
+    else:  # loaded here: its lint warnings here too, as `autotune run` gives them (trial 60)
+        spec = specs.load(kernel)
+        for lint in specs.lint(spec):
+            warn(lint)
     info = info or devices.select(options.device)[0]
     prob = spec.resolve_problem(problem)
     valid = ValidSpace(spec, prob, info.facts())

@@ -18,7 +18,7 @@ from autotune import profiles, settings, stops, study, tuner
 from autotune import spec as specs
 from autotune.cli import format_report
 from autotune.diagnose import WRONG_WINDOW
-from autotune.errors import ProblemError, TuningInterrupted
+from autotune.errors import AutotuneWarning, ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.spec import config_label
@@ -1345,3 +1345,32 @@ def test_timing_options_that_cannot_time_anything_are_refused_by_name(fields, me
     with pytest.raises(OptionError, match=re.escape(message)):
         TimingOptions(**fields)
     TimingOptions(warmup=0, min_repeats=1, max_repeats=1, min_time_s=0)
+
+
+def test_tune_given_a_spec_file_gives_the_same_lint_warnings_as_run(tmp_path):
+    """Trial 60: a parameter the template never mentions was warned of by `autotune run` only."""
+    path = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  USE_LOCL: [0, 1]\n"))
+    with pytest.warns(AutotuneWarning, match="parameters.USE_LOCL has no effect: scale.cl never mentions USE_LOCL"):
+        tune(str(path), TuneOptions(trials=2, timeout_s=None, storage=":memory:", save=False),
+             evaluator=FakeEvaluator(), info=FAKE)
+
+
+def test_a_stop_while_the_study_opens_is_tuning_interrupted_with_its_signal(scale, monkeypatch):
+    """Trial 60: SIGTERM a second into tune() (the study opening) escaped as a bare
+    KeyboardInterrupt; TuningInterrupted says it in one line, and keeps its signal pickled."""
+    import os
+    import pickle
+
+    opened = tuner._Run.__init__
+
+    def opening(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(tuner._Run, "__init__", opening)
+    with pytest.raises(TuningInterrupted) as caught:
+        run(scale, FakeEvaluator(), trials=5)
+    assert caught.value.signum == signal.SIGTERM and caught.value.report.measured == 0
+    assert str(caught.value) == "tuning stopped by SIGTERM after 0 measured configurations; the finished trials " \
+                                "were kept"
+    assert pickle.loads(pickle.dumps(caught.value)).signum == signal.SIGTERM

@@ -1209,6 +1209,7 @@ def _show_entries(title: str, block: _ShowBlock, mine: Mapping[str, Any] | None 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from . import benchmark
+    from .loader import tune_command
     from .spec import problem_label
 
     spec, problem = _spec_and_problem(args)
@@ -1226,7 +1227,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if m.error is not None:
         print(f"  error       {_describe_error(m)}")
     if r.speedup is not None and r.baseline is not None:
-        print(f"  baseline    {r.baseline.median_ms:.4f} ms  -> speed-up {r.speedup:.2f}x")
+        lo, hi = r.baseline.spread
+        print(f"  baseline    {r.baseline.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})  -> speed-up "
+              f"{r.speedup:.2f}x" + (f" (the two timed in turn, {benchmark.BENCH_ROUNDS + 1} rounds)"
+                                     if r.baseline is not m else ""))
+        if r.speedup < 1:  # trial 59: 0.85x, said as any other speed-up
+            print(f"              slower than the baseline here: the device was busy, or the configuration is not "
+                  f"the one for this size; `{tune_command(r.spec, r.problem, r.device)}` tunes it")
     elif r.baseline is not None:
         print(f"  baseline    {r.baseline.status.value}: {r.baseline.message}")
     elif r.baseline_invalid is not None:

@@ -113,3 +113,22 @@ def test_a_lower_ceiling_measured_later_does_not_replace_a_higher_one(monkeypatc
     assert out.count("above the ceiling: it was measured low (a busy device?)") == 1, out
     # trial 59: numpy is a library to beat, timed now and never kept: no "the profile keeps it"
     assert "faster than numpy matmul (timed now, on this machine as it is: not kept)" in out, out
+
+
+def test_bench_times_the_tuned_configuration_and_the_baseline_in_turn():
+    """Trial 59: one timing after the other gave speed-ups of 0.85x to 2.15x on one entry of a
+    shared CPU; both are timed in more rounds, in turn, the baseline first every other round."""
+    from autotune.result import Measurement, Status
+
+    order: list[str] = []
+
+    class Fake:
+        def measure(self, params, verify=True):
+            order.append(params["v"])
+            return Measurement(Status.OK, "", (1.0,) if params["v"] == "tuned" else (2.0,), params=params)
+
+    tuned = Measurement(Status.OK, "", (1.0,), params={"v": "tuned"})
+    base = Measurement(Status.OK, "", (9.0,), params={"v": "base"})  # a slow spell on its first timing
+    m, b = benchmark._in_turn(Fake(), tuned, base)
+    assert order == ["base", "tuned", "tuned", "base"][:2 * benchmark.BENCH_ROUNDS]
+    assert len(m.times_ms) == len(b.times_ms) == benchmark.BENCH_ROUNDS + 1 and b.median_ms == 2.0

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -119,17 +121,22 @@ def build_quietly(ctx: cl.Context, source: str, options: Sequence[str] = (),
         raise
 
 
-#: pyopencl keeps the source of each failed build in a temporary file and names it in the error.
-_SAVED_SOURCE = re.compile(r"\n?\(source saved as (.+?\.cl)\)")
+#: pyopencl keeps the source of each failed build in a temporary file, named at the end of its
+#: error (the compiler's log before it may echo the source, and so any such text: trial 61).
+_SAVED_SOURCE = re.compile(r"\n\(source saved as (.+\.cl)\)\Z")
 
 
 def _remove_saved_source(exc: cl.Error) -> None:
-    """Delete the file pyopencl saved a failed build's source in: failed builds are routine in
-    tuning, and each left a ``tmpXXXX.cl`` in the temporary folder (trial 60); the template and
-    the -D options in the message say what was built."""
-    for path in _SAVED_SOURCE.findall(str(exc)):
+    """Delete the file pyopencl saved a failed build's source in, where it is one of its making
+    (``tmp*.cl`` in the temporary folder): failed builds are routine in tuning, and each left
+    one there (trial 60); the template and the -D options in the message say what was built."""
+    found = _SAVED_SOURCE.search(str(exc))
+    if found is None:
+        return
+    path = Path(found[1])
+    if path.parent == Path(tempfile.gettempdir()) and path.name.startswith("tmp"):
         with contextlib.suppress(OSError):
-            os.remove(path)
+            path.unlink()
 
 
 def without_saved_source(message: str) -> str:

@@ -67,8 +67,8 @@ class TimingOptions:
     def __post_init__(self) -> None:
         """OptionError for a value that cannot time anything (trial 60: max_repeats=0 saved a
         time of inf to the profile; min_time_s="x" failed inside the worker)."""
-        for name, least in (("warmup", 0), ("min_repeats", 1), ("max_repeats", self.min_repeats),
-                            ("compile_threads", 0)):
+        # max_repeats below min_repeats caps them (trial 61: refusing it refused what worked)
+        for name, least in (("warmup", 0), ("min_repeats", 1), ("max_repeats", 1), ("compile_threads", 0)):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
                 raise OptionError(f"TimingOptions.{name} must be a whole number of at least {least} (got {value!r})")

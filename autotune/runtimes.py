@@ -156,9 +156,13 @@ def register() -> list[Runtime]:
     except OSError as e:  # no writable cache folder: keep the system's set-up, say why (hidden())
         global _hidden
         names = ", ".join(r.name for r in runtimes)
+        try:
+            where = f"under {settings.cache_dir()}"
+        except OSError:  # a relative AUTOTUNE_CACHE in a working folder that is gone (trial 61)
+            where = f"under $AUTOTUNE_CACHE ({os.environ.get('AUTOTUNE_CACHE', '')!r}, relative to a folder " \
+                "that is gone)"
         _hidden = (f"the installed runtime {names} is not visible to OpenCL: its ICD folder "
-                   f"cannot be written under {settings.cache_dir()} ({e.strerror or e}); set "
-                   "AUTOTUNE_CACHE to a writable folder")
+                   f"cannot be written {where} ({e.strerror or e}); set AUTOTUNE_CACHE to a writable folder")
         return []
     if folder is None:
         return []

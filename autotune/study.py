@@ -679,6 +679,9 @@ class _Writer:
             except Exception as exc:  # a full disk, a lost server: said at close  # noqa: BLE001
                 self.failure = self.failure or f"{type(exc).__name__}: {first_line(exc)}"
                 self.unstored += 1
+                # the rest would fail the same way, each after the busy timeout (trial 61: a
+                # Ctrl-C under another process's lock took two minutes to end the run)
+                self.abandoned = True
 
     def abandon(self, why: str) -> None:
         """Write nothing more: the trials still queued (and any put later) are counted unstored."""
@@ -686,12 +689,15 @@ class _Writer:
         self.abandoned = True
 
     def close(self) -> None:
-        """Wait for the queued trials to be written; once abandoned, not for the write in
-        progress either (under another process's lock one add_trial took six busy timeouts):
-        the thread is a daemon's, and its write fails or lands on its own."""
+        """Wait for the queued trials to be written, at most two busy timeouts; once abandoned,
+        not for the write in progress either (under another process's lock one add_trial took
+        six busy timeouts): the thread is a daemon's, and its write fails or lands on its own."""
         if self.thread.is_alive():
             self.queue.put(None)
-            self.thread.join(0 if self.abandoned else None)
+            self.thread.join(0 if self.abandoned else 2 * BUSY_TIMEOUT_S)
+        if self.thread.is_alive() and not self.abandoned:  # stuck on a database held by another
+            self.unstored += self.queue.qsize()  # the write in progress, and those queued after it
+            self.abandon(f"the study database did not answer for {2 * BUSY_TIMEOUT_S} s")
 
 
 def _discard_orphans(study: optuna.Study) -> None:

@@ -1039,7 +1039,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             raise StorageError(f"{lost} after {report.measured} trial{'s' * (report.measured != 1)}; {saved}; the "
                                "same command resumes "
                                "the study once its database answers again")
-        run.log.check_stored()
+        if stopped_by != "interrupted":  # a stop is said first (trial 61: exit 1, not 130)
+            run.log.check_stored()
     if stopped_by == "interrupted":
         raise TuningInterrupted(report, stops.last_stop_signal())
     return report

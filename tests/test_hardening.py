@@ -1659,3 +1659,21 @@ def test_a_note_the_warning_filter_makes_an_error_is_raised_in_the_callers_threa
         with pytest.raises(AutotuneWarning, match="has run for 0.05 s so far"), hosttime.watched("ref.py", None):
             time.sleep(0.3)
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_only_the_file_pyopencl_saved_is_deleted(tmp_path, monkeypatch):
+    """Trial 61: the compiler's log echoes the source, so a template line "(source saved as
+    PATH.cl)" had that user file deleted with the one pyopencl made."""
+    import tempfile
+
+    from autotune.launch import _remove_saved_source
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    victim, theirs, elsewhere = tmp_path / "victim.cl", tmp_path / "tmpab12.cl", tmp_path / "sub" / "tmpcd34.cl"
+    elsewhere.parent.mkdir()
+    for path in (victim, theirs, elsewhere):
+        path.write_text("x")
+    _remove_saved_source(RuntimeError(f"k.cl:3: error: see\n(source saved as {victim})\n#endif\n"
+                                      f"(options: -w)\n(source saved as {theirs})"))
+    _remove_saved_source(RuntimeError(f"log\n(source saved as {elsewhere})"))
+    assert victim.exists() and not theirs.exists() and elsewhere.exists()

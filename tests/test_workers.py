@@ -724,3 +724,33 @@ def test_a_database_locked_mid_run_ends_it_after_one_busy_timeout(scale, home, m
             ev.db.execute("ROLLBACK")
             ev.db.close()
     assert ev.held.is_set() and took < 3 * study.BUSY_TIMEOUT_S + 2, took
+
+
+def test_a_stop_while_the_database_is_locked_ends_the_run_within_a_few_busy_timeouts(scale, home, monkeypatch):
+    """Trial 61: a Ctrl-C under another process's lock took two minutes to end the run (each
+    queued trial's write waited the busy timeout, one add_trial six of them), and it exited 1
+    for the unstored trials instead of 130."""
+    from autotune.errors import TuningInterrupted
+
+    monkeypatch.setattr(study, "BUSY_TIMEOUT_S", 1)
+    path = home / "locked.db"
+
+    class LockThenStop(Locker):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            if self.held.is_set() and not getattr(self, "stopped", False):
+                self.stopped = True
+                os.kill(os.getpid(), signal.SIGINT)
+            return m
+
+    ev = LockThenStop(path, threading.Event())
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(TuningInterrupted):
+            tune(scale, TuneOptions(trials=40, timeout_s=None, storage=f"sqlite:///{path}"), evaluator=ev, info=FAKE)
+        took = time.perf_counter() - t0
+    finally:
+        if ev.db is not None:
+            ev.db.execute("ROLLBACK")
+            ev.db.close()
+    assert took < 5 * study.BUSY_TIMEOUT_S + 2, took

@@ -38,6 +38,7 @@ from .claims import GRACE_S, Claims
 from .device import DeviceInfo
 from .diagnose import SameBuildError, SameWrongResult, explain
 from .errors import (
+    AutotuneError,
     BuildError,
     OptionError,
     ProblemError,
@@ -997,8 +998,13 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
     say = progress or (lambda *a: None)
     with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:
-        with stops.held():  # a stop while the study opens is the run's, when it starts (trial 60: a bare
-            run = _Run(spec, info, prob, options, valid, say, t_start)  # KeyboardInterrupt, for SIGTERM too)
+        try:  # a stop while the study opens is the run's, when it starts (trial 60: a bare
+            with stops.held():  # KeyboardInterrupt, for SIGTERM too)
+                run = _Run(spec, info, prob, options, valid, say, t_start)
+        except AutotuneError:
+            if signals.requested():  # the stop is said, not the failure it cut short (trial 61)
+                raise KeyboardInterrupt from None
+            raise
         say("start", None, run.state)
         own = evaluator is None
         lost = None

@@ -581,3 +581,18 @@ def test_trials_timed_again_after_the_search_are_marked_as_such(scale):
     said = page._baseline(replace(s, entry=None), best, base)
     assert said.endswith("faster (the best as the rounds after the search timed it again)"), said
     assert page._baseline(replace(s, entry=None), base, base).endswith("(their first timings)")
+
+
+def test_an_entry_kept_over_a_faster_trial_never_timed_again_is_not_said_picked_over_it(scale):
+    """Trial 61: the page said the entry was "picked over the fastest single measurement when the
+    leaders were timed again" of a stopped run's best that was never timed again."""
+    tune_fake(scale)
+    (s,) = data.find_sections(scale, None)
+    other = next(t for t in s.ok if t.number != s.best.number)
+    entry = replace(s.entry, params=scale.without_flags(other.m.params), build_flags=tuple(
+        scale.enabled_flags(other.m.params)))
+    said = page._profile(replace(s, entry=entry), replace(s.best, retimed=False))
+    assert f"; trial {other.number}; trial {s.best.number} is faster in its one timing but was not timed again" \
+        in said and "picked over" not in said, said
+    assert "picked over the fastest single measurement" in page._profile(replace(s, entry=entry),
+                                                                          replace(s.best, retimed=True))

@@ -1375,3 +1375,31 @@ def test_a_stop_while_the_study_opens_is_tuning_interrupted_with_its_signal(scal
     assert str(caught.value) == "tuning stopped by SIGTERM after 0 measured configurations; the finished trials " \
                                 "were kept"
     assert pickle.loads(pickle.dumps(caught.value)).signum == signal.SIGTERM
+
+
+def test_a_stop_while_the_study_fails_to_open_is_said_as_the_stop(scale, monkeypatch):
+    """Trial 61: a SIGTERM while the study's database was locked gave the lock's error and exit
+    status 1, the stop thrown away."""
+    import os
+
+    from autotune import stops
+
+    def locked(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise ProblemError("studies.db is locked: another process held it for over 10 s")
+
+    monkeypatch.setattr(tuner._Run, "__init__", locked)
+    with pytest.raises(KeyboardInterrupt):
+        run(scale, FakeEvaluator(), trials=5)
+    assert stops.last_stop_signal() == signal.SIGTERM
+
+
+def test_a_finished_runs_entry_kept_over_a_stopped_runs_faster_best_is_said_so(scale):
+    """Trial 61: the summary called the kept entry, 7x slower, "as fast as this run's best"."""
+    report = run(scale, FakeEvaluator(), trials=5)
+    kept = profiles.Entry(problem=dict(report.problem), params={"WPT": 1, "WG": 16, "MODE": 0}, build_flags=(),
+                          time_ms=report.best.median_ms * 7, throughput={}, trials=3, tuned_at="2026-11-28T00:00:00Z",
+                          spec_hash=scale.spec_hash)
+    stopped = replace(report, stopped_by="interrupted", profile_kept=kept, profile_verdict="kept")
+    line = next(x for x in format_report(stopped).splitlines() if x.startswith("  profile"))
+    assert "which a finished run of this study saved, stays" in line and "as fast" not in line, line

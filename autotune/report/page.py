@@ -130,9 +130,12 @@ def _profile(s: Section, best: Trial | None) -> str:
     if trial is None:
         return text + "; its configuration is not among this study's trials (tuned " + (
             "with another version of the spec)" if s.entry.spec_hash != s.spec_hash else "in another study database)")
-    if best is not None and trial.number != best.number:
+    if best is not None and trial.number != best.number and best.retimed:
         return text + (f"; trial {trial.number}, picked over the fastest single measurement (trial "
                        f"{best.number}) when the leaders were timed again")
+    if best is not None and trial.number != best.number:  # trial 61: said "picked over" of a trial never timed again
+        return text + (f"; trial {trial.number}; trial {best.number} is faster in its one timing but was not timed "
+                       "again beside it (its run was stopped first): the next finished run times both")
     return text + f"; trial {trial.number}"
 
 

@@ -567,6 +567,9 @@ def test_a_parameter_without_effect_gets_little_importance():
     shares = data.main_effects(configs, [math.log(0.3 * c["A"]) + rng.gauss(0, 0.1) for c in configs])
     assert shares["A"] > 0.8 and shares["B"] < 0.1 and shares["C"] < 0.1, shares
     assert data.main_effects(configs, [1.0] * len(configs)) == {"A": 0.0, "B": 0.0, "C": 0.0}
+    # trial 61: one trial per value left no repeat to judge it by, and it read as 0.61
+    unique = data.main_effects([{"A": i, "B": i % 2} for i in range(8)], [rng.gauss(0, 0.1) + i % 2 for i in range(8)])
+    assert "A" not in unique and unique["B"] == 1.0, unique
 
 
 def test_trials_timed_again_after_the_search_are_marked_as_such(scale):

@@ -408,7 +408,8 @@ MAIN_EFFECTS = "main effects, ω²"
 def main_effects(configs: Sequence[Mapping[str, Any]], values: Sequence[float]) -> dict[str, float]:
     """Each parameter's share of the variance of ``values`` that its values explain alone, less
     what chance explains (ω², the unbiased one-way ANOVA effect size, 0 at least), normalized
-    to sum to 1 (all 0 where none explains more than chance). Optuna's PED-ANOVA, used before,
+    to sum to 1 (all 0 where none explains more than chance); a parameter with nearly as many
+    values as trials is left out (not judged). Optuna's PED-ANOVA, used before,
     gave a parameter with no effect at all 34% (trial 59); interactions are fANOVA's.
 
         >>> c = [{"A": a, "B": b} for a in (1, 2, 4, 8) for b in (1, 2) for _ in range(3)]
@@ -424,8 +425,10 @@ def main_effects(configs: Sequence[Mapping[str, Any]], values: Sequence[float]) 
         for c, v in zip(configs, y, strict=True):
             groups.setdefault(c[name], []).append(float(v))
         k, n = len(groups), len(y)
+        if n - k < 2:  # no repeat to tell chance from effect (trial 61: one trial per value read as 1)
+            continue
         between = sum(len(g) * (np.mean(g) - y.mean()) ** 2 for g in groups.values())
-        within = (total - between) / (n - k) if n > k else 0.0
+        within = (total - between) / (n - k)
         out[name] = float(max(0.0, (between - (k - 1) * within) / (total + within))) if total > 0 else 0.0
     whole = sum(out.values())
     return {n: v / whole if whole > 0 else 0.0 for n, v in out.items()}

@@ -156,7 +156,7 @@ class Expected:
                 f"(first at {i}: got {float(got.flat[i]):.{digits}g}, want {float(self.want.flat[i]):.{digits}g}, "
                 + (f"allowed ±{allowed:.3g}" if allowed > 0 else "which must be exact")
                 + f"; {self.rule}" + (f"; worst element {worst:.3g}x its tolerance)" if worst > 1 else ")")
-                + self._rounding(diff, off))
+                + (self._rounding(diff, off) or self._rounding_at_zero(diff, off)))
 
     def _rounding(self, diff: np.ndarray, off: np.ndarray) -> str:
         """Advice when every element off is off by rounding alone (within ROUNDING_ULPS of the
@@ -170,6 +170,20 @@ class Expected:
         return (f"; each element off is within {max(1, math.ceil(ulps))} ulp of the reference, as {info.dtype} "
                 f"arithmetic in another order gives: the tolerance is {TOO_TIGHT} ({info.dtype}'s precision is "
                 f"{float(info.eps):.3g}); widen tolerance.rtol in the spec (the default is 1e-5)")
+
+    def _rounding_at_zero(self, diff: np.ndarray, off: np.ndarray) -> str:
+        """Advice when every element off is expected to be 0, so allowed no error by atol 0, and is
+        off by no more than rounding at the output's scale (a sum that cancels leaves 1e-8 where
+        its terms are near 1): trial 61, where nothing named the tolerance."""
+        info, nonzero = np.finfo(self.want.dtype), np.abs(self.want[self.want != 0]).astype(np.float64)
+        if not nonzero.size or np.any(self.want.ravel()[off] != 0):
+            return ""
+        typical = float(np.median(nonzero))
+        if not float(np.max(diff.ravel()[off])) <= ROUNDING_ULPS * float(info.eps) * typical:
+            return ""
+        return (f"; each element off is expected to be 0 and is within rounding of the output's values (their "
+                f"median magnitude is {typical:.3g}): atol 0 allows it no error, so the tolerance is {TOO_TIGHT}; "
+                f"give tolerance.atol a small value, e.g. {ROUNDING_ULPS * float(info.eps) * typical:.0e}")
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,

@@ -1677,3 +1677,17 @@ def test_only_the_file_pyopencl_saved_is_deleted(tmp_path, monkeypatch):
                                       f"(options: -w)\n(source saved as {theirs})"))
     _remove_saved_source(RuntimeError(f"log\n(source saved as {elsewhere})"))
     assert victim.exists() and not theirs.exists() and elsewhere.exists()
+
+
+def test_rounding_where_atol_0_allows_a_zero_no_error_names_the_tolerance(tmp_path):
+    """Trial 61: expected zeros that came out 1.5e-8 under atol 0 were blamed on the reference,
+    nothing naming the tolerance; a gross error there is not called rounding."""
+    from autotune.verify import TOO_TIGHT, compare
+
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML + "tolerance: {rtol: 1e-5, atol: 0}\n"))
+    want = np.array([0.0, 0.5, -0.7, 0.0, 1.0, 0.3], np.float32)
+    got = want + np.array([1.5e-8, 0, 0, -2e-8, 0, 0], np.float32)
+    why, _, _ = compare(spec, "y", got, want, {"N": 6})
+    assert TOO_TIGHT in why and "expected to be 0 and is within rounding" in why and "give tolerance.atol" in why, why
+    why, _, _ = compare(spec, "y", want + np.array([0.04, 0, 0, 0, 0, 0], np.float32), want, {"N": 6})
+    assert TOO_TIGHT not in why, why

@@ -143,8 +143,9 @@ def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, devic
         f"(the default's reason: {why}); every configuration is ruled out for this problem: "
         + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
            "device's work-group size)" if why and is_launch_reason(why) else
-           "if the device's limits rule it out, as for the default, no problem will do: give the spec's "
-           "parameters smaller values (work-group sizes, tiles) this device allows"
+           "the default is over this device's limits whatever the problem: give the spec's parameters "
+           "smaller values (work-group sizes, tiles) this device allows, or choose a problem another "
+           "configuration fits"
            if why and _of_device(spec, why, problem, facts)
            else "choose a problem the spec allows, or widen its space"))
 

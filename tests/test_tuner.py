@@ -217,7 +217,7 @@ def test_no_valid_configuration_is_a_clear_error_from_run_and_load_kernel_alike(
         loader.choose(scale, FAKE, scale.resolve_problem({"N": 3}), [tmp_path / "none"], None)
 
 
-DEVICE_FIX = r"the device's limits rule it out, as for the default, no problem will do: give the spec's parameters"
+DEVICE_FIX = r"the default is over this device's limits whatever the problem: give the spec's parameters"
 PROBLEM_FIX = r"choose a problem the spec allows, or widen its space$"
 
 
@@ -231,7 +231,7 @@ PROBLEM_FIX = r"choose a problem the spec allows, or widen its space$"
      PROBLEM_FIX),
     ('local_memory: "N * 1000"', r"local memory \d+ B > device 49152 B", PROBLEM_FIX),
 ])
-def test_no_valid_configuration_for_the_devices_limits_says_no_problem_will_do(tmp_path, added, reason, fix):
+def test_no_valid_configuration_for_the_devices_limits_says_so(tmp_path, added, reason, fix):
     """Trial 56: every configuration over the device's work-group limit was answered "choose a
     problem the spec allows", which no problem can fix."""
     text = SCALE_YAML

@@ -1043,7 +1043,7 @@ class _ShowBlock:
         """Why load_kernel (with the spec shown) does not use ``e``, or None (:func:`_skipped`)."""
         why = _skipped(self.spec_of(e), e, self.facts)
         if why is not None and (other := self.namesake(e)) is not None:
-            return f"tuned with {other}, another spec of this kernel's name"
+            return f"{'picked' if e.picked else 'tuned'} with {other}, another spec of this kernel's name"
         return why
 
     def remedy(self, e: Any, why: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -712,18 +714,27 @@ def test_a_database_locked_mid_run_ends_it_after_one_busy_timeout(scale, home, m
     """Trial 57: after the lock was declared lost, the run still wrote its confirmation, its
     claims and its queued trials to the database, each waiting the busy timeout again."""
     monkeypatch.setattr(study, "BUSY_TIMEOUT_S", 1)
-    path = home / "locked.db"
-    ev = Locker(path, threading.Event())
+    ev = Locker(home / "locked.db", threading.Event())
     t0 = time.perf_counter()
+    with _released(ev), pytest.raises(StorageError, match="stopped answering .*locked.*; the best so far was saved"):
+        _tune_on(scale, ev)
+    took = time.perf_counter() - t0
+    assert ev.held.is_set() and took < 3 * study.BUSY_TIMEOUT_S + 2, took
+
+
+@contextlib.contextmanager
+def _released(ev: Locker) -> Iterator[None]:
+    """``ev``'s lock released on the way out."""
     try:
-        with pytest.raises(StorageError, match="stopped answering .*locked.*; the best so far was saved"):
-            tune(scale, TuneOptions(trials=40, timeout_s=None, storage=f"sqlite:///{path}"), evaluator=ev, info=FAKE)
-        took = time.perf_counter() - t0
+        yield
     finally:
         if ev.db is not None:
             ev.db.execute("ROLLBACK")
             ev.db.close()
-    assert ev.held.is_set() and took < 3 * study.BUSY_TIMEOUT_S + 2, took
+
+
+def _tune_on(scale, ev: Locker) -> None:  # type: ignore[no-untyped-def]
+    tune(scale, TuneOptions(trials=40, timeout_s=None, storage=f"sqlite:///{ev.path}"), evaluator=ev, info=FAKE)
 
 
 def test_a_stop_while_the_database_is_locked_ends_the_run_within_a_few_busy_timeouts(scale, home, monkeypatch):
@@ -733,7 +744,6 @@ def test_a_stop_while_the_database_is_locked_ends_the_run_within_a_few_busy_time
     from autotune.errors import TuningInterrupted
 
     monkeypatch.setattr(study, "BUSY_TIMEOUT_S", 1)
-    path = home / "locked.db"
 
     class LockThenStop(Locker):
         def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
@@ -743,14 +753,9 @@ def test_a_stop_while_the_database_is_locked_ends_the_run_within_a_few_busy_time
                 os.kill(os.getpid(), signal.SIGINT)
             return m
 
-    ev = LockThenStop(path, threading.Event())
+    ev = LockThenStop(home / "locked.db", threading.Event())
     t0 = time.perf_counter()
-    try:
-        with pytest.raises(TuningInterrupted):
-            tune(scale, TuneOptions(trials=40, timeout_s=None, storage=f"sqlite:///{path}"), evaluator=ev, info=FAKE)
-        took = time.perf_counter() - t0
-    finally:
-        if ev.db is not None:
-            ev.db.execute("ROLLBACK")
-            ev.db.close()
+    with _released(ev), pytest.raises(TuningInterrupted):
+        _tune_on(scale, ev)
+    took = time.perf_counter() - t0
     assert took < 5 * study.BUSY_TIMEOUT_S + 2, took

@@ -731,8 +731,11 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             ru = report.runner_up
             beside = {"beside": " with the baseline",
                       "among": ", the baseline among them"}.get(report.baseline_timed, "")
+            # trial 62: the runner-up was the baseline, which only its matching time gave away
+            which = "the baseline" if report.baseline is not None and ru.params == report.baseline.params else \
+                _fmt_full(ru.params, report.spec, report.problem)
             lines.append(f"  confirmed   the {report.confirmed} fastest timed again{beside}, interleaved; runner-up "
-                         f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f})"
+                         f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f}; {which})"
                          + ("; their spreads overlap, so another run may rank them the other way"
                             if report.close_call else "") + _baseline_untimed(report))
             if report.overturned is not None:  # trial 32: the progress lines' best was not what was saved
@@ -1254,7 +1257,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                   "the highest measured, so `autotune bench` on an idle device corrects it")
         elif any(x > 1 for x in r.ratios(c).values()):  # trial 59: a library to beat, not a ceiling
             print(f"              faster than {c.name} (timed now, on this machine as it is: not kept)")
-    print(f"  kept        {benchmark.keep_ceilings(r)}")
+    print(f"  ceilings    {benchmark.keep_ceilings(r)}")
     return 0
 
 

@@ -4,7 +4,8 @@ How the configuration is chosen (``TunedKernel.origin`` says which way):
 
 - ``exact``: a tuning run's entry for this very problem, from the user's profile or the
   shipped ones (of the current template and space).
-- ``measured``: no entry for the problem, so the device's tuned configurations that are valid
+- ``measured``: no tuning run's entry for the problem (a saved first-use pick is loaded as
+  ``measured``, untimed), so the device's tuned configurations that are valid
   for it (those of the nearest problems first, at most a dozen; none where nothing was tuned),
   then the spec's baseline and default, are verified and timed there once, on buffers of their
   own, and the fastest that verified is kept (ProblemError when every one gives wrong

@@ -135,7 +135,7 @@ def _profile(s: Section, best: Trial | None) -> str:
                        f"{best.number}) when the leaders were timed again")
     if best is not None and trial.number != best.number:  # trial 61: said "picked over" of a trial never timed again
         return text + (f"; trial {trial.number}; trial {best.number} is faster in its one timing but was not timed "
-                       "again beside it (its run was stopped first): the next finished run times both")
+                       "again beside it (not among the leaders a run timed again, or its run was stopped first)")
     return text + f"; trial {trial.number}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import warnings
@@ -468,3 +469,16 @@ def test_a_run_without_a_verified_configuration_says_why_on_stderr(tmp_path):
                                                    "no configuration passed verification; the summary above says "
                                                    "why"), out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_load_kernel_of_a_namesake_spec_says_to_rename_it_not_to_run_it(tmp_path, queue):
+    """Trial 61: load_kernel offered `autotune run` of a spec whose kernel name another spec's
+    entry at that size holds, a run that is refused while that file is there."""
+    from conftest import SCALE_YAML, write_spec
+    first = write_spec(tmp_path / "a", SCALE_YAML)
+    second = write_spec(tmp_path / "b", SCALE_YAML.replace("MODE: [0]", "MODE: [0, 2]"))
+    assert cli("run", str(first), "-n", "2", "-q").returncode == 0
+    with pytest.warns(autotune.AutotuneWarning, match=rf"was tuned with {re.escape(str(first.resolve()))}, another "
+                                                      r"spec of the kernel name scale: give this spec another "
+                                                      r"`kernel:` name before tuning it"):
+        autotune.load_kernel(str(second), queue)

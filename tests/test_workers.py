@@ -545,7 +545,8 @@ def test_a_run_on_several_devices_saves_the_best_its_summary_shows(home):
         assert re.search(r"\n  profile +\S+ \(added\)\n", done.stdout), done.stdout
         (prof,) = settings.profiles_dir().glob("*.yaml")
         (entry,) = profiles.entries(profiles.read(prof), "reverse")
-        assert round(entry.time_ms, 4) == shown, (entry.time_ms, done.stdout)
+        # the summary gives 4 decimals of the median, the profile 6: 0.0068499.. is "0.0068" and 0.00685
+        assert abs(entry.time_ms - shown) <= 0.5e-4 + 1e-12, (entry.time_ms, done.stdout)
 
 
 def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypatch, capsys):

@@ -314,7 +314,8 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
         lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned "
                 f"{entry.tuned_at or 'earlier'} for another version of the spec (its template, reference "
                 f"or space has changed since, or another spec has the kernel name {spec.name})")
-        if (other := _namesake(spec, entry)) is not None:  # trial 61: a run was offered, which is refused
+        if not entry.picked and (other := spec.namesake(entry.spec_file)) is not None:  # trial 61: a run was
+            # offered, which tuner refuses while that file's entry is there
             lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned with {other}, another "
                     f"spec of the kernel name {spec.name}: give this spec another `kernel:` name before tuning it "
                     "(a run of it is refused while that file's entry is there)")
@@ -526,17 +527,6 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
     if key not in _warned:
         _warned.add(key)
         _warn(message)
-
-
-def _namesake(spec: KernelSpec, entry: profiles.Entry) -> str | None:
-    """The other spec file, still there (or autotune's own spec), that tuned ``entry``, as a
-    run of ``spec`` names it when it refuses to run beside it (tuner's namesake check)."""
-    other = entry.spec_file
-    if entry.picked or not other or other == spec.file_id:
-        return None
-    if other == specs.BUILTIN_FILE:
-        return f"autotune's own {spec.name} spec"
-    return other if Path(other).is_file() else None
 
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:

@@ -389,6 +389,16 @@ class KernelSpec:
         the file's absolute path."""
         return BUILTIN_FILE if self.builtin else str(self.path.resolve())
 
+    def namesake(self, spec_file: str | None) -> str | None:
+        """Another spec of this kernel's name that a record (a profile entry's or a trial's
+        ``spec_file``) names, where it is still there: "autotune's own NAME spec" or its path;
+        None for this spec's own file, an unrecorded one, or one moved or renamed since."""
+        if not spec_file or spec_file == self.file_id:
+            return None
+        if spec_file == BUILTIN_FILE:
+            return f"autotune's own {self.name} spec"
+        return spec_file if Path(spec_file).is_file() else None
+
     def stores(self, entry: Any) -> bool:
         """Whether a profile entry (:class:`autotune.profiles.Entry`) holds a configuration of
         this spec: its version, and parameters and values of its space."""

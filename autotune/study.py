@@ -677,11 +677,10 @@ class _Writer:
                 if then is not None:
                     then()
             except Exception as exc:  # a full disk, a lost server: said at close  # noqa: BLE001
-                self.failure = self.failure or f"{type(exc).__name__}: {first_line(exc)}"
                 self.unstored += 1
                 # the rest would fail the same way, each after the busy timeout (trial 61: a
                 # Ctrl-C under another process's lock took two minutes to end the run)
-                self.abandoned = True
+                self.abandon(f"{type(exc).__name__}: {first_line(exc)}")
 
     def abandon(self, why: str) -> None:
         """Write nothing more: the trials still queued (and any put later) are counted unstored."""

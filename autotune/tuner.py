@@ -919,9 +919,8 @@ def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, str]) -> None:
     each run's entries would replace the other's in the profile, as one spec's newer version
     replaces the older (trial 24)."""
     for other, work in others.items():
-        if other in ("", spec.file_id) or (other != BUILTIN_FILE and not Path(other).is_file()):
-            continue  # unrecorded, this file's own edits, or a file moved or renamed since
-        what = f"autotune's own {spec.name} spec" if other == BUILTIN_FILE else other
+        if (what := spec.namesake(other)) is None:  # this file's own edits, or gone since
+            continue
         raise ProblemError(
             f"{spec.path} names its kernel {spec.name!r}, as {what} does, whose {work}: the two would "
             "replace each other's profile entries; give this spec another `kernel:` name"

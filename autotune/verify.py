@@ -179,11 +179,12 @@ class Expected:
         if not nonzero.size or np.any(self.want.ravel()[off] != 0):
             return ""
         typical = float(np.median(nonzero))
-        if not float(np.max(diff.ravel()[off])) <= ROUNDING_ULPS * float(info.eps) * typical:
+        rounding = ROUNDING_ULPS * float(info.eps) * typical
+        if not float(np.max(diff.ravel()[off])) <= rounding:
             return ""
         return (f"; each element off is expected to be 0 and is within rounding of the output's values (their "
                 f"median magnitude is {typical:.3g}): atol 0 allows it no error, so the tolerance is {TOO_TIGHT}; "
-                f"give tolerance.atol a small value, e.g. {ROUNDING_ULPS * float(info.eps) * typical:.0e}")
+                f"give tolerance.atol a small value, e.g. {rounding:.0e}")
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,

@@ -336,7 +336,9 @@ def _saved(report: Any, whose: str, save: bool) -> str:
     """What became of ``whose`` best at a stop: saved as partial, kept out by a faster entry
     (trial 28: that read "saved"), or not written."""
     if report.profile_path is None:
-        return "profile not written (--no-save)" if not save else "no verified configuration to save"
+        return ("profile not written (--no-save)" if not save else
+                f"{whose} not saved: {report.profile_verdict}" if report.profile_verdict else
+                "no verified configuration to save")
     if str(report.profile_verdict).startswith("kept"):
         return f"{whose} not saved: {report.profile_path} {_verdict(report)}"
     return f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})"
@@ -826,7 +828,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         partial = "partial; " if report.partial and not str(report.profile_verdict).startswith(("kept", "left")) else ""
         lines.append(f"  profile     {report.profile_path} ({partial}{_verdict(report)})")
     elif best is not None:  # a verified best goes to the profile unless saving was off
-        lines.append("  profile     not saved: " + ("see the error below" if report.profile_error else "--no-save"))
+        lines.append("  profile     not saved: " + ("see the error below" if report.profile_error
+                                                       else report.profile_verdict or "--no-save"))
     if report.study_trials:  # trial 35: offered for a study with no trial, it wrote an empty page
         lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
     return "\n".join(lines)

@@ -1103,12 +1103,30 @@ def save_best(report: TuneReport, storage: str | None,
     which that confirmation had overturned)."""
     if report.best is None:
         return report
+    if baseline_only(report):
+        return replace(report, profile_verdict=BASELINE_ONLY)
     if report.measured == 0 and report.unconfirmed and _entry_of(report):
         return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
                        profile_verdict=NOTHING_NEW)
     study = record.study_key(storage or settings.default_storage(), report.study_name) \
         if storage != ":memory:" else None
     return _save(report, partial=report.partial, study=study, studied=studied)
+
+
+#: Why a stopped run whose study holds the baseline alone saves nothing (trial 59: a 2 s run
+#: saved the naive baseline, which load_kernel then used as the size's tuned kernel, 20x slower
+#: than the configuration it picks at first use from other sizes' entries).
+BASELINE_ONLY = ("the run stopped before it measured any configuration but the baseline, which is no tuning "
+                 "result: load_kernel picks among other sizes' tuned configurations instead")
+
+#: How a run can stop before its search ends: a deadline, a signal, a lost database.
+CUT_SHORT = ("timeout", "study timeout", "interrupted", "storage lost")
+
+
+def baseline_only(report: TuneReport) -> bool:
+    """The run was cut short while its study held one trial: the baseline, its best."""
+    return (report.stopped_by in CUT_SHORT and report.study_trials == 1 and report.best is not None
+            and report.baseline is not None and report.best.params == report.baseline.params)
 
 
 #: The profile verdict of a run that measured nothing and timed no leaders again, where the

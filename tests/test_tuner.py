@@ -1120,6 +1120,28 @@ def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(sca
     assert "confirmed   no" not in format_report(done)
 
 
+def test_a_run_cut_short_after_the_baseline_alone_saves_nothing_load_kernel_would_take_as_tuned(scale, monkeypatch):
+    """Trial 59: a 2 s run measured only the naive baseline and saved it as an ordinary entry,
+    which load_kernel then used as the size's tuned kernel, 20x slower than its first-use pick."""
+    import types
+
+    clock = [0.0]
+    monkeypatch.setattr(tuner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
+
+    class Slow(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            clock[0] += 6.0
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    cut = run(scale, Slow(), sampler="grid", trials=20, timeout_s=5.0, prune=0)
+    assert cut.stopped_by == "timeout" and cut.measured == 1 and cut.best == cut.baseline
+    assert cut.profile_path is None and cut.profile_verdict == tuner.BASELINE_ONLY
+    assert f"\n  profile     not saved: {tuner.BASELINE_ONLY}" in format_report(cut)
+    assert not profiles.path_for(FAKE.slug, settings.profiles_dir()).exists()
+    asked = run(scale, FakeEvaluator(), sampler="grid", trials=1, prune=0)  # one trial asked for: saved
+    assert asked.best == asked.baseline and asked.profile_verdict == "added"
+
+
 def test_a_leader_whose_output_is_wrong_when_checked_again_is_left_out_and_named(scale):
     """Trial 27: a histogram with a race passed its one check in the search, won, and gave wrong
     results in 14 of 1,000 calls in the application."""

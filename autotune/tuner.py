@@ -32,7 +32,7 @@ from typing import Any
 import optuna
 
 from . import device as devices
-from . import profiles, record, settings, stops
+from . import profiles, record, scratch, settings, stops
 from . import spec as specs
 from .claims import GRACE_S, Claims
 from .device import DeviceInfo
@@ -59,7 +59,7 @@ from .space import ValidSpace, canonical, check, config_key, geometry, none_vali
 from .spec import BUILTIN_FILE, KernelSpec, Value, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
-from .worker import LAST_OUTPUT, Evaluator, Setup, died, open_evaluator, workload_folder
+from .worker import LAST_OUTPUT, Evaluator, Setup, died, open_evaluator
 
 _STUCK_AFTER = 8  # consecutive repeated/invalid proposals before we pick an unmeasured one
 #: The baseline's time limit when --max-time-per-config is not given (the others' limit is
@@ -996,7 +996,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         check_saveable(spec, info, prob)
     workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
     say = progress or (lambda *a: None)
-    with quiet_optuna(), stops.stop_signals() as signals, workload_folder() as folder:
+    with quiet_optuna(), stops.stop_signals() as signals, scratch.run_folder() as folder:
         try:  # a stop while the study opens is the run's, when it starts (trial 60: a bare
             with stops.held():  # KeyboardInterrupt, for SIGTERM too)
                 run = _Run(spec, info, prob, options, valid, say, t_start)
@@ -1008,7 +1008,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         own = evaluator is None
         lost = None
         try:
-            evaluator = evaluator or _evaluator(run, workload, Path(folder))
+            evaluator = evaluator or _evaluator(run, workload, folder)
             try:
                 stopped_by = run.loop(evaluator, signals.requested)
                 run.catch_up()

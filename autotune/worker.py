@@ -12,7 +12,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -382,7 +381,3 @@ def last_output(said: str) -> str:
 #: How a dead worker's reason introduces its last output (:func:`last_output`).
 LAST_OUTPUT = "; its last output: "
 
-
-def workload_folder() -> tempfile.TemporaryDirectory[str]:
-    """A temporary folder for the workload file, removed when the run ends."""
-    return tempfile.TemporaryDirectory(prefix="autotune-")

@@ -1,0 +1,93 @@
+"""A run's temporary folder (its workload file, its worker's programs and output), and the
+removal of those that killed runs left behind.
+
+A run holds a lock on a file in its folder for as long as its process lives; the kernel lets
+go of it when the process ends, by SIGKILL too, where the folder's own removal never runs. The
+next run removes every such folder whose lock it can take: a killed matmul run at 8192³ would
+otherwise leave 768 MB of inputs and expected output in the temporary folder (memory, where that
+is a tmpfs) until a reboot.
+
+Example:
+    >>> with run_folder() as folder:
+    ...     (folder / "workload.npz").write_bytes(b"")
+    0
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): folders are removed by their own run only
+    fcntl = None  # type: ignore[assignment]
+
+#: How a run's folder is named in the temporary folder (then mkdtemp's random part).
+PREFIX = "autotune-run-"
+
+#: The file in a run's folder whose lock its run holds.
+OWNER = ".owner"
+
+#: A folder younger than this is left alone: its run may be between creating the lock file and
+#: taking its lock.
+MIN_AGE_S = 60.0
+
+
+@contextmanager
+def run_folder() -> Iterator[Path]:
+    """A new folder in the temporary folder, removed on the way out; folders of runs that were
+    killed are removed first (:func:`sweep`)."""
+    sweep()
+    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    fd = os.open(folder / OWNER, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # not contested: the folder is new, and too young to sweep
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(fd)
+
+
+def sweep(where: str | Path | None = None) -> list[Path]:
+    """Remove the run folders in ``where`` (the temporary folder) that no live process holds:
+    this user's, older than :data:`MIN_AGE_S`, whose lock can be taken. Returns them."""
+    if fcntl is None:
+        return []
+    try:
+        candidates = list(Path(where or tempfile.gettempdir()).glob(PREFIX + "*"))
+    except OSError:
+        return []
+    gone = [folder for folder in candidates if _abandoned(folder)]
+    for folder in gone:
+        shutil.rmtree(folder, ignore_errors=True)
+    return gone
+
+
+def _abandoned(folder: Path) -> bool:
+    """No live process holds ``folder``'s lock, and it is this user's and old enough."""
+    try:
+        if not _ours_and_old(folder.lstat()):
+            return False
+        fd = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # no lock file: another program's folder, or one being made
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # its run lives
+    finally:
+        os.close(fd)  # lets go of the lock, if taken
+    return True
+
+
+def _ours_and_old(info: os.stat_result) -> bool:
+    return (stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid()
+            and time.time() - info.st_mtime > MIN_AGE_S)

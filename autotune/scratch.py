@@ -4,7 +4,7 @@ removal of those that killed runs left behind.
 A run holds a lock on a file in its folder for as long as its process lives; the kernel lets
 go of it when the process ends, by SIGKILL too, where the folder's own removal never runs. The
 next run removes every such folder whose lock it can take: a killed matmul run at 8192³ would
-otherwise leave 768 MB of inputs and expected output in the temporary folder (memory, where that
+otherwise leave 1.5 GB of inputs, expected output and error bounds in the temporary folder (memory, where that
 is a tmpfs) until a reboot.
 
 Example:

@@ -407,6 +407,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         params = canonical(spec, params, problem, info.facts())
         if params not in tuned and params not in own.values() and _valid(spec, params, problem, info.facts()):
             own[what] = params
+    costly = _baseline_cost(spec, problem, candidates) if "baseline" in own else None
+    if costly is not None:  # trial 62: its verifying launch alone took 96 s of a 20 s first use
+        del own["baseline"]
     if not tuned and "default" not in own and (near := _closest_default(spec, problem, info.facts())) is not None:
         own.setdefault(NEAR_DEFAULT, near)  # what would be used unverified otherwise: verified too
     # with nothing tuned valid, the default (else the one most like it, else the baseline) sets the cut-off
@@ -451,8 +454,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
     _warn_once(spec, info, problem, (
         f"{lead}: verified and timed {what} there "
-        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_untimed(timed.untimed)} and took the fastest "
-        f"({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes this size"))
+        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_untimed(timed.untimed)}{_costly(spec, costly)} "
+        f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
+        "this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
 
 
@@ -481,6 +485,55 @@ def _timed(tuned: int, stopped: int, own: list[str], earlier: bool = False) -> s
     theirs = f"{tuned} tuned configuration{'s' if tuned > 1 else ''}{early}" if tuned else ""
     named = [part for part in (first, theirs, mine) if part]
     return ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else "".join(named)
+
+
+def _baseline_cost(spec: KernelSpec, problem: Mapping[str, Any], candidates: list[tuple[dict[str, Value],
+                   profiles.Entry, Path]]) -> tuple[float, profiles.Entry] | None:
+    """The baseline's time at ``problem`` (ms), as the nearest tuned entry with a baseline
+    timing predicts it by the work the spec's headline metric counts, and that entry, where the
+    baseline is not worth timing: it was at least :data:`BASELINE_LOST` times slower there, and
+    that problem had no more work than this one (a naive kernel that loses at a size does not
+    win at a larger one, where its verifying launch, which cannot be cut short, takes longest:
+    trial 62, 96 s at matmul 3000³ on a CPU, where 62 ms at 512³ predicts 13 s) or it would
+    take longer than first use's whole budget here. None otherwise: it is timed."""
+    if not spec.metrics:
+        return None
+    for _, entry, _ in candidates:
+        if entry.baseline_ms is None or entry.picked:
+            continue
+        try:
+            work = _work(spec, problem) / _work(spec, spec.resolve_problem(entry.problem))
+        except (ProblemError, ArithmeticError):  # an entry of another version's problem keys
+            return None
+        ms = entry.baseline_ms * work
+        lost = entry.baseline_ms >= BASELINE_LOST * entry.time_ms
+        return (ms, entry) if lost and (work >= 1 or ms > 1e3 * firstuse.BUDGET_S) else None
+    return None
+
+
+#: First use leaves the baseline out where it was this many times slower than the tuned
+#: configuration at a problem of no more work (:func:`_baseline_cost`).
+BASELINE_LOST = 2.0
+
+
+def _work(spec: KernelSpec, problem: Mapping[str, Any]) -> float:
+    """The work the spec's headline metric counts at ``problem`` (its value at 1 ms)."""
+    return next(iter(spec.throughput(problem, 1.0).values()))
+
+
+def _costly(spec: KernelSpec, costly: tuple[float, profiles.Entry] | None) -> str:
+    """What the first-use warning says of a baseline left untimed (:func:`_baseline_cost`)."""
+    if costly is None:
+        return ""
+    ms, entry = costly
+    assert entry.baseline_ms is not None
+    return (f" (not the spec’s baseline: {entry.baseline_ms / entry.time_ms:.0f}x slower than the tuned "
+            f"configuration at {problem_label(spec.resolve_problem(entry.problem))}, {_seconds(ms)} here by that "
+            "timing)")
+
+
+def _seconds(ms: float) -> str:
+    return f"about {ms / 1e3:.0f} s" if ms >= 1e3 else f"about {ms:.0f} ms"
 
 
 def _untimed(count: int) -> str:

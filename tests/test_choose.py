@@ -107,6 +107,32 @@ def test_a_new_size_times_the_valid_tuned_configurations_once_and_keeps_the_fast
     assert again.origin == "measured" and again.params == T64 and len(timer.calls) == 1
 
 
+def test_a_baseline_that_lost_at_a_smaller_size_is_not_timed_at_first_use(folders):
+    """Trial 62: first use of matmul at 3000³ on a CPU took 96 s, of a 20 s budget: the naive
+    baseline's verifying launch, which cannot be cut short, started within it (its 62 ms at
+    512³ scaled by the work predicts 13 s: a naive kernel's time grows faster than its work)."""
+    problem = MM.resolve_problem({"M": 1500, "N": 1500, "K": 1500})
+    timed = Measurement(Status.OK, "", (30.0,), params=T32)
+    baseline = Measurement(Status.OK, "", (600.0,), params=MM.baseline_config)
+    profiles.save(record.entry(MM, problem, timed, trials=50, baseline=baseline), "matmul", FAKE.profile_header(),
+                  profiles.path_for(FAKE.slug, folders[0]))
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 0.5, "default": 5.0})
+    loader._warned.clear()
+    with pytest.warns(loader.AutotuneWarning, match=r"and the spec’s default there in .* s \(not the spec’s baseline: "
+                      r"20x slower than the tuned configuration at M=1500,N=1500,K=1500,layout=row, about 5 s here by "
+                      r"that timing\) and took the fastest \(0.9 ms"):
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
+    assert c.params == T64 and MM.baseline_config not in timer.fallbacks[0]
+    small = choose(folders, timer, M=600, N=600, K=600)  # a smaller problem: timed, and faster there
+    assert MM.baseline_config in timer.fallbacks[1] and small.params == MM.baseline_config
+    slow = replace(baseline, times_ms=(60e3,))  # at a smaller size where it would take over 20 s: not timed
+    nearer = MM.resolve_problem({"M": 1450, "N": 1450, "K": 1450})
+    profiles.save(record.entry(MM, nearer, timed, trials=50, baseline=slow), "matmul", FAKE.profile_header(),
+                  profiles.path_for(FAKE.slug, folders[0]))
+    choose(folders, timer, M=1400, N=1400, K=1400)
+    assert MM.baseline_config not in timer.fallbacks[2]
+
+
 def test_the_specs_baseline_and_default_are_timed_too_and_win_where_they_are_faster(folders):
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 0.5, "default": 0.7})
     c = choose(folders, timer, M=3000, N=3000, K=3000)

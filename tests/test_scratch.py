@@ -13,12 +13,18 @@ from pathlib import Path
 import pytest
 
 from autotune import scratch
+from autotune.result import Measurement, Status
+from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, QuietEvaluator
 
 pytestmark = pytest.mark.skipif(scratch.fcntl is None, reason="no flock here: nothing is swept")
 
 HOLD = """
 import sys, time
 from autotune import scratch
+from autotune.result import Measurement, Status
+from autotune.tuner import TuneOptions, tune
+from conftest import FAKE, QuietEvaluator
 with scratch.run_folder() as folder:
     (folder / "workload.npz").write_bytes(bytes(1000))
     print(folder, flush=True)
@@ -84,11 +90,6 @@ def test_folders_that_are_not_a_runs_are_left_alone(tmp_dir):
 
 
 def test_tune_sweeps_what_a_killed_run_left_and_removes_its_own(tmp_dir, scale):
-    from conftest import FAKE, QuietEvaluator
-
-    from autotune.result import Measurement, Status
-    from autotune.tuner import TuneOptions, tune
-
     class Fast(QuietEvaluator):
         def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
             return Measurement(Status.OK, "", (1.0, 1.0, 1.0), 0.0, 0.0, 0.01)

@@ -131,6 +131,9 @@ def test_a_baseline_that_lost_at_a_smaller_size_is_not_timed_at_first_use(folder
                   profiles.path_for(FAKE.slug, folders[0]))
     choose(folders, timer, M=1400, N=1400, K=1400)
     assert MM.baseline_config not in timer.fallbacks[2]
+    wrong = FakeTimer({128: "wrong", 64: "wrong", 32: "wrong"}, {"baseline": 90.0, "default": "wrong"})
+    c = choose(folders, wrong, M=2900, N=2900, K=2900)  # nothing else verified: the baseline after all
+    assert [cands for cands in wrong.calls] == [[128, 32, 64], [16]] and c.params == MM.baseline_config
 
 
 def test_the_specs_baseline_and_default_are_timed_too_and_win_where_they_are_faster(folders):

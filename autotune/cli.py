@@ -746,6 +746,11 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                              f"({_fmt_full(again.params, report.spec, report.problem)}), took "
                              f"{again.median_ms:.4f} ms timed again (min {again.spread[0]:.4f}, max "
                              f"{again.spread[1]:.4f}): the best above is the fastest over all rounds")
+        elif report.unconfirmed and not report.unsteady and report.retime_limit is not None:  # trial 63
+            lines.append("  confirmed   no: the fastest ran past the limit per configuration "
+                         f"({report.retime_limit:g} s) when timed again, so their search timings decided (an "
+                         "earlier run's rounds', where it timed them) and gave the speed-up; a larger "
+                         "--max-time-per-config lets them be timed again")
         elif report.unconfirmed and not report.unsteady:  # trial 35: said only where this run measured 2+
             lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so their "
                          "search timings decided (an earlier run's rounds', where it timed them) and gave the "

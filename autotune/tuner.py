@@ -210,6 +210,9 @@ class TuneReport:
     baseline_timed: str = ""
     # leaders whose output, checked again before the re-timing, was wrong (left out): a race
     unsteady: tuple[Measurement, ...] = ()
+    # the limit per configuration (s) that a leader timed again ran past, at its full length (not
+    # cut by the run's end): where the leaders were not timed again, that limit is why (trial 63)
+    retime_limit: float | None = None
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     # in flight at --timeout: its configuration, this run's limit per configuration (s), and the
     # limit of the timeout the study held for it already (None: it had none)
@@ -271,6 +274,7 @@ class RunState:
     baseline_timed: str = ""  # as TuneReport.baseline_timed
     unconfirmed: bool = False  # there were leaders to time again, and fewer than two were
     unsteady: tuple[Measurement, ...] = ()  # as TuneReport.unsteady
+    retime_limit: float | None = None  # as TuneReport.retime_limit
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
     variants: frozenset[str] = frozenset()  # the parameters that choose a variant (see unverified)
@@ -890,6 +894,8 @@ class _Run:
                     evaluator.evaluate(m.params, given, None, verify=False)
                 if again.status is Status.WRONG_RESULT:
                     wrong[key], times[key] = again.message, []
+                elif again.status is Status.TIMEOUT and given >= limit:
+                    self.state.retime_limit = limit
                 elif again.ok:
                     times[key].extend(again.times_ms)
         return times, wrong
@@ -907,7 +913,8 @@ class _Run:
             failures=dict(s.failures), failure_examples=dict(s.failure_examples), unverified=s.unverified(),
             study_trials=stored, pruned=s.pruned, valid_space=self.valid_count,
             runner_up=s.runner_up, confirmed=s.confirmed, unconfirmed=s.unconfirmed, overturned=s.overturned,
-            baseline_timed=s.baseline_timed, unsteady=s.unsteady, elsewhere=s.elsewhere, cut_off=s.cut_off,
+            baseline_timed=s.baseline_timed, unsteady=s.unsteady, retime_limit=s.retime_limit,
+            elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
             wall_s=wall_s, study_name=self.log.study.study_name)

@@ -1142,6 +1142,25 @@ def test_a_run_cut_short_after_the_baseline_alone_saves_nothing_load_kernel_woul
     assert asked.best == asked.baseline and asked.profile_verdict == "added"
 
 
+def test_leaders_that_ran_past_the_limit_per_configuration_when_timed_again_name_it(scale):
+    """Trial 63: with --max-time-per-config 0.01 every leader's timing again ran past it, and
+    the summary said the run's time was up, to be fixed by a longer --timeout."""
+    class Overruns(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            return super().evaluate(params, limit_s, cutoff_ms, verify) if verify else \
+                Measurement(Status.TIMEOUT, f"over {limit_s} s")
+
+        def recheck(self, params, limit_s):
+            return self.evaluate(params, limit_s, verify=False)
+
+    report = run(scale, Overruns(), sampler="grid", trials=6, prune=0, max_time_per_config=0.01)
+    assert report.unconfirmed and report.retime_limit == 0.01
+    assert ("\n  confirmed   no: the fastest ran past the limit per configuration (0.01 s) when timed again, so their "
+            "search timings decided") in format_report(report)
+    assert "--max-time-per-config lets them" in format_report(report)
+    assert "time was up" not in format_report(report)
+
+
 def test_a_leader_whose_output_is_wrong_when_checked_again_is_left_out_and_named(scale):
     """Trial 27: a histogram with a race passed its one check in the search, won, and gave wrong
     results in 14 of 1,000 calls in the application."""

@@ -491,7 +491,7 @@ def lint(spec: KernelSpec) -> list[str]:
     bound = {a for step in spec.launch for a in step.args}
     out += [f"{spec.path}: scratch.{name} is in no launch step's args: it is made and never given to a kernel"
             for name, _ in spec.scratch if name not in bound]  # trial 45: taken silently
-    return out + _misnamed_defaults(spec, words) + _stepless(spec) + _failing(spec)
+    return out + _misnamed_defaults(spec, words) + _overridden(spec) + _stepless(spec) + _failing(spec)
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -514,6 +514,26 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
             out.append(f"{spec.path}: {spec.template.name} gives {name} a default (#ifndef {name}), but no "
                        f"parameter or problem key is named {name}, and parameters.{near[0]} is never mentioned "
                        f"there: if they are one, use one name (every configuration gets the default now)")
+    return out
+
+
+def _overridden(spec: KernelSpec) -> list[str]:
+    """Warnings for a macro autotune passes (a parameter's, a problem key's) that the template
+    defines with no guard (no ``#if``/``#ifndef`` before the ``#define`` that names it): the template's
+    value replaces the one given (trial 63: a Kernel Tuner port's ``#define use_local 0`` ran the
+    same code for both of use_local's values, and the run saved one of them as the winner)."""
+    given = {n: p.name for p in spec.parameters if p.flag is None for v in p.values for n in _macros(p.name, v)}
+    given |= {n: k.name for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
+    out = []
+    for define in _DEFINE.finditer(spec.source):
+        name = define.group(1)
+        guard = re.compile(rf"^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif)\b.*\b{name}\b", re.M)
+        if name in given and not guard.search(spec.source, 0, define.start()):
+            what = f"parameters.{given[name]}" if any(p.name == given[name] for p in spec.parameters) \
+                else f"problem key {given[name]}"
+            out.append(f"{spec.path}: {spec.template.name} defines {name} (#define {name}) with no #ifndef "
+                       f"{name} before it, so its value replaces the one autotune gives for {what}: every "
+                       f"configuration gets the template's; guard it (#ifndef {name} ... #endif) or delete it")
     return out
 
 
@@ -601,6 +621,7 @@ def _combinations(spec: KernelSpec, names: Iterable[str], most: int) -> list[dic
 
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
 _DEFAULTED = re.compile(r"#\s*ifndef\s+(\w+)|#\s*if\s+!\s*defined\s*\(?\s*(\w+)")
 #: The lines of a template default: ``#ifndef WPT``, then ``#define WPT ...``.
 _DEFAULT_LINES = re.compile(r"^[ \t]*#[ \t]*(?:ifndef|if[ \t]+!?[ \t]*defined)[ \t(]*(\w+).*\n"

@@ -52,6 +52,23 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
 
 
+def test_lint_names_a_parameter_or_problem_key_the_template_defines_without_a_guard(tmp_path):
+    """Trial 63: a Kernel Tuner port's plain ``#define use_local 0`` replaced the -D of the
+    parameter, both of its values ran the same code, and one was saved as the winner."""
+    from conftest import TEMPLATE_CL
+    plain = TEMPLATE_CL.replace("#ifndef MODE\n#define MODE 0\n#endif", "#define MODE 0\n#define N 64")
+    found = specs.lint(specs.load(write_spec(tmp_path, SCALE_YAML, template=plain)))
+    assert [w.split(": ", 1)[1] for w in found] == [
+        "scale.cl defines MODE (#define MODE) with no #ifndef MODE before it, so its value replaces the one autotune "
+        "gives for parameters.MODE: every configuration gets the template's; guard it (#ifndef MODE ... #endif) or "
+        "delete it",
+        "scale.cl defines N (#define N) with no #ifndef N before it, so its value replaces the one autotune gives for "
+        "problem key N: every configuration gets the template's; guard it (#ifndef N ... #endif) or delete it"]
+    # a default behind any conditional on the name is a guard (matmul.cl: #if !defined(A) && !defined(B))
+    guarded = TEMPLATE_CL.replace("#ifndef MODE", "#if !defined(OTHER) && !defined(MODE)")
+    assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML, template=guarded))) == []
+
+
 def test_lint_names_a_template_default_for_a_near_miss_of_a_parameter(tmp_path):
     # trial 10: WPTS in the YAML (launch: N // WPTS) and WPT in the template, whose #define WPT 1
     # default then ran every configuration with one item per work-item

@@ -491,7 +491,7 @@ def lint(spec: KernelSpec) -> list[str]:
     bound = {a for step in spec.launch for a in step.args}
     out += [f"{spec.path}: scratch.{name} is in no launch step's args: it is made and never given to a kernel"
             for name, _ in spec.scratch if name not in bound]  # trial 45: taken silently
-    return out + _misnamed_defaults(spec, words) + _overridden(spec) + _stepless(spec) + _failing(spec)
+    return out + _misnamed_defaults(spec, words) + _overridden(spec) + _unsized(spec) + _stepless(spec) + _failing(spec)
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -535,6 +535,20 @@ def _overridden(spec: KernelSpec) -> list[str]:
                        f"{name} before it, so its value replaces the one autotune gives for {what}: every "
                        f"configuration gets the template's; guard it (#ifndef {name} ... #endif) or delete it")
     return out
+
+
+def _unsized(spec: KernelSpec) -> list[str]:
+    """Warnings for a launch step with no ``local:`` in a spec with Kernel Tuner's work-group
+    parameters (``block_size_x``...): Kernel Tuner launches blocks of that size, OpenCL without
+    ``local`` one of the runtime's choosing (trial 63: every configuration wrong or crashed,
+    and nothing said why)."""
+    blocks = [p.name for p in spec.parameters if p.name in ("block_size_x", "block_size_y", "block_size_z")]
+    if not blocks:
+        return []
+    return [f"{spec.path}: launch{'' if len(spec.launch) == 1 else f'[{i}]'} has no local: the work-group size is "
+            f"the OpenCL runtime's choice, not {', '.join(blocks)} (which Kernel Tuner launches as the block); "
+            f"give local: [{', '.join(blocks)}]"
+            for i, step in enumerate(spec.launch) if step.local_size is None]
 
 
 def _computed(spec: KernelSpec, name: str) -> bool:
@@ -733,6 +747,7 @@ class _Validator:
         self.path = path
         #: every name the spec declares, with what it is, for the hint beside an unknown one
         self.declared: dict[str, str] = {}
+        self.problem_keys: tuple[str, ...] = ()  # once read, for the hint beside a Kernel Tuner name
 
     def unknown_hint(self, name: str, known: set[str]) -> str:
         """Why ``name`` is not known where it was used, and the fix: declared further down, of
@@ -745,6 +760,8 @@ class _Validator:
         if what is not None:
             return (f"{name} is {what}, and this key may use only the problem's keys and derived values "
                     "of the problem alone")
+        if name in _KERNEL_TUNER_NAMES and self.problem_keys:  # trial 63: "did you mean global_mem_size?"
+            return _KERNEL_TUNER_NAMES[name].format(keys=", ".join(self.problem_keys))
         close = difflib.get_close_matches(name, sorted(known), n=1)
         return f"did you mean {close[0]}?" if close else ""
 
@@ -795,6 +812,7 @@ class _Validator:
         template = self.template(raw["template"])
         problem = self.problem(raw["problem"])
         qnames = {k.name for k in problem}
+        self.problem_keys = tuple(k.name for k in problem)
         parameters = self.parameters(raw["parameters"], raw.get("build_flags"), qnames)
         derived = self.derived(raw.get("derived"), {p.name for p in parameters} | qnames | set(DEVICE_FACTS))
         known = {p.name for p in parameters} | qnames | set(DEVICE_FACTS) | {n for n, _ in derived}
@@ -1154,6 +1172,13 @@ _KERNEL_TUNER = {
     "grid_div_y": ("global", "'global', in work-items (a multiple of 'local')"),
     "grid_div_z": ("global", "'global', in work-items (a multiple of 'local')"),
     "block_size_names": ("local", "'local', the work-group from parameters of any name"),
+}
+
+
+#: Names Kernel Tuner's expressions use that a spec's do not, and what to write instead.
+_KERNEL_TUNER_NAMES = {
+    name: f"Kernel Tuner's {name} is the problem's own keys here, by name: {{keys}}"
+    for name in ("problem_size", "problem_size_x", "problem_size_y", "problem_size_z")
 }
 
 

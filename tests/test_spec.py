@@ -69,6 +69,25 @@ def test_lint_names_a_parameter_or_problem_key_the_template_defines_without_a_gu
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML, template=guarded))) == []
 
 
+def test_kernel_tuners_names_get_what_to_write_instead(tmp_path):
+    """Trial 63: a port's `problem_size` in an expression was asked "did you mean
+    global_mem_size?", and a launch without `local:` beside block_size_x gave only wrong results
+    and a crash, with nothing pointing at the work-group."""
+    sized = SCALE_YAML.replace('"(N // WPT) % WG == 0"', '"(problem_size // WPT) % WG == 0"')
+    with pytest.raises(SpecError, match=r"uses unknown name\(s\) problem_size \(Kernel Tuner's problem_size is "
+                       r"the problem's own keys here, by name: N\); known"):
+        specs.load(write_spec(tmp_path / "size", sized))
+    blocks = SCALE_YAML.replace("WG:", "block_size_x:").replace("% WG", "% block_size_x").replace(
+        "WG: 16", "block_size_x: 16")
+    local = blocks.replace("local: [WG]", "local: [block_size_x]")
+    assert specs.lint(specs.load(write_spec(tmp_path / "local", local))) == []
+    # the template never mentions it either (it sized the launch alone): that is said too
+    unused, warning = specs.lint(specs.load(write_spec(tmp_path / "none", blocks.replace("  local: [WG]\n", ""))))
+    assert "parameters.block_size_x has no effect" in unused
+    assert warning.endswith("scale.yaml: launch has no local: the work-group size is the OpenCL runtime's choice, "
+                            "not block_size_x (which Kernel Tuner launches as the block); give local: [block_size_x]")
+
+
 def test_lint_names_a_template_default_for_a_near_miss_of_a_parameter(tmp_path):
     # trial 10: WPTS in the YAML (launch: N // WPTS) and WPT in the template, whose #define WPT 1
     # default then ran every configuration with one item per work-item

@@ -30,7 +30,6 @@ from .errors import (
     ProblemError,
     ProfileError,
     ProfileNotSaved,
-    SpecError,
     TuningInterrupted,
     clipped,
 )
@@ -436,24 +435,6 @@ class _Stdout:
         return getattr(self._stream, name)
 
 
-def _load_spec(name: str) -> Any:
-    """The spec ``name`` names; an unknown name that tuned entries here record a spec file for
-    is answered with that file (trial 52: `show conv` found it, `run conv` did not)."""
-    from . import profiles, settings
-    from . import spec as specs
-
-    try:
-        return specs.load(name)
-    except SpecError as exc:
-        recorded = profiles.recorded_spec_files(name, settings.profiles_dir()) \
-            if str(exc).startswith(f"unknown kernel {name!r}") else []
-        if not recorded:
-            raise
-        which = f"{recorded[0]}: give that path" if len(recorded) == 1 else \
-            f"{', '.join(recorded)}: give the path of the one you mean"  # trial 53: the first alone
-        raise SpecError(f"{exc}; the tuned entries of {name} here were tuned with {which}") from None
-
-
 def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
     """The exit status once standard output failed, said on stderr where the command went on
     without it. Its descriptor goes to /dev/null (:func:`_to_devnull`)."""
@@ -470,8 +451,9 @@ def _output_lost(command: str, error: OSError, status: int, stream: Any) -> int:
 def _spec_and_problem(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     """The spec named on the command line and its ``--size`` overrides."""
     from . import spec as specs
+    from .lookup import load_spec
 
-    spec = _load_spec(args.kernel)
+    spec = load_spec(args.kernel)
     for warning in specs.lint(spec):
         _warn(warning)
     if args.size is None:

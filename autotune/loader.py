@@ -48,12 +48,12 @@ import pyopencl.array as cl_array
 
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
-from . import spec as specs
 from .arguments import Arguments, input_needs
 from .errors import AutotuneError, ProblemError, ProfileError
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
+from .lookup import load_spec
 from .result import Measurement, Status
 from .space import canonical, check, closest_valid, none_valid
 from .spec import KernelSpec, Value, config_label, problem_label
@@ -602,7 +602,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     if not isinstance(getattr(queue, "device", None), cl.Device):  # a queue's, not a context's or None
         raise TypeError(f"load_kernel({name!r}, queue): queue must be a pyopencl.CommandQueue, "
                         f"not {type(queue).__name__}")
-    spec = specs.load(name)
+    spec = load_spec(name)
     prob = spec.resolve_problem(problem)
     input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)
     info = devices.of(queue.device)  # its selector, for the command that tunes it

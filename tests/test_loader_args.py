@@ -575,3 +575,22 @@ def test_a_loaded_kernel_says_where_its_configuration_came_from(queue, monkeypat
     untuned = load("reverse", queue, N=3001)
     assert untuned.origin in ("nearest", "default")
     assert (untuned.entry is None) == (untuned.profile is None) == (untuned.origin == "default")
+
+
+@needs_opencl
+def test_a_kernel_of_ones_own_named_without_its_path_is_answered_with_the_spec_file(tmp_path, queue):
+    """Trial 63: `autotune run stencil1d` named the spec file its entries were tuned with, and
+    load_kernel("stencil1d", queue) only said "unknown kernel"."""
+    from autotune import record, settings
+    from autotune.errors import SpecError
+    from autotune.result import Measurement, Status
+
+    path = write_spec(tmp_path, SCALE_YAML)
+    spec = specs.load(path)
+    m = Measurement(Status.OK, "", (1.0,), params=spec.baseline_config)
+    profiles.save(record.entry(spec, spec.default_problem(), m, trials=1), "scale", device.of(queue.device)
+                  .profile_header(), profiles.path_for(device.of(queue.device).slug, settings.profiles_dir()))
+    with pytest.raises(SpecError, match=rf"unknown kernel 'scale'.*; the tuned entries of scale here were tuned "
+                                        rf"with {re.escape(str(path))}: give that path"):
+        autotune.load_kernel("scale", queue)
+    assert load(str(path), queue).origin == "exact"

@@ -600,6 +600,14 @@ def _fmt_full(params: Any, spec: Any, problem: Any) -> str:
     return _fmt_config(spec.without_flags(params), spec.enabled_flags(params), spec, problem)
 
 
+def _fmt_beside(params: Any, best: Any, spec: Any, problem: Any) -> str:
+    """:func:`_fmt_full` of a configuration named beside the best: one that differs from it
+    only in flags says it has none (trial 63: "best ... flags: -cl-fast-relaxed-math" and an
+    "overturned" line read as one configuration both winning and losing)."""
+    bare = not spec.enabled_flags(params) and spec.without_flags(params) == spec.without_flags(best)
+    return _fmt_full(params, spec, problem) + ("  flags: none" if bare and spec.enabled_flags(best) else "")
+
+
 def _progress(spec: Any, label: str = "") -> Any:
     """The progress printer; ``label`` names the worker when several print."""
     who = f"{label} " if label else ""
@@ -717,7 +725,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
                       "among": ", the baseline among them"}.get(report.baseline_timed, "")
             # trial 62: the runner-up was the baseline, which only its matching time gave away
             which = "the baseline" if report.baseline is not None and ru.params == report.baseline.params else \
-                _fmt_full(ru.params, report.spec, report.problem)
+                _fmt_beside(ru.params, best.params, report.spec, report.problem)
             lines.append(f"  confirmed   the {report.confirmed} fastest timed again{beside}, interleaved; runner-up "
                          f"{ru.median_ms:.4f} ms (min {ru.spread[0]:.4f}, max {ru.spread[1]:.4f}; {which})"
                          + ("; their spreads overlap, so another run may rank them the other way"
@@ -725,7 +733,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
             if report.overturned is not None:  # trial 32: the progress lines' best was not what was saved
                 first, again = report.overturned
                 lines.append(f"  overturned  the search's fastest, {first:.4f} ms in its one timing "
-                             f"({_fmt_full(again.params, report.spec, report.problem)}), took "
+                             f"({_fmt_beside(again.params, best.params, report.spec, report.problem)}), took "
                              f"{again.median_ms:.4f} ms timed again (min {again.spread[0]:.4f}, max "
                              f"{again.spread[1]:.4f}): the best above is the fastest over all rounds")
         elif report.unconfirmed and not report.unsteady and report.retime_limit is not None:  # trial 63

@@ -428,6 +428,9 @@ def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale)
         in format_report(report), format_report(report)
     rounds = [ev.confirms[i:i + 5] for i in range(0, 15, 5)]
     assert rounds[0] != rounds[1] and sorted(map(config_key, rounds[0])) == sorted(map(config_key, rounds[1]))
+    # trial 63: a runner-up that differs from the best in its flags alone says it has none
+    flagged = replace(report, best=report.runner_up, runner_up=report.best)
+    assert "; WPT=2 WG=128 MODE=0  flags: none)" in format_report(flagged), format_report(flagged)
 
 
 def test_a_stopped_run_does_not_save_a_best_an_earlier_confirmation_overturned(scale):

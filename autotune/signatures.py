@@ -87,6 +87,23 @@ def check_launch(spec: KernelSpec) -> None:
                             f"arguments, but args lists {len(step.args)} ({', '.join(step.args)}); list one "
                             "name per kernel argument, in order")
         _check_no_local_pointer(spec, step.entry, step.args)
+    _check_argument_names(spec)
+
+
+def _check_argument_names(spec: KernelSpec) -> None:
+    """SpecError where a kernel argument has the name of a number autotune passes to the
+    compiler (``-Dn=65536``): the argument's name becomes that number, and no configuration
+    builds (trial 63: four build failures before the explanation)."""
+    numbers = {p.name: "parameter" for p in spec.parameters
+               if p.flag is None and all(isinstance(v, (int, float)) for v in p.values)}
+    numbers |= {k.name: "problem key" for k in spec.problem if k.is_size}
+    for kernel, args in _definitions(spec.source):
+        for name, _, _ in args:
+            if name in numbers:
+                raise SpecError(f"{spec.path}: kernel {kernel} in {spec.template.name} has an argument named {name}, "
+                                f"the {numbers[name]} autotune passes to the compiler as -D{name}=<its value>, so "
+                                f"the argument's name becomes a number and no configuration builds; rename the "
+                                f"argument (the kernel reads {name} as the macro anyway)")
 
 
 def _check_no_local_pointer(spec: KernelSpec, entry: str, args: tuple[str, ...]) -> None:

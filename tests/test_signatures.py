@@ -49,8 +49,8 @@ def _check(numbers: frozenset[str] = frozenset(), **inputs):
 
 def _launch(*steps: tuple[str, tuple[str, ...]]) -> None:
     """check_launch for a spec whose template is SOURCE, launching these (entry, args) steps."""
-    spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE + MACRO_ARGS,
-                           launch=[SimpleNamespace(entry=e, args=a) for e, a in steps])
+    spec = SimpleNamespace(path="k.yaml", template=Path("k.cl"), source=SOURCE + MACRO_ARGS, parameters=(),
+                           problem=(), launch=[SimpleNamespace(entry=e, args=a) for e, a in steps])
     check_launch(spec)  # type: ignore[arg-type]
 
 
@@ -66,6 +66,20 @@ def test_a_launch_step_naming_no_kernel_or_the_wrong_number_of_arguments_is_refu
         _launch(("k", ("x", "n")))
     _launch(("k", ("x", "n", "m")), ("bytes", ("src", "dst")))
     _launch(("m", ("a", "b", "c")), ("s", ("p",)))  # parameters it cannot read are not counted
+
+
+def test_a_kernel_argument_named_as_a_number_autotune_passes_is_refused_before_any_build(tmp_path):
+    """Trial 63: `int n` beside the problem key n (-Dn=65536) failed four builds before the
+    explanation came."""
+    from conftest import TEMPLATE_CL
+    for name, what in (("N", "problem key"), ("WPT", "parameter")):
+        template = TEMPLATE_CL.replace("__global float* y)", f"__global float* y, int {name})")
+        spec = specs.load(write_spec(tmp_path / name, SCALE_YAML.replace("args: [x, y]", f"args: [x, y, {name}]"),
+                                     template=template))
+        with pytest.raises(SpecError, match=rf"kernel scale in scale.cl has an argument named {name}, the {what} "
+                           rf"autotune passes to the compiler as -D{name}=<its value>, so the argument's name becomes"):
+            check_launch(spec)
+    check_launch(specs.load(write_spec(tmp_path / "ok", SCALE_YAML)))
 
 
 def test_a_local_memory_pointer_argument_is_refused_with_the_way_to_declare_it():

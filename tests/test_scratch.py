@@ -22,9 +22,6 @@ pytestmark = pytest.mark.skipif(scratch.fcntl is None, reason="no flock here: no
 HOLD = """
 import sys, time
 from autotune import scratch
-from autotune.result import Measurement, Status
-from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, QuietEvaluator
 with scratch.run_folder() as folder:
     (folder / "workload.npz").write_bytes(bytes(1000))
     print(folder, flush=True)

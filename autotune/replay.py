@@ -104,6 +104,10 @@ def load(path: str | Path) -> Recorded:
         outcomes = _outcomes(raw, params)
     except ProblemError as exc:
         raise ProblemError(f"{path}: {exc}") from None
+    objective = raw.get("objective")
+    if isinstance(objective, str) and objective != "time":  # trial 63: replayed by time without a word
+        warn(f"{path}: the cache's objective is {objective!r}; replay minimises each entry's recorded "
+             "'time', as autotune's runs do")
     name = re.sub(r"(\.json)?(\.gz)?$", "", path.name, flags=re.IGNORECASE)
     # a name of only spaces is no name (trial 37: it gave an IndexError on every replay)
     device = str(raw.get("device_name") or "").strip() or UNKNOWN_DEVICE
@@ -277,7 +281,7 @@ def _outcome(key: str, t: Any) -> float | str:
         return t
     if _is_number(t):
         return str(t)
-    raise ProblemError(f"cache entry {key!r} has time {t!r}: {_TIME}")
+    raise ProblemError(f"cache entry {key!r} has time {json.dumps(t)[:60]}: {_TIME}")  # JSON's null, not None
 
 
 #: What a cache entry's time may be.

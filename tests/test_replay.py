@@ -151,10 +151,10 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
     ('{"tune_params": {"X": [1, 1%s]}, "cache": {"1": {"X": 1, "time": 1}}}' % ("0" * 400),
      "X has the value 1000000000000000000000000000000000000000, not a number a parameter can take"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1%s}}}' % ("0" * 400), "no successful time"),
-    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": "1.5"}}}', "has time '1.5': give a number of ms"),
-    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": true}}}', "has time True: give a number of ms"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": "1.5"}}}', 'has time "1.5": give a number of ms'),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": true}}}', "has time true: give a number of ms"),
     ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1}}}', "has no 'time': give a number of ms"),
-    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": null}}}', "has time None: give a number of ms"),
+    ('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": null}}}', "has time null: give a number of ms"),
     # trial 16: one parameter missing was reported as every parameter
     ('{"tune_params": {"X": [1], "Y": [2]}, "cache": {"1,2": {"X": 1, "time": 1.0}}}',
      "entry '1,2' lacks a value of Y"),
@@ -281,6 +281,20 @@ def test_a_time_of_zero_is_replayed_as_a_failure_with_one_warning(tmp_path):
                       r"\('2', '5'\); replayed as failures$"):
         rec = replay.load(path)
     assert rec.outcomes[(2,)] == "0" and rec.outcomes[(5,)] == "-1.0" and rec.outcomes[(1,)] == 1.0
+
+
+def test_a_cache_tuned_for_another_objective_is_replayed_by_time_with_a_warning(tmp_path):
+    """Trial 63: a cache whose objective was GFLOP/s was replayed by time without a word."""
+    cache = {f"{x}": {"X": x, "time": float(x), "GFLOP/s": 1.0 / x} for x in range(1, 4)}
+    path = tmp_path / "flops.json"
+    path.write_text(json.dumps({"tune_params": {"X": [1, 2, 3]}, "cache": cache, "objective": "GFLOP/s"}))
+    with pytest.warns(AutotuneWarning, match=r"flops.json: the cache's objective is 'GFLOP/s'; replay minimises "
+                      r"each entry's recorded 'time'"):
+        replay.load(path)
+    path.write_text(json.dumps({"tune_params": {"X": [1, 2, 3]}, "cache": cache, "objective": "time"}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        replay.load(path)
 
 
 def test_a_key_that_does_not_spell_its_values_and_an_unknown_error_name_are_warned_of(tmp_path):

@@ -1112,6 +1112,8 @@ def save_best(report: TuneReport, storage: str | None,
         return report
     if baseline_only(report):
         return replace(report, profile_verdict=BASELINE_ONLY)
+    if (now := _current_hash(report.spec)) is not None and now != report.spec.spec_hash:
+        return replace(report, profile_verdict=SPEC_CHANGED.format(path=report.spec.path))
     if report.measured == 0 and report.unconfirmed and _entry_of(report):
         return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
                        profile_verdict=NOTHING_NEW)
@@ -1125,6 +1127,22 @@ def save_best(report: TuneReport, storage: str | None,
 #: than the configuration it picks at first use from other sizes' entries).
 BASELINE_ONLY = ("the run stopped before it measured any configuration but the baseline, which is no tuning "
                  "result: load_kernel picks among other sizes' tuned configurations instead")
+
+#: Why a run whose spec file changed while it ran saves nothing (trial 64: a worker of the old
+#: version replaced the entry a run of the edited spec had just saved, so load_kernel had only
+#: a stale one).
+SPEC_CHANGED = ("{path} changed while this run tuned it: an entry of the version it tuned would be stale at once, "
+                "and would replace the current version's (its study keeps the trials)")
+
+
+def _current_hash(spec: KernelSpec) -> str | None:
+    """The spec hash of ``spec``'s file as it is now (None where it no longer loads: saved as
+    before, since no version could use an entry then)."""
+    try:
+        return specs.load(spec.path).spec_hash
+    except AutotuneError:
+        return None
+
 
 #: How a run can stop before its search ends: a deadline, a signal, a lost database.
 CUT_SHORT = ("timeout", "study timeout", "interrupted", "storage lost")

@@ -1164,6 +1164,27 @@ def test_leaders_that_ran_past_the_limit_per_configuration_when_timed_again_name
     assert "time was up" not in format_report(report)
 
 
+def test_a_run_whose_spec_file_changed_while_it_ran_saves_nothing(tmp_path):
+    """Trial 64: a worker of a spec's old version, still running after the template was edited,
+    replaced the entry a run of the edited version had just saved: load_kernel had only a stale
+    entry left."""
+    path = write_spec(tmp_path, SCALE_YAML)
+    template = path.parent / "scale.cl"
+
+    class Edits(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            if len(self.calls) == 2:
+                template.write_text(template.read_text() + "// edited\n")
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    old = run(specs.load(path), Edits(), sampler="grid", trials=4)
+    assert old.profile_path is None and old.profile_verdict == tuner.SPEC_CHANGED.format(path=path)
+    assert f"\n  profile     not saved: {path} changed while this run tuned it" in format_report(old)
+    assert not profiles.path_for(FAKE.slug, settings.profiles_dir()).exists()
+    new = run(specs.load(path), FakeEvaluator(), sampler="grid", trials=4)
+    assert new.profile_verdict == "added"
+
+
 def test_a_leader_whose_output_is_wrong_when_checked_again_is_left_out_and_named(scale):
     """Trial 27: a histogram with a race passed its one check in the search, won, and gave wrong
     results in 14 of 1,000 calls in the application."""

@@ -582,3 +582,28 @@ def test_load_kernels_first_use_does_not_pick_a_configuration_that_reads_past_an
         warnings.simplefilter("ignore", autotune.AutotuneWarning)
         k = autotune.load_kernel(str(path), cl.CommandQueue(ctx), N=256)
     assert k.origin == "measured" and k.params["MODE"] == 0, (k.origin, k.params)
+
+
+def test_a_wait_for_the_worker_does_not_count_the_time_the_process_was_stopped(monkeypatch):
+    """Trial 64: a worker stopped 25 s (Ctrl-Z) under --max-time-per-config 5 recorded the
+    configuration it was measuring, a 0.35 ms one, as a timeout, never measured again at that
+    limit. A step of the wait that overran by seconds was a stop: it counts as the step."""
+    import types
+
+    from autotune import worker
+
+    clock = [0.0]
+    monkeypatch.setattr(worker, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+
+    class Conn:
+        def __init__(self, stopped_s: float, ready_at: int) -> None:
+            self.calls, self.stopped_s, self.ready_at = 0, stopped_s, ready_at
+
+        def poll(self, step: float) -> bool:
+            self.calls += 1
+            clock[0] += step + (self.stopped_s if self.calls == 1 else 0.0)
+            return self.calls >= self.ready_at
+
+    assert worker.poll_awake(Conn(stopped_s=25.0, ready_at=3), 3.0)  # 25 s stopped: 3 s of waiting left
+    assert not worker.poll_awake(Conn(stopped_s=0.0, ready_at=4), 3.0)  # not stopped: the limit holds
+    assert not worker.poll_awake(Conn(stopped_s=1.0, ready_at=3), 3.0)  # a second late is no stop

@@ -716,7 +716,11 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
     if best is None:  # the reason it stopped (the last line) says why nothing was measured
         lines.append(_no_best(report))
     else:
-        lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}")
+        named = [m.params for m in (report.runner_up, report.overturned and report.overturned[1]) if m]
+        # trial 64: "best ... UNROLL=8" above "overturned ... (... UNROLL=8  flags: ...)"
+        lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}"
+                     + ("  flags: none" if any(_fmt_beside(best.params, p, report.spec, report.problem)
+                                               .endswith("  flags: none") for p in named) else ""))
         lo, hi = best.spread
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         if report.confirmed and report.runner_up is not None:

@@ -431,6 +431,10 @@ def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale)
     # trial 63: a runner-up that differs from the best in its flags alone says it has none
     flagged = replace(report, best=report.runner_up, runner_up=report.best)
     assert "; WPT=2 WG=128 MODE=0  flags: none)" in format_report(flagged), format_report(flagged)
+    # trial 64: and a best without flags beside one that differs only in having them says so too
+    assert "\n  best        WPT=2 WG=128 MODE=0  flags: none\n" in format_report(report)
+    other = replace(report, runner_up=report.overturned[1], overturned=None)  # WPT=4 WG=64: told apart already
+    assert "\n  best        WPT=2 WG=128 MODE=0\n" in format_report(other), format_report(other)
 
 
 def test_a_stopped_run_does_not_save_a_best_an_earlier_confirmation_overturned(scale):

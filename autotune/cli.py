@@ -664,15 +664,18 @@ def _verdict(report: Any) -> str:
         return str(report.profile_verdict)
     spec, best = report.spec, report.best
     config = _fmt_config(kept.params, kept.build_flags, spec, report.problem)
-    if best is not None and kept.time_ms > best.median_ms:  # trial 61: said to be "as fast" as this run's best
+    # as the profile stores it (6 decimals): trial 64 had 0.0777 ms called faster than 0.0777 ms
+    mine = round(best.median_ms, 6) if best is not None else math.inf
+    if kept.time_ms > mine:  # trial 61: said to be "as fast" as this run's best
         return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms, which a finished run of this study "
                 f"saved, stays ({config}); this stopped run's faster best was timed once, and the next finished run "
                 "times both")
-    as_fast = best is not None and kept.time_ms >= best.median_ms
+    as_fast = kept.time_ms >= mine
     same = best is not None and config == _fmt_config(spec.without_flags(best.params), spec.enabled_flags(best.params),
                                                       spec, report.problem)
     # the same configuration, timed before (trial 28: "faster than this run's best" read as another one)
-    than = (f"is this run's best configuration, timed {'as fast' if as_fast else 'faster'} before," if same else
+    than = ("is this run's best configuration, at the same time," if same and kept.time_ms == mine else
+            f"is this run's best configuration, timed {'as fast' if as_fast else 'faster'} before," if same else
             f"is {'as fast as' if as_fast else 'faster than'} this run's best")
     return (f"{report.profile_verdict}: its entry of {kept.time_ms:.4f} ms tuned {kept.tuned_at or 'earlier'} "
             f"{than} and stays ({config})")

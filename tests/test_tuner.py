@@ -1240,7 +1240,13 @@ def test_the_interrupted_line_does_not_say_saved_where_the_profile_kept_its_entr
     assert " saved to " not in err and f"best so far not saved: {again.profile_path} kept" in err, err
     same = run(scale, FakeEvaluator(), sampler="grid", trials=1000, storage=None)
     assert same.profile_verdict.startswith("kept")
-    assert "is this run's best configuration, timed as fast before, and stays" in format_report(same)
+    assert "is this run's best configuration, at the same time, and stays" in format_report(same)
+    # trial 64: a time the profile's 6 decimals round to the entry's is the same, not "faster"
+    later = replace(same, best=replace(same.best, times_ms=tuple(t + 4e-7 for t in same.best.times_ms)),
+                    stopped_by="interrupted")
+    assert "is this run's best configuration, at the same time, and stays" in format_report(later)
+    slower = replace(later, best=replace(same.best, times_ms=tuple(t + 0.001 for t in same.best.times_ms)))
+    assert "is this run's best configuration, timed faster before, and stays" in format_report(slower)
 
 
 def test_the_run_says_from_its_first_line_which_device_it_tunes_on(scale):

@@ -24,8 +24,10 @@ def _stop(signum: int, frame: Any) -> None:
 
 def main() -> int:
     """The ``autotune`` command."""
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    hangup = getattr(signal, "SIGHUP", None)
+    for s in (signal.SIGINT, signal.SIGTERM, hangup):  # SIGHUP only where not ignored (nohup)
+        if s is not None and signal.getsignal(s) is not signal.SIG_IGN:
+            signal.signal(s, _stop)
     try:
         from .cli import console
 

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 
 import pyopencl as cl
 
+from . import stops
+
 
 def platforms() -> list[cl.Platform]:
     """``cl.get_platforms()`` (empty where the loader finds none), handlers as they were."""
@@ -29,7 +31,7 @@ def platforms() -> list[cl.Platform]:
 
 
 def context(device: cl.Device) -> cl.Context:
-    """``cl.Context([device])``, with the handlers of SIGINT and SIGTERM as they were."""
+    """``cl.Context([device])``, with the handlers of the stop signals as they were."""
     with _handlers_kept():
         return cl.Context([device])
 
@@ -39,7 +41,7 @@ def _handlers_kept() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread has them
         yield
         return
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    before = {s: signal.getsignal(s) for s in stops.signals()}
     try:
         yield
     finally:

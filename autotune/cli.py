@@ -265,8 +265,8 @@ def console() -> int:
     a Ctrl-C after a complete run's summary exited 130, as if interrupted)."""
     status = main()
     # ignored, not handled: Python sets its own handlers back to the default as it shuts down
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    for s in stops.signals():
+        signal.signal(s, signal.SIG_IGN)
     return status
 
 

@@ -91,7 +91,7 @@ class WorkerError(AutotuneError):
 
 
 class TuningInterrupted(AutotuneError):
-    """SIGINT or SIGTERM stopped a tuning run; finished trials were kept. ``report`` (also
+    """SIGINT, SIGTERM or SIGHUP stopped a tuning run; finished trials were kept. ``report`` (also
     ``args[0]``) is the run's report; ``signum`` the signal that stopped it (the command exits
     128 + signum)."""
 

@@ -102,10 +102,12 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
         procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop, options.save),
                                        name=f"autotune-worker-{label}"))
     with _stops_passed_on(procs, stop):
-        with starting(signal.SIGINT, signal.SIGTERM):  # inherited: a worker's start-up is not cut short
+        with starting(*stops.signals()):  # inherited: a worker's start-up is not cut short
             for _, p in procs.values():
                 p.start()
         results = _collect(procs, events, progress)
+    if stop.value:  # the command's own stop names the exit status: a SIGHUP reached the workers as SIGTERM
+        results = [replace(r, signum=stop.value) if r.signum is not None else r for r in results]
     with stops.held():  # the studies' bests are saved now: a stop must not cut that short
         return _saved(results, options) if options.save else results
 
@@ -211,11 +213,11 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
 
     warnings.showwarning = to_parent
     try:
-        signal.signal(signal.SIGINT, stops.raise_interrupt)
-        signal.signal(signal.SIGTERM, stops.raise_interrupt)
+        for s in stops.signals():
+            signal.signal(s, stops.raise_interrupt)
         # held since its start (worker.starting), so that a stop then is neither lost (trial 44:
         # ignored instead, a Ctrl-C during slow starts left both workers tuning) nor a traceback
-        stops.unblock(signal.SIGINT, signal.SIGTERM)
+        stops.unblock(*stops.signals())
         if stop.value:
             os.kill(os.getpid(), stop.value)
         events.put(("done", label, tune(spec, options, problem, progress)))

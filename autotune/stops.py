@@ -1,8 +1,11 @@
-"""Ctrl-C and SIGTERM: how a command and a run stop on them, and which one it was.
+"""Ctrl-C, SIGTERM and SIGHUP: how a command and a run stop on them, and which one it was.
 
 A stop raises KeyboardInterrupt in the main thread and is noted, so that the command exits
-128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM) wherever it landed: while the
-command starts, inside a run, or in a worker that was starting up.
+128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP) wherever it
+landed: while the command starts, inside a run, or in a worker that was starting up. SIGHUP
+(a terminal closed, an ssh session dropped) stops a run as SIGTERM does, so that its best so
+far is saved (it killed the run before, with nothing saved); where it is ignored, as under
+``nohup``, it stays ignored.
 
 Example:
     >>> with stop_signals() as signals:
@@ -25,8 +28,16 @@ from typing import Any
 #: ignored" and goes on; a run checks this too (see StopSignals), so it stops all the same.
 _REQUESTED = threading.Event()
 
-#: The signal of the last stop (SIGINT or SIGTERM): the command exits 128 + its number.
+#: The signal of the last stop (SIGINT, SIGTERM or SIGHUP): the command exits 128 + its number.
 _SIGNAL = [int(signal.SIGINT)]
+
+
+def signals() -> tuple[int, ...]:
+    """The signals that stop a run now: SIGINT, SIGTERM, and SIGHUP where it is not ignored."""
+    hangup: int | None = getattr(signal, "SIGHUP", None)  # none on Windows
+    if hangup is None or signal.getsignal(hangup) is signal.SIG_IGN:
+        return (signal.SIGINT, signal.SIGTERM)
+    return (signal.SIGINT, signal.SIGTERM, hangup)
 
 
 @dataclass(frozen=True)
@@ -41,8 +52,8 @@ class StopSignals:
 
 @contextmanager
 def stop_signals() -> Iterator[StopSignals]:
-    """Ctrl-C and SIGTERM stop the run (main thread only). The caller's handlers are restored
-    on the way out."""
+    """Ctrl-C, SIGTERM and SIGHUP stop the run (main thread only). The caller's handlers are
+    restored on the way out."""
     with handled(raise_interrupt, raise_interrupt) as main:
         if not main:
             yield StopSignals(lambda: None, lambda: False)
@@ -67,19 +78,19 @@ def stop_signals() -> Iterator[StopSignals]:
 
 @contextmanager
 def handled(on_int: Any, on_term: Any) -> Iterator[bool]:
-    """SIGINT and SIGTERM handled by ``on_int`` and ``on_term`` inside, the caller's handlers
-    restored after; yields whether they were set (False in a thread other than the main one,
-    which cannot set them: its caller owns the signals)."""
-    try:
-        previous = signal.signal(signal.SIGINT, on_int), signal.signal(signal.SIGTERM, on_term)
-    except ValueError:
+    """SIGINT handled by ``on_int`` inside, SIGTERM and SIGHUP (:func:`signals`) by
+    ``on_term``, the caller's handlers restored after; yields whether they were set (False in
+    a thread other than the main one, which cannot set them: its caller owns the signals)."""
+    if threading.current_thread() is not threading.main_thread():
         yield False
         return
+    # None: a handler set outside Python (Intel's runtime sets its own), which it cannot put back
+    previous = {s: signal.signal(s, on_int if s == signal.SIGINT else on_term) for s in signals()}
     try:
         yield True
     finally:
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
 
 
 @contextmanager
@@ -131,9 +142,9 @@ def held() -> AbstractContextManager[bool]:
 
 
 def _ignore_stops() -> None:
-    """Ctrl-C and SIGTERM ignored, noted only (what is left is saving the run)."""
-    signal.signal(signal.SIGINT, _note_stop)
-    signal.signal(signal.SIGTERM, _note_stop)
+    """Ctrl-C, SIGTERM and SIGHUP ignored, noted only (what is left is saving the run)."""
+    for s in signals():
+        signal.signal(s, _note_stop)
 
 
 def _note_stop(signum: int, frame: Any) -> None:

@@ -151,10 +151,13 @@ class InProcessEvaluator:
 def _worker_main(conn: Connection, setup: Setup) -> None:
     import pyopencl as cl
 
-    # Ctrl-C goes to the whole process group; the parent decides what to do about it (the
-    # worker starts with SIGINT held back: see IsolatedEvaluator._start)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stops.unblock(signal.SIGINT)
+    # Ctrl-C, and SIGHUP from a closed terminal, go to the whole process group; the parent
+    # decides what to do about them (the worker starts with them held back: see
+    # IsolatedEvaluator._start)
+    held = [s for s in stops.signals() if s != signal.SIGTERM]
+    for s in held:
+        signal.signal(s, signal.SIG_IGN)
+    stops.unblock(*held)
     # a build log is normal for tuned variants; catch_warnings in build threads is not
     # thread-safe, so the worker (autotune's own process) ignores them for good
     warnings.simplefilter("ignore", cl.CompilerWarning)
@@ -237,7 +240,7 @@ class IsolatedEvaluator:
         # SIGINT held back while the worker starts (it inherits that), so that a Ctrl-C while
         # it imports is no KeyboardInterrupt traceback of its bootstrap, and reaches this
         # process once the start is done rather than being lost
-        with starting(signal.SIGINT):
+        with starting(*(s for s in stops.signals() if s != signal.SIGTERM)):
             proc.start()
         child.close()
         self._proc, self._conn = proc, parent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -246,18 +247,33 @@ def test_interrupted_run_saves_partial_and_resumes(tmp_path):
     assert not entry.partial and entry.study == stopped, "the resumed run is known as the same study"
 
 
-def test_sigterm_stops_a_run_as_ctrl_c_does_and_exits_143(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_stops_a_run_as_ctrl_c_does(tmp_path, sig):
     """`kill PID` (a batch system's stop): the best so far is saved, and the exit status is
-    the shell's for SIGTERM, 128 + 15, not Ctrl-C's 130."""
+    the shell's for the signal, 128 + 15, not Ctrl-C's 130. SIGHUP (a closed terminal, a
+    dropped ssh session, sent to the whole process group) killed the run with nothing saved."""
     path = write_spec(tmp_path, SCALE_YAML)
-    proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     for _ in range(2):  # the baseline and one more: the baseline alone is not saved
         while not (line := proc.stdout.readline()).startswith("["):
             assert line, proc.stderr.read()
-    proc.terminate()
+    os.killpg(proc.pid, sig) if sig == signal.SIGHUP else proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 143, f"stdout: {out[-1500:]}\nstderr: {err[-1500:]}"
+    assert proc.returncode == 128 + sig, f"stdout: {out[-1500:]}\nstderr: {err[-1500:]}"
     assert "partial" in err and "run the same command again to resume" in err and "Traceback" not in err
+    assert "crashed" not in out  # the measuring worker, hung up too, was not taken for a crash
+
+
+def test_sighup_ignored_as_under_nohup_leaves_the_run_going(tmp_path):
+    path = write_spec(tmp_path, SCALE_YAML)
+    proc = subprocess.Popen(_cli(path, "--trials", "6"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    while not (line := proc.stdout.readline()).startswith("["):
+        assert line, proc.stderr.read()
+    os.killpg(proc.pid, signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "trial budget reached" in out, err
 
 
 def test_two_concurrent_runs_share_one_profile(tmp_path):

@@ -977,7 +977,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     as the command line's progress lines are; ``evaluator`` and ``info`` replace the real
     device (tests use a fake one). The report's ``best`` is None where no configuration was
     verified (``stopped_by`` and ``failures`` say why; the command exits 1 then). Raises
-    TuningInterrupted (carrying the report) on SIGINT/SIGTERM after saving the best, BuildError
+    TuningInterrupted (carrying the report) on SIGINT/SIGTERM/SIGHUP after saving the best, BuildError
     when every configuration fails to build the same way, StorageError when the study's
     database stops answering, ProfileNotSaved (carrying the report) when the profile cannot be
     written, and other AutotuneErrors for bad input.

@@ -1335,6 +1335,17 @@ def _foreign_literal(source: str, values: Mapping[str, tuple[Value, ...]]) -> tu
 _IMPORTING = threading.Lock()
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()[:10]
+
+
+def _reference_bytes(reference: str, spec_path: Path) -> bytes:
+    try:
+        return Path(reference).read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{spec_path}: reference: cannot read {reference} ({exc.strerror or exc})") from None
+
+
 def _import_reference(reference: str, spec_path: Path) -> ModuleType:
     with _IMPORTING:
         return _import_reference_alone(reference, spec_path)
@@ -1342,7 +1353,9 @@ def _import_reference(reference: str, spec_path: Path) -> ModuleType:
 
 def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
     if reference.endswith(".py"):
-        mod_name = f"autotune_user_ref_{hashlib.sha1(reference.encode()).hexdigest()[:10]}"
+        # named by its text too: an edited module is imported again in a process that imported it
+        # before (trial 66: a notebook kept the old reference, and saved a kernel the new one fails)
+        mod_name = f"autotune_user_ref_{_digest(reference.encode())}_{_digest(_reference_bytes(reference, spec_path))}"
         if mod_name in sys.modules:
             return sys.modules[mod_name]
         loader_spec = importlib.util.spec_from_file_location(mod_name, reference)
@@ -1350,11 +1363,16 @@ def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
             raise SpecError(f"{spec_path}: reference: cannot import {reference}")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[mod_name] = module
+        # a module beside it imports as it would from its own folder, from any working folder
+        # (trial 66: `from helpers import X` worked only where the process started in that folder)
+        sys.path.insert(0, str(Path(reference).parent))
         try:
             loader_spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:  # user code: report it as a spec problem, not a crash
             del sys.modules[mod_name]
             raise SpecError(f"{spec_path}: reference: importing {reference} failed: {exc!r}") from exc
+        finally:
+            sys.path.remove(str(Path(reference).parent))
     else:
         try:
             module = importlib.import_module(f"autotune.kernels.{reference}")

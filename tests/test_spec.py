@@ -527,3 +527,22 @@ def test_the_call_takes_the_same_arguments_in_the_same_order_whatever_variant_ru
     assert sp.call_args({"N": 256}) == ("x", "y"), "no scratch buffer, no problem size, one order"
     mul1 = specs.load("mul1")
     assert mul1.call_args(mul1.default_problem()) == ("x", "z", "k")  # v4's steps alone gave (x, k, z)
+
+
+def test_an_edited_reference_module_is_imported_again_in_the_same_process(tmp_path, monkeypatch):
+    """Trial 66: a notebook that edited its reference between two tune() calls was checked
+    against the old one, and a kernel the new one fails was saved as verified."""
+    import numpy as np
+
+    path = write_spec(tmp_path, SCALE_YAML)
+    x = {"x": np.ones(4, np.float32)}
+    assert specs.load(path).host_module().reference({"N": 4}, x)["y"][0] == 2.0
+    ref = tmp_path / "scale_ref.py"
+    ref.write_text(ref.read_text().replace("2.0 *", "3.0 *"))
+    assert specs.load(path).host_module().reference({"N": 4}, x)["y"][0] == 3.0
+    # a module beside it imports from any working folder (it did only from the spec's own)
+    (tmp_path / "factors.py").write_text("FACTOR = 5.0\n")
+    ref.write_text(ref.read_text().replace("import numpy as np", "import numpy as np\nfrom factors import FACTOR")
+                   .replace("3.0 *", "FACTOR *"))
+    monkeypatch.chdir("/")
+    assert specs.load(path).host_module().reference({"N": 4}, x)["y"][0] == 5.0

@@ -132,8 +132,27 @@ def test_a_baseline_that_lost_at_a_smaller_size_is_not_timed_at_first_use(folder
     choose(folders, timer, M=1400, N=1400, K=1400)
     assert MM.baseline_config not in timer.fallbacks[2]
     wrong = FakeTimer({128: "wrong", 64: "wrong", 32: "wrong"}, {"baseline": 90.0, "default": "wrong"})
-    c = choose(folders, wrong, M=2900, N=2900, K=2900)  # nothing else verified: the baseline after all
+    loader._warned.clear()
+    with pytest.warns(loader.AutotuneWarning, match=r"the spec’s default and baseline there"):  # trial 65: unsaid
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 2900, "N": 2900, "K": 2900}), folders, wrong)
     assert [cands for cands in wrong.calls] == [[128, 32, 64], [16]] and c.params == MM.baseline_config
+
+
+def test_a_baseline_is_left_out_only_on_this_versions_timing_at_the_same_layout(folders):
+    """Trial 65: an entry of the spec's old version, and one of the other layout, left out a
+    baseline that was 100x faster than the pick."""
+    problem = MM.resolve_problem({"M": 1500, "N": 1500, "K": 1500})
+    timed = Measurement(Status.OK, "", (30.0,), params=T32)
+    baseline = Measurement(Status.OK, "", (600.0,), params=MM.baseline_config)
+    path = profiles.path_for(FAKE.slug, folders[0])
+    old = replace(record.entry(MM, problem, timed, trials=50, baseline=baseline), spec_hash="0123456789abcdef")
+    profiles.save(old, "matmul", FAKE.profile_header(), path)
+    col = record.entry(MM, MM.resolve_problem({"M": 1500, "N": 1500, "K": 1500, "layout": "col"}), timed,
+                       trials=50, baseline=baseline)
+    profiles.save(col, "matmul", FAKE.profile_header(), path)
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 0.5, "default": 5.0})
+    assert choose(folders, timer, M=3000, N=3000, K=3000).params == MM.baseline_config
+    assert MM.baseline_config in timer.fallbacks[0]
 
 
 def test_the_specs_baseline_and_default_are_timed_too_and_win_where_they_are_faster(folders):

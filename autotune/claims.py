@@ -25,8 +25,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from .errors import StorageError
+from .processes import gone, owner_name
 from .space import config_key
 from .spec import Value
 
@@ -65,26 +64,6 @@ def _answering(method: Callable[..., T]) -> Callable[..., T]:
         except SQLAlchemyError as exc:
             raise StorageError.lost(exc) from None
     return wrapped
-
-
-def owner_name() -> str:
-    """This worker, as its claims name it: host and process id."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _gone(owner: str) -> bool:
-    """Whether ``owner`` (:func:`owner_name`) was a process of this host that no longer runs;
-    False for another host's, whose processes cannot be seen from here."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # it runs, as another user's
-        return False
-    return False
 
 
 class Claims:
@@ -133,7 +112,7 @@ class Claims:
         with self.engine.begin() as c:
             held = c.execute(sa.select(_TABLE.c.owner).where(where, _TABLE.c.done.is_(False))).scalar()
             over = _TABLE.c.expires < now
-            if held is not None and held != self.owner and _gone(held):
+            if held is not None and held != self.owner and gone(held):
                 over = sa.or_(over, _TABLE.c.owner == held)
             taken = c.execute(_TABLE.update().where(where, _TABLE.c.done.is_(False), over)
                               .values(owner=self.owner, expires=now + ttl_s))
@@ -203,7 +182,7 @@ class Claims:
             rows = c.execute(sa.select(_TABLE.c.params, _TABLE.c.owner, _TABLE.c.expires).where(
                 _TABLE.c.study == self.study, _TABLE.c.done.is_(False))).all()
         return [json.loads(r.params) for r in rows
-                if r.expires < now or (r.owner != self.owner and _gone(r.owner))]
+                if r.expires < now or (r.owner != self.owner and gone(r.owner))]
 
     @_answering
     def held(self) -> list[Claim]:

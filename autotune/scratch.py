@@ -3,7 +3,8 @@ removal of those that killed runs left behind.
 
 A run holds a lock on a file in its folder for as long as its process lives; the kernel lets
 go of it when the process ends, by SIGKILL too, where the folder's own removal never runs. The
-next run removes every such folder whose lock it can take: a killed matmul run at 8192³ would
+next run removes every such folder whose lock it can take and whose process, named in the file,
+is gone from this host: a killed matmul run at 8192³ would
 otherwise leave 1.5 GB of inputs, expected output and error bounds in the temporary folder (memory, where that
 is a tmpfs) until a reboot. The empty temporary files PoCL 3 leaves in its cache each time a
 process loads it go at the same time.
@@ -24,6 +25,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .processes import gone, owner_name
 
 try:
     import fcntl
@@ -49,8 +52,12 @@ def run_folder() -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix=PREFIX))
     fd = os.open(folder / OWNER, os.O_CREAT | os.O_WRONLY, 0o600)
     try:
+        os.write(fd, owner_name().encode())
         if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # not contested: the folder is new, and too young to sweep
+            try:  # not contested: the folder is new, and too young to sweep
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # no locks there (NFS without lockd): no sweep can take it either
+                pass  # (trial 65: every run failed with a traceback)
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -99,7 +106,9 @@ def _remove_pocl_tempfiles() -> None:
 
 
 def _abandoned(folder: Path) -> bool:
-    """No live process holds ``folder``'s lock, and it is this user's and old enough."""
+    """``folder`` is this user's, old enough, and its run, a process of this host, has ended:
+    its lock can be taken and its process is gone. Another host's run (a temporary folder on
+    NFS, whose locks may not reach across hosts) is left to that host's runs."""
     try:
         if not _ours_and_old(folder.lstat()):
             return False
@@ -107,12 +116,13 @@ def _abandoned(folder: Path) -> bool:
     except OSError:  # no lock file: another program's folder, or one being made
         return False
     try:
+        owner = os.read(fd, 300).decode(errors="replace")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        return False  # its run lives
+        return False  # its run lives, or there are no locks to tell
     finally:
         os.close(fd)  # lets go of the lock, if taken
-    return True
+    return gone(owner)
 
 
 def _ours_and_old(info: os.stat_result, kind: Callable[[int], bool] = stat.S_ISDIR) -> bool:

@@ -111,3 +111,25 @@ def test_the_empty_tempfiles_pocl_leaves_in_its_cache_are_removed_and_nothing_el
             _age(cache / name)
     scratch.sweep()
     assert sorted(p.name for p in cache.iterdir()) == ["other", "tempfile_full", "tempfile_new"]
+
+
+def test_without_locks_a_run_goes_on_and_folders_of_live_or_other_hosts_runs_stay(tmp_dir, monkeypatch):
+    """Trial 65: where flock fails (NFS without lockd, Lustre without flock) every run failed
+    with a traceback; and where locks do not reach across hosts sharing the folder, the sweep
+    of one host would remove another's live run."""
+    import errno
+    import socket
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    for owner in (f"another-host:{os.getpid()}", f"{socket.gethostname()}:{os.getppid()}"):  # unlocked, old
+        folder = Path(tempfile.mkdtemp(prefix=scratch.PREFIX))
+        (folder / scratch.OWNER).write_text(owner)
+        _age(folder)
+    monkeypatch.setattr(scratch.fcntl, "flock", no_locks)
+    with scratch.run_folder() as mine:
+        assert mine.exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_dir))
+    assert scratch.sweep() == [] and len(list(tmp_dir.glob(scratch.PREFIX + "*"))) == 2

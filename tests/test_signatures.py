@@ -80,6 +80,16 @@ def test_a_kernel_argument_named_as_a_number_autotune_passes_is_refused_before_a
                            rf"autotune passes to the compiler as -D{name}=<its value>, so the argument's name becomes"):
             check_launch(spec)
     check_launch(specs.load(write_spec(tmp_path / "ok", SCALE_YAML)))
+    # trial 65: an argument the template #undefs first, and a kernel under #if 0, are not refused
+    undone = TEMPLATE_CL.replace("__global float* y)", "__global float* y, int N)").replace(
+        "__kernel void scale", "#undef N\n__kernel void scale")
+    check_launch(specs.load(write_spec(tmp_path / "undef", SCALE_YAML.replace("args: [x, y]", "args: [x, y, N]"),
+                                       template=undone)))
+    unused = "#if 0\n#if WPT\n#endif\n__kernel void old(__global float* y, int N) {}\n#endif\n" + TEMPLATE_CL
+    check_launch(specs.load(write_spec(tmp_path / "if0", SCALE_YAML, template=unused)))
+    with pytest.raises(SpecError, match="kernel old in scale.cl has an argument named N"):
+        check_launch(specs.load(write_spec(tmp_path / "else", SCALE_YAML, template=unused.replace(
+            "#endif\n__kernel void old", "#endif\n#else\n__kernel void old"))))
 
 
 def test_a_local_memory_pointer_argument_is_refused_with_the_way_to_declare_it():

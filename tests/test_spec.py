@@ -67,6 +67,13 @@ def test_lint_names_a_parameter_or_problem_key_the_template_defines_without_a_gu
     # a default behind any conditional on the name is a guard (matmul.cl: #if !defined(A) && !defined(B))
     guarded = TEMPLATE_CL.replace("#ifndef MODE", "#if !defined(OTHER) && !defined(MODE)")
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML, template=guarded))) == []
+    # trial 65: one in a comment is no definition; an #if that only tests it is no default
+    commented = "/* to build alone:\n#define MODE 1\n*/\n// #define WPT 2\n" + TEMPLATE_CL
+    assert specs.lint(specs.load(write_spec(tmp_path / "comment", SCALE_YAML, template=commented))) == []
+    tested = TEMPLATE_CL.replace("#ifndef MODE\n#define MODE 0\n#endif",
+                                 "#if MODE > 3\n#error no\n#endif\n#define MODE 0")
+    (warning,) = specs.lint(specs.load(write_spec(tmp_path / "tested", SCALE_YAML, template=tested)))
+    assert "scale.cl defines MODE (#define MODE) with no #ifndef MODE before it" in warning
 
 
 def test_kernel_tuners_names_get_what_to_write_instead(tmp_path):

@@ -1110,10 +1110,13 @@ def save_best(report: TuneReport, storage: str | None,
     which that confirmation had overturned)."""
     if report.best is None:
         return report
-    if baseline_only(report):
-        return replace(report, profile_verdict=BASELINE_ONLY)
+    if baseline_only(report):  # trial 65: "picks among other sizes'" where this size had an entry
+        then = "the profile's entry for this size stays" if _entry_of(report) else \
+            "load_kernel picks among other sizes' tuned configurations instead"
+        return replace(report, profile_verdict=f"{BASELINE_ONLY}: {then}")
     if (now := _current_hash(report.spec)) is not None and now != report.spec.spec_hash:
-        return replace(report, profile_verdict=SPEC_CHANGED.format(path=report.spec.path))
+        kept = "" if storage == ":memory:" else " (its study keeps the trials)"  # trial 65: said of :memory: too
+        return replace(report, profile_verdict=SPEC_CHANGED.format(path=report.spec.path) + kept)
     if report.measured == 0 and report.unconfirmed and _entry_of(report):
         return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
                        profile_verdict=NOTHING_NEW)
@@ -1125,14 +1128,13 @@ def save_best(report: TuneReport, storage: str | None,
 #: Why a stopped run whose study holds the baseline alone saves nothing (trial 59: a 2 s run
 #: saved the naive baseline, which load_kernel then used as the size's tuned kernel, 20x slower
 #: than the configuration it picks at first use from other sizes' entries).
-BASELINE_ONLY = ("the run stopped before it measured any configuration but the baseline, which is no tuning "
-                 "result: load_kernel picks among other sizes' tuned configurations instead")
+BASELINE_ONLY = "the run stopped before it measured any configuration but the baseline, which is no tuning result"
 
 #: Why a run whose spec file changed while it ran saves nothing (trial 64: a worker of the old
 #: version replaced the entry a run of the edited spec had just saved, so load_kernel had only
 #: a stale one).
-SPEC_CHANGED = ("{path} changed while this run tuned it: an entry of the version it tuned would be stale at once, "
-                "and would replace the current version's (its study keeps the trials)")
+SPEC_CHANGED = ("{path} (or its template or reference) changed while this run tuned it: an entry of the version "
+                "it tuned would be stale at once, and would replace the current version's")
 
 
 def _current_hash(spec: KernelSpec) -> str | None:

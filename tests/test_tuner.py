@@ -1142,11 +1142,15 @@ def test_a_run_cut_short_after_the_baseline_alone_saves_nothing_load_kernel_woul
 
     cut = run(scale, Slow(), sampler="grid", trials=20, timeout_s=5.0, prune=0)
     assert cut.stopped_by == "timeout" and cut.measured == 1 and cut.best == cut.baseline
-    assert cut.profile_path is None and cut.profile_verdict == tuner.BASELINE_ONLY
-    assert f"\n  profile     not saved: {tuner.BASELINE_ONLY}" in format_report(cut)
+    then = "load_kernel picks among other sizes' tuned configurations instead"
+    assert cut.profile_path is None and cut.profile_verdict == f"{tuner.BASELINE_ONLY}: {then}"
+    assert f"\n  profile     not saved: {tuner.BASELINE_ONLY}: {then}" in format_report(cut)
     assert not profiles.path_for(FAKE.slug, settings.profiles_dir()).exists()
     asked = run(scale, FakeEvaluator(), sampler="grid", trials=1, prune=0)  # one trial asked for: saved
     assert asked.best == asked.baseline and asked.profile_verdict == "added"
+    # trial 65: where the size has an entry, that entry stays (load_kernel picks nothing)
+    again = run(scale, Slow(), sampler="grid", trials=20, timeout_s=5.0, prune=0)
+    assert again.profile_verdict == f"{tuner.BASELINE_ONLY}: the profile's entry for this size stays"
 
 
 def test_leaders_that_ran_past_the_limit_per_configuration_when_timed_again_name_it(scale):
@@ -1182,8 +1186,9 @@ def test_a_run_whose_spec_file_changed_while_it_ran_saves_nothing(tmp_path):
             return super().evaluate(params, limit_s, cutoff_ms, verify)
 
     old = run(specs.load(path), Edits(), sampler="grid", trials=4)
-    assert old.profile_path is None and old.profile_verdict == tuner.SPEC_CHANGED.format(path=path)
-    assert f"\n  profile     not saved: {path} changed while this run tuned it" in format_report(old)
+    assert old.profile_path is None and old.profile_verdict == tuner.SPEC_CHANGED.format(path=path)  # :memory:
+    assert f"\n  profile     not saved: {path} (or its template or reference) changed while this run tuned it" \
+        in format_report(old)
     assert not profiles.path_for(FAKE.slug, settings.profiles_dir()).exists()
     new = run(specs.load(path), FakeEvaluator(), sampler="grid", trials=4)
     assert new.profile_verdict == "added"

@@ -12,6 +12,7 @@ Tune with ``autotune run matmul`` (or :func:`tune`), then use the result::
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -44,6 +45,7 @@ from .errors import (  # noqa: E402
 )
 
 if TYPE_CHECKING:
+    from .cli import format_report
     from .loader import Run, TunedKernel, load_kernel
     from .result import Measurement
     from .tuner import TuneOptions, TuneReport, tune
@@ -52,12 +54,17 @@ if TYPE_CHECKING:
 #: answers --help, and a Ctrl-C, without loading them.
 _LAZY = {"Run": "loader", "TunedKernel": "loader", "load_kernel": "loader", "TuneOptions": "tuner",
          "TuneReport": "tuner", "tune": "tuner",
-         "Measurement": "result"}  # what TuneReport's best and baseline are
+         "Measurement": "result",  # what TuneReport's best and baseline are
+         "format_report": "cli"}  # a TuneReport as `autotune run` prints it
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        with warnings.catch_warnings():
+            # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a
+            # progress bar autotune never shows (trial 66)
+            warnings.filterwarnings("ignore", message="IProgress not found")
+            return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -79,6 +86,7 @@ __all__ = [
     "TunedKernel",
     "TuningInterrupted",
     "WorkerError",
+    "format_report",
     "load_kernel",
     "tune",
 ]

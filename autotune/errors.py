@@ -95,19 +95,25 @@ class TuningInterrupted(AutotuneError):
     ``args[0]``) is the run's report; ``signum`` the signal that stopped it (the command exits
     128 + signum)."""
 
-    def __init__(self, report: object, signum: int = signal.SIGINT) -> None:
+    def __init__(self, report: object, signum: int = signal.SIGINT, signalled: bool = True) -> None:
         super().__init__(report)
         self.report = report
         self.signum = int(signum)
+        self.signalled = signalled  # False: a KeyboardInterrupt raised in the run (a progress callback's)
 
-    def __reduce__(self) -> tuple[type, tuple[object, int]]:  # the signal too, across processes
-        return type(self), (self.report, self.signum)
+    def __reduce__(self) -> tuple[type, tuple[object, int, bool]]:  # the signal too, across processes
+        return type(self), (self.report, self.signum, self.signalled)
 
     def __str__(self) -> str:
         """One line (trial 60: the report's whole repr, 12 KB, in a notebook's traceback)."""
         measured = getattr(self.report, "measured", None)
         after = f" after {measured} measured configuration{'s' * (measured != 1)}" if measured is not None else ""
-        return f"tuning stopped by {signal.Signals(self.signum).name}{after}; the finished trials were kept"
+        # trial 66: a progress callback's KeyboardInterrupt was called a SIGINT
+        by = signal.Signals(self.signum).name if self.signalled else "a KeyboardInterrupt raised in the run"
+        return f"tuning stopped by {by}{after}; the finished trials were kept"
+
+    def __repr__(self) -> str:
+        return f"TuningInterrupted({str(self)!r})"  # trial 66: the report's 11 KB repr
 
 
 def first_line(exc: BaseException) -> str:

@@ -1460,6 +1460,32 @@ def test_a_stop_while_the_study_opens_is_tuning_interrupted_with_its_signal(scal
     assert pickle.loads(pickle.dumps(caught.value)).signum == signal.SIGTERM
 
 
+def test_a_report_and_a_stop_read_in_one_line_in_a_notebook(scale):
+    """Trial 66: a cell ending with the report printed 19 KB, the TuningInterrupted repr 11 KB; a
+    progress callback's KeyboardInterrupt (the way to stop a tune() in a thread) was called a
+    SIGINT; the summary `autotune run` prints was not to be had from Python."""
+    import pickle
+
+    import autotune
+    from autotune import cli
+
+    report = run(scale, FakeEvaluator(), sampler="grid", trials=4)
+    assert repr(report) == (f"<TuneReport scale on Fake GPU 9000, N=256: best {report.best.median_ms:.4g} ms "
+                            f"({config_label(report.best.params)}); 4 measured, stopped: trials>")
+    assert autotune.format_report(report) == cli.format_report(report)
+
+    def stop(event, m, state):
+        if state.measured == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(TuningInterrupted) as caught:
+        run(scale, FakeEvaluator(), progress=stop, trials=5)
+    assert str(caught.value) == ("tuning stopped by a KeyboardInterrupt raised in the run after 2 measured "
+                                 "configurations; the finished trials were kept")
+    assert repr(caught.value) == f"TuningInterrupted({str(caught.value)!r})"
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
+
+
 def test_a_stop_while_the_study_fails_to_open_is_said_as_the_stop(scale, monkeypatch):
     """Trial 61: a SIGTERM while the study's database was locked gave the lock's error and exit
     status 1, the stop thrown away."""

@@ -1107,9 +1107,8 @@ def test_a_run_with_nothing_verified_says_whether_anything_was_verified_at_all(s
     assert report.best is None and f"\n{line}\n" in format_report(report), format_report(report)
 
 
-def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(scale, monkeypatch):
-    """Trial 25: `-t 5` ended with no `confirmed` line and a speed-up from the baseline's cold
-    first timing, and nothing said the confirmation had been skipped."""
+def _slow(monkeypatch, seconds: float) -> type[FakeEvaluator]:
+    """A FakeEvaluator whose every measurement moves the run's clock on by ``seconds``."""
     import types
 
     clock = [0.0]
@@ -1117,10 +1116,16 @@ def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(sca
 
     class Slow(FakeEvaluator):
         def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
-            clock[0] += 3.0
+            clock[0] += seconds
             return super().evaluate(params, limit_s, cutoff_ms, verify)
 
-    report = run(scale, Slow(), sampler="grid", trials=20, timeout_s=10.0, prune=0)
+    return Slow
+
+
+def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(scale, monkeypatch):
+    """Trial 25: `-t 5` ended with no `confirmed` line and a speed-up from the baseline's cold
+    first timing, and nothing said the confirmation had been skipped."""
+    report = run(scale, _slow(monkeypatch, 3.0)(), sampler="grid", trials=20, timeout_s=10.0, prune=0)
     assert report.stopped_by == "timeout" and report.measured == 3 and report.confirmed == 0
     assert "\n  confirmed   no: the run's time was up before the fastest could be timed again" in format_report(report)
     done = run(scale, FakeEvaluator(), sampler="grid", trials=3, prune=0)
@@ -1130,16 +1135,7 @@ def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(sca
 def test_a_run_cut_short_after_the_baseline_alone_saves_nothing_load_kernel_would_take_as_tuned(scale, monkeypatch):
     """Trial 59: a 2 s run measured only the naive baseline and saved it as an ordinary entry,
     which load_kernel then used as the size's tuned kernel, 20x slower than its first-use pick."""
-    import types
-
-    clock = [0.0]
-    monkeypatch.setattr(tuner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
-
-    class Slow(FakeEvaluator):
-        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
-            clock[0] += 6.0
-            return super().evaluate(params, limit_s, cutoff_ms, verify)
-
+    Slow = _slow(monkeypatch, 6.0)
     cut = run(scale, Slow(), sampler="grid", trials=20, timeout_s=5.0, prune=0)
     assert cut.stopped_by == "timeout" and cut.measured == 1 and cut.best == cut.baseline
     then = "load_kernel picks among other sizes' tuned configurations instead"

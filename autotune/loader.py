@@ -458,7 +458,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
     _warn_once(spec, info, problem, (
         f"{lead}: verified and timed {what} there "
-        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_untimed(timed.untimed)}{_costly(spec, costly)} "
+        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_failed(timed.measurements)}{_untimed(timed.untimed)}"
+        f"{_costly(spec, costly)} "
         f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
         "this size"))
     return Choice(best.params, "measured", entry, path, timed.cache)
@@ -556,6 +557,16 @@ def _skipped(wrong: list[Measurement]) -> str:
         return ""
     return (f" ({len(wrong)} gave wrong results there and {'was' if len(wrong) == 1 else 'were'} left out, "
             f"e.g. {config_label(wrong[0].params)})")
+
+
+def _failed(measured: Sequence[Measurement]) -> str:
+    """What the first-use warning says of the candidates that failed otherwise (a build, a launch,
+    a timeout): trial 67, a default that cannot build was said to be verified and timed."""
+    failed = [m for m in measured if not m.ok and m.status is not Status.WRONG_RESULT and not m.pruned]
+    if not failed:
+        return ""
+    return (f" ({len(failed)} failed there ({failed[0].status.value}) and {'was' if len(failed) == 1 else 'were'} "
+            f"left out, e.g. {config_label(failed[0].params or {})})")
 
 
 def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],

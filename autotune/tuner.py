@@ -225,6 +225,7 @@ class TuneReport:
     claim_s: float = 0.0
     # variants that never ran correctly in this run: (parameter, value, failures by status)
     unverified: tuple[tuple[str, Value, Mapping[str, int]], ...] = ()
+    fully_timed: int = 0  # the study's verified configurations timed in full (not pruned)
 
     def __repr__(self) -> str:
         """One line (trial 66: the dataclass's, 19 KB, ended a notebook cell)."""
@@ -925,6 +926,7 @@ class _Run:
             elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
+            fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()),
             wall_s=wall_s, study_name=self.log.study.study_name)
 
 
@@ -1133,10 +1135,11 @@ def save_best(report: TuneReport, storage: str | None,
     return _save(report, partial=report.partial, study=study, studied=studied)
 
 
-#: Why a stopped run whose study holds the baseline alone saves nothing (trial 59: a 2 s run
+#: Why a stopped run that timed only the baseline in full saves nothing (trial 59: a 2 s run
 #: saved the naive baseline, which load_kernel then used as the size's tuned kernel, 20x slower
 #: than the configuration it picks at first use from other sizes' entries).
-BASELINE_ONLY = "the run stopped before it measured any configuration but the baseline, which is no tuning result"
+BASELINE_ONLY = ("the run stopped before it timed in full any configuration but the baseline, which is no tuning "
+                 "result")
 
 #: Why a run whose spec file changed while it ran saves nothing (trial 64: a worker of the old
 #: version replaced the entry a run of the edited spec had just saved, so load_kernel had only
@@ -1159,8 +1162,9 @@ CUT_SHORT = ("timeout", "study timeout", "interrupted", "storage lost")
 
 
 def baseline_only(report: TuneReport) -> bool:
-    """The run was cut short while its study held one trial: the baseline, its best."""
-    return (report.stopped_by in CUT_SHORT and report.study_trials == 1 and report.best is not None
+    """The run was cut short with the baseline its best and the study's one configuration timed
+    in full (trial 65: a second configuration, pruned, let a 1 s run save the baseline)."""
+    return (report.stopped_by in CUT_SHORT and report.fully_timed <= 1 and report.best is not None
             and report.baseline is not None and report.best.params == report.baseline.params)
 
 

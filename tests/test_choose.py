@@ -138,6 +138,15 @@ def test_a_baseline_that_lost_at_a_smaller_size_is_not_timed_at_first_use(folder
     assert [cands for cands in wrong.calls] == [[128, 32, 64], [16]] and c.params == MM.baseline_config
 
 
+def test_a_configuration_that_failed_at_first_use_is_said_to_have_failed(folders):
+    """Trial 67: a default that cannot build was among those "verified and timed"."""
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 5.0, "default": None})
+    loader._warned.clear()
+    with pytest.warns(loader.AutotuneWarning, match=r"the spec’s baseline and default there in .* s \(1 failed there "
+                      r"\(compile_error\) and was left out, e.g. ALGO=tiled"):
+        loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
+
+
 def test_a_baseline_is_left_out_only_on_this_versions_timing_at_the_same_layout(folders):
     """Trial 65: an entry of the spec's old version, and one of the other layout, left out a
     baseline that was 100x faster than the pick."""

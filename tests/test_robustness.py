@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -212,6 +213,16 @@ def test_a_configuration_that_reads_a_scratch_buffer_before_writing_it_fails_ver
     assert report.best is not None and report.best.params["MODE"] == 0
 
 
+def _timed_in_full(proc, count):
+    """Read ``proc``'s progress until ``count`` configurations were timed in full (not pruned,
+    not failed): a run stopped with the baseline its only one saves nothing."""
+    timed = 0
+    while timed < count:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        timed += bool(re.match(r"\[\s*\d+/\d+\]\s+(study\s+\d+/\d+\s+)?[\d.]+ ms", line)) and "(pruned)" not in line
+
+
 def _cli(spec_path, *extra):
     return [sys.executable, "-m", "autotune", "run", str(spec_path), "--sampler", "grid",
             "--trials", "1000", *extra]
@@ -220,12 +231,7 @@ def _cli(spec_path, *extra):
 def test_interrupted_run_saves_partial_and_resumes(tmp_path):
     path = write_spec(tmp_path, SCALE_YAML)
     proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
-    while len(lines) < 3:  # wait for three finished trials
-        line = proc.stdout.readline()
-        assert line, proc.stderr.read()
-        if line.startswith("["):
-            lines.append(line)
+    _timed_in_full(proc, 3)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -255,9 +261,7 @@ def test_sigterm_or_sighup_stops_a_run_as_ctrl_c_does(tmp_path, sig):
     path = write_spec(tmp_path, SCALE_YAML)
     proc = subprocess.Popen(_cli(path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-    for _ in range(2):  # the baseline and one more: the baseline alone is not saved
-        while not (line := proc.stdout.readline()).startswith("["):
-            assert line, proc.stderr.read()
+    _timed_in_full(proc, 2)  # the baseline and one more: the baseline alone is not saved
     os.killpg(proc.pid, sig) if sig == signal.SIGHUP else proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + sig, f"stdout: {out[-1500:]}\nstderr: {err[-1500:]}"

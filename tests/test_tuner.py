@@ -1148,6 +1148,20 @@ def test_a_run_cut_short_after_the_baseline_alone_saves_nothing_load_kernel_woul
     again = run(scale, Slow(), sampler="grid", trials=20, timeout_s=5.0, prune=0)
     assert again.profile_verdict == f"{tuner.BASELINE_ONLY}: the profile's entry for this size stays"
 
+    class Pruned(Slow):  # trial 65: a second configuration, pruned, let the baseline be saved
+        pruned = True
+
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return m if params == scale.baseline_config else replace(m, times_ms=(99.0,), pruned=self.pruned)
+
+    profiles.path_for(FAKE.slug, settings.profiles_dir()).unlink()
+    two = run(scale, Pruned(), sampler="grid", trials=20, timeout_s=13.0, prune=0)
+    assert two.measured == 2 and two.best.params == scale.baseline_config and two.profile_path is None
+    Pruned.pruned = False  # timed in full and slower: the baseline is the run's finding, and saved
+    timed = run(scale, Pruned(), sampler="grid", trials=20, timeout_s=13.0, prune=0)
+    assert timed.best.params == scale.baseline_config and timed.profile_verdict == "added"
+
 
 def test_leaders_that_ran_past_the_limit_per_configuration_when_timed_again_name_it(scale):
     """Trial 63: with --max-time-per-config 0.01 every leader's timing again ran past it, and

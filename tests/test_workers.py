@@ -656,11 +656,13 @@ def test_killing_a_run_on_several_devices_stops_its_workers_too(home, sig):
     proc = subprocess.Popen([sys.executable, "-m", "autotune", "run", "matmul", "-s", "64", "-d", f"{sel},{sel}",
                              "-n", "1000", "-t", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started: set[str] = set()
-    while len(started) < 2:  # each worker has finished a trial
+    timed = 0  # configurations timed in full: a stop with the baseline the only one saves nothing
+    while len(started) < 2 or timed < 2:  # each worker has finished a trial
         line = proc.stdout.readline()
         assert line, proc.stderr.read()
         if re.match(rf"{re.escape(sel)}#\d \[", line):
             started.add(line.split()[0])
+            timed += bool(re.search(r"\]\s+(study\s+\d+/\d+\s+)?[\d.]+ ms", line)) and "(pruned)" not in line
     workers = _children(proc.pid)
     assert len(workers) >= 2
     proc.send_signal(sig)

@@ -12,6 +12,7 @@ Tune with ``autotune run matmul`` (or :func:`tune`), then use the result::
 from __future__ import annotations
 
 import importlib
+import sys
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -59,13 +60,16 @@ _LAZY = {"Run": "loader", "TunedKernel": "loader", "load_kernel": "loader", "Tun
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        with warnings.catch_warnings():
-            # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a
-            # progress bar autotune never shows (trial 66)
-            warnings.filterwarnings("ignore", message="IProgress not found")
-            return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = f"{__name__}.{_LAZY[name]}"
+    if module in sys.modules:  # no filter change: that shows a warning a loop gave once again
+        return getattr(sys.modules[module], name)
+    with warnings.catch_warnings():
+        # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a progress
+        # bar autotune never shows (trial 66)
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        return getattr(importlib.import_module(module), name)
 
 __all__ = [
     "AutotuneError",

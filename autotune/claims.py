@@ -131,6 +131,16 @@ class Claims:
         return bool(taken.rowcount == 1)
 
     @_answering
+    def lost(self, params: Mapping[str, Value]) -> bool:
+        """Whether this worker's claim on ``params`` is no longer its own: it lapsed (the
+        process was stopped past it) and another worker took the configuration over."""
+        if self.engine is None:
+            return False
+        with self.engine.begin() as c:
+            owner = c.execute(sa.select(_TABLE.c.owner).where(self._where(params)[0])).scalar()
+        return owner != self.owner
+
+    @_answering
     def finish(self, params: Mapping[str, Value]) -> None:
         """``params`` was measured (and is in the study): no worker measures it again."""
         if self.engine is not None:

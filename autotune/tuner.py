@@ -102,6 +102,11 @@ class _OutOfTime(Exception):
     ("timeout" or "study timeout")."""
 
 
+class _TakenOver(Exception):
+    """The configuration just measured was taken over by another worker while this one was
+    stopped past its claim (:meth:`autotune.claims.Claims.lost`): not stored a second time."""
+
+
 class _Exhausted(Exception):
     """Every valid configuration was measured."""
 
@@ -690,6 +695,11 @@ class _Run:
                     m = self.measure(evaluator, cand)
                 except _OutOfTime as ended:
                     return str(ended.args[0])
+                except _TakenOver:  # its trial stands, not this one (trial 64: measured twice)
+                    self.in_flight = None
+                    self.drop(cand)
+                    self.state.elsewhere += 1
+                    continue
                 if upcoming is not None and upcoming.follows_the_search and self.state.best is not best:
                     # chosen around the old best (and a model without this result): choose again
                     self.turns -= upcoming.kind in TURNS  # its turn is taken again
@@ -751,7 +761,10 @@ class _Run:
         nearer = self._nearer_deadline()
         given = _capped(limit, nearer[1] if nearer is not None else None)
         at_deadline = nearer is not None and given < limit  # --timeout (or --study-timeout) bounds the whole run
+        t0 = time.perf_counter()
         m = evaluator.evaluate(params, given, cutoff)
+        if time.perf_counter() - t0 > self._ttl() and self.claims.lost(params):
+            raise _TakenOver  # stopped (Ctrl-Z) past its claim, which another worker took and measured
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
             earlier = self.log.get(params) if config_key(params) in self.retried else None

@@ -762,3 +762,33 @@ def test_a_stop_while_the_database_is_locked_ends_the_run_within_a_few_busy_time
         _tune_on(scale, ev)
     took = time.perf_counter() - t0
     assert took < 5 * study.BUSY_TIMEOUT_S + 2, took
+
+
+def test_a_worker_stopped_past_its_claim_does_not_store_what_another_took_over(scale, home, monkeypatch):
+    """Trial 64: a worker stopped (Ctrl-Z) past its claim's expiry finished the configuration
+    another worker had taken over and measured, and stored it a second time."""
+    import types
+
+    from autotune import tuner
+
+    storage = f"sqlite:///{home}/shared.db"
+    name = study_name(scale, FAKE, scale.resolve_problem({}))
+    other = Claims(sa.create_engine(storage), name, "another-host:2")
+    clock = [0.0]
+    monkeypatch.setattr(tuner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0], time=time.time))
+    stopped: list[dict[str, Any]] = []
+
+    class StoppedOnce(Slow):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):  # type: ignore[no-untyped-def]
+            if verify and len(self.calls) == 2 and not stopped:  # the third: stopped for an hour
+                stopped.append(dict(params))
+                clock[0] += 3600.0
+                with sa.create_engine(storage).begin() as c:  # its claim lapsed, and the other took it
+                    c.execute(sa.text("UPDATE autotune_claims SET expires = 0"))
+                assert other.take(params, ttl_s=60)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    report = tune(scale, TuneOptions(trials=5, timeout_s=None, storage=storage, seed=1, save=False),
+                  evaluator=StoppedOnce([], threading.Lock()), info=FAKE)
+    assert report.elsewhere == 1 and config_key(stopped[0]) not in _stored_keys(name, storage)
+    assert len(_stored_keys(name, storage)) == report.measured

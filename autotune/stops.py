@@ -23,10 +23,29 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+
+class _Flag:
+    """A flag a signal handler sets: a plain attribute, where a ``threading.Event``'s lock
+    deadlocked a worker whose handler ran again, for a second SIGTERM, while its first held
+    it (trial 68: a run on several devices hung until SIGKILL; the group's SIGTERM and the one
+    passed on by the command reach each worker)."""
+
+    value = False
+
+    def set(self) -> None:
+        self.value = True
+
+    def clear(self) -> None:
+        self.value = False
+
+    def is_set(self) -> bool:
+        return self.value
+
+
 #: Set by a stop signal. The KeyboardInterrupt its handler raises lands wherever the main
 #: thread is, and where that is a ``__del__`` or a weakref callback Python prints "Exception
 #: ignored" and goes on; a run checks this too (see StopSignals), so it stops all the same.
-_REQUESTED = threading.Event()
+_REQUESTED = _Flag()
 
 #: The signal of the last stop (SIGINT, SIGTERM or SIGHUP): the command exits 128 + its number.
 _SIGNAL = [int(signal.SIGINT)]
@@ -124,8 +143,12 @@ def stop_requested() -> bool:
 
 
 def raise_interrupt(signum: int, frame: Any) -> None:
-    """A signal handler: the stop noted (:func:`last_stop_signal`), KeyboardInterrupt raised."""
+    """A signal handler: the stop noted (:func:`last_stop_signal`), KeyboardInterrupt raised,
+    once: later stops are noted only, until the handlers are set again (a second SIGTERM, or a
+    second Ctrl-C, landing while the first one's KeyboardInterrupt was being handled cut the
+    saving short with a traceback, trial 68)."""
     _note_stop(signum, frame)
+    _ignore_stops()  # handlers run in the main thread, which may set them
     raise KeyboardInterrupt
 
 

@@ -1078,6 +1078,25 @@ def test_a_stop_that_lands_in_a_finalizer_prints_no_traceback_and_is_still_seen(
     assert sys.unraisablehook == seen.append
 
 
+def test_a_second_stop_while_the_first_is_handled_is_noted_not_raised():
+    """Trial 68: a second SIGTERM (a group's and the one the command passed on, or two
+    scancels) landing while the first one's KeyboardInterrupt was handled cut the saving short
+    with a traceback; and a threading.Event set in the handler deadlocked when the second
+    handler ran inside the first's set()."""
+    import os
+
+    with stops.stop_signals() as stopping:
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler runs at the next bytecode: not reached
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)
+        assert stopping.requested() and stops.last_stop_signal() == signal.SIGINT
+    with stops.stop_signals(), pytest.raises(KeyboardInterrupt):  # a new run takes stops again
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_before_the_run_started_exits_with_its_signals_status(monkeypatch, capsys, signum):
     """Trial 23: a SIGTERM in the run's first second (the study opening) exited 130, as a Ctrl-C."""

@@ -31,7 +31,7 @@ from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
 from .tuner import RunState, TuneOptions, TuneReport, check_saveable, save_best, study_name, tune
-from .worker import describe_exit, starting
+from .worker import describe_exit, start_resource_tracker, starting
 
 #: (worker label, event, measurement, the worker's counters) as the tuner's progress gives them
 FleetProgress = Callable[[str, str, Measurement | None, RunState], None]
@@ -92,6 +92,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
     budgets = {d.slug: measured_count(study_name(spec, d, problem), options.storage) + options.trials
                for d in infos}
     ctx = mp.get_context("spawn")  # a forked child would share the parent's OpenCL state
+    start_resource_tracker()  # before the queue, whose semaphores start it otherwise
     events: Any = ctx.Queue()
     stop: Any = ctx.Value("i", 0, lock=False)  # the stop signal this command got (0: none yet)
     procs = {}

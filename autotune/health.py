@@ -119,13 +119,14 @@ def build_once(selector: str) -> BuildCheck:
     """Build the probe on the device ``P:D`` and launch its shuffle (in this process)."""
     import pyopencl as cl
 
+    from .clcontext import context
     from .launch import BUILD_ERRORS, build_quietly, error_code, short
 
     p, d = (int(x) for x in selector.split(":"))
     device = cl.get_platforms()[p].get_devices()[d]
     if (mismatch := mismatched_target(device.version, cpu_flags())) is not None:
         return BuildCheck(False, mismatch)  # launching the shuffle would take a minute to abort
-    ctx = cl.Context([device])
+    ctx = context(device)  # the stop signals' handlers kept
     try:
         program = build_quietly(ctx, PROBE_SOURCE)
     except cl.Error as exc:

@@ -59,6 +59,30 @@ def signals() -> tuple[int, ...]:
     return (signal.SIGINT, signal.SIGTERM, hangup)
 
 
+@contextmanager
+def hangup_ignored() -> Iterator[None]:
+    """SIGHUP ignored inside (main thread only), for a process started there to inherit."""
+    hangup = getattr(signal, "SIGHUP", None)
+    if hangup is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(hangup, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(hangup, signal.SIG_DFL if previous is None else previous)
+
+
+def keep_ignored() -> None:
+    """Ignore SIGHUP again where Python was told it is ignored (``nohup``): Intel's OpenCL
+    runtime sets a handler of its own over that, which a process started later does not
+    inherit as ignored (trial 68: a run on several devices under nohup stopped on SIGHUP)."""
+    hangup = getattr(signal, "SIGHUP", None)
+    if hangup is not None and signal.getsignal(hangup) is signal.SIG_IGN \
+            and threading.current_thread() is threading.main_thread():
+        signal.signal(hangup, signal.SIG_IGN)
+
+
 @dataclass(frozen=True)
 class StopSignals:
     """What a run needs of the stop signals: ``hold()`` ignores further stops while saving;

@@ -212,12 +212,22 @@ def starting(*held: int) -> Iterator[None]:
     (:func:`main_left_out`) and the signals ``held`` blocked (:func:`stops.blocked`), which the
     process inherits and takes on itself (:func:`stops.unblock`). multiprocessing's resource
     tracker is started first: starting it on the way (the first spawn) unblocks SIGINT and
-    SIGTERM, so the process would start without them held."""
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
+    SIGTERM, so the process would start without them held; it ignores SIGHUP, and a SIGHUP
+    ignored here (``nohup``) is ignored by the process too."""
+    start_resource_tracker()
+    stops.keep_ignored()
     with stops.blocked(*held), main_left_out():
         yield
+
+
+def start_resource_tracker() -> None:
+    """multiprocessing's resource tracker (which the first queue, lock or spawn starts), started
+    with SIGHUP ignored: a closed terminal's SIGHUP to the group killed it, and each semaphore
+    it then lost was a traceback in the log (trial 68)."""
+    from multiprocessing import resource_tracker
+
+    with stops.hangup_ignored():
+        resource_tracker.ensure_running()
 
 
 class IsolatedEvaluator:

@@ -792,3 +792,29 @@ def test_a_worker_stopped_past_its_claim_does_not_store_what_another_took_over(s
                   evaluator=StoppedOnce([], threading.Lock()), info=FAKE)
     assert report.elsewhere == 1 and config_key(stopped[0]) not in _stored_keys(name, storage)
     assert len(_stored_keys(name, storage)) == report.measured
+
+
+@needs_cpu
+@pytest.mark.parametrize("nohup", [False, True])
+def test_a_hangup_of_a_run_on_several_devices_stops_it_cleanly_unless_ignored(home, nohup):
+    """Trial 68: SIGHUP to the group (a closed terminal) killed multiprocessing's resource
+    tracker, three tracebacks in the log; and under nohup it stopped the run all the same, a
+    handler Intel's runtime sets over the ignored SIGHUP leaving the workers without it ignored."""
+    sel = DEVICES[0]
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "run", "matmul", "-s", "64", "-d", f"{sel},{sel}",
+                             "-n", "12" if nohup else "1000", "-t", "300"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=(lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if nohup else None)
+    started: set[str] = set()
+    while len(started) < 2:  # each worker has finished a trial
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        if re.match(rf"{re.escape(sel)}#\d \[", line):
+            started.add(line.split()[0])
+    os.killpg(proc.pid, signal.SIGHUP)
+    out, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err and "resource_tracker" not in err, err
+    if nohup:
+        assert proc.returncode == 0 and "interrupted" not in out + err, err
+    else:
+        assert proc.returncode == 128 + signal.SIGHUP and out.count("stopped: interrupted,") == 2, out[-1500:]

@@ -46,6 +46,7 @@ from .errors import (
     ProfileNotSaved,
     StorageError,
     TuningInterrupted,
+    WorkerError,
     first_line,
     warn,
 )
@@ -257,7 +258,7 @@ class TuneReport:
     def partial(self) -> bool:
         """Its best is saved as ``partial``: the run was stopped, or its leaders were not timed
         again before its time was up."""
-        return self.stopped_by in ("interrupted", "storage lost") or self.unconfirmed
+        return self.stopped_by in ("interrupted", "storage lost", "worker failed") or self.unconfirmed
 
 
 Progress = Callable[[str, Measurement | None, "RunState"], None]
@@ -1036,7 +1037,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             raise
         say("start", None, run.state)
         own = evaluator is None
-        lost = None
+        lost: StorageError | WorkerError | None = None
         try:
             evaluator = evaluator or _evaluator(run, workload, folder)
             try:
@@ -1046,7 +1047,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                 stopped_by, lost = "storage lost", exc
                 run.log.abandon(first_line(exc))
                 run.interrupted(storage_lost=True)
-            if stopped_by != "broken":
+            except WorkerError as exc:  # no worker can measure on (trial 68: its folder deleted): the same
+                stopped_by, lost = "worker failed", exc
+                run.interrupted()
+            if stopped_by not in ("broken", "worker failed"):
                 run.confirm(evaluator)
             signals.hold()  # the run is done: a stop now must not lose it while closing and saving
             if signals.requested():  # during the confirmation, and lost there
@@ -1071,6 +1075,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         if lost is not None:
             saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
                 else "nothing was saved"
+            if isinstance(lost, WorkerError):
+                raise WorkerError(f"{lost}; {saved}; the same command resumes the study") from None
             raise StorageError(f"{lost} after {report.measured} trial{'s' * (report.measured != 1)}; {saved}; the "
                                "same command resumes "
                                "the study once its database answers again")
@@ -1171,7 +1177,7 @@ def _current_hash(spec: KernelSpec) -> str | None:
 
 
 #: How a run can stop before its search ends: a deadline, a signal, a lost database.
-CUT_SHORT = ("timeout", "study timeout", "interrupted", "storage lost")
+CUT_SHORT = ("timeout", "study timeout", "interrupted", "storage lost", "worker failed")
 
 
 def baseline_only(report: TuneReport) -> bool:

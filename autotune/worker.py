@@ -245,6 +245,7 @@ class IsolatedEvaluator:
         if not threading.main_thread().is_alive():  # trial 48: a worker started while the
             # application exits found its folder gone, and printed a traceback
             raise WorkerError("the application is exiting: no measuring worker is started")
+        self._check_folder()
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self.setup), daemon=True)
         # SIGINT held back while the worker starts (it inherits that), so that a Ctrl-C while
@@ -269,6 +270,15 @@ class IsolatedEvaluator:
         if kind != "ready":
             self._kill()
             raise WorkerError(f"the measuring worker failed to start:\n{payload}")
+
+    def _check_folder(self) -> None:
+        """WorkerError where the run's temporary folder is gone (a batch job's clean-up, a
+        tmp cleaner): the worker can neither start nor build there (trial 68: the measurement
+        in flight hung to its limit and was stored as a timeout, then a traceback)."""
+        folder = Path(self.setup.workload_file).parent
+        if not Path(self.setup.workload_file).exists():
+            raise WorkerError(f"the run's temporary folder {folder} was deleted while it ran (a batch job's clean-up "
+                              "or a tmp cleaner?): give the run a TMPDIR that lasts as long as it does")
 
     def _kill(self) -> None:
         if self._proc is not None and self._proc.is_alive():
@@ -296,6 +306,7 @@ class IsolatedEvaluator:
         if not ready:
             self._kill()
             self.restarts += 1
+            self._check_folder()  # not a timeout of the configuration's (trial 68)
             return Measurement(Status.TIMEOUT, f"no result within {limit_s:.3g} s; worker killed",
                                wall_s=time.perf_counter() - t0, params=dict(params), limit_s=limit_s)
         try:

@@ -627,3 +627,22 @@ def test_a_wait_for_the_worker_does_not_count_the_time_the_process_was_stopped(m
     assert worker.poll_awake(Conn(stopped_s=25.0, ready_at=3), 3.0)  # 25 s stopped: 3 s of waiting left
     assert not worker.poll_awake(Conn(stopped_s=0.0, ready_at=4), 3.0)  # not stopped: the limit holds
     assert not worker.poll_awake(Conn(stopped_s=1.0, ready_at=3), 3.0)  # a second late is no stop
+
+
+def test_a_temporary_folder_deleted_mid_run_stops_it_saving_the_best_and_no_false_timeout(tmp_path):
+    """Trial 68: a batch job's clean-up deleted TMPDIR while the run went on: the measurement
+    in flight hung to its limit and was stored as a timeout, then a traceback, exit 1, and the
+    verified trials' best was not saved."""
+    import shutil
+
+    path = write_spec(tmp_path, SCALE_YAML.replace("MODE: [0]", "MODE: [0, 1]"))  # MODE 1 hangs
+    tmp = tmp_path / "job-tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(_cli(path, "--max-time-per-config", "3"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp)})
+    _timed_in_full(proc, 2)
+    shutil.rmtree(tmp)  # a run needs it again where its worker must start anew (after a hang, say)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "was deleted while it ran" in err and "the best so far was saved to" in err and "(partial)" in err, err
+    assert "timeout" not in out, "the hang that found the folder gone is not stored: " + out[-1500:]

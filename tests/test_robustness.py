@@ -641,7 +641,10 @@ def test_a_temporary_folder_deleted_mid_run_stops_it_saving_the_best_and_no_fals
     proc = subprocess.Popen(_cli(path, "--max-time-per-config", "3"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp)})
     _timed_in_full(proc, 2)
-    shutil.rmtree(tmp)  # a run needs it again where its worker must start anew (after a hang, say)
+    # gone at once (rmtree races the run's builds into it); a run needs it again where its
+    # worker must start anew (after a hang, say)
+    tmp.rename(tmp_path / "deleted")
+    shutil.rmtree(tmp_path / "deleted", ignore_errors=True)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert "was deleted while it ran" in err and "the best so far was saved to" in err and "(partial)" in err, err

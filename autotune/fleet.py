@@ -138,7 +138,7 @@ def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> 
     them itself (one process group). Either is noted in ``stop`` for the workers still starting
     up, which hold both back until they can stop cleanly (trial 33: tracebacks, exit status 1)."""
     def pass_on(signum: int, frame: Any) -> None:
-        stop.value = signum
+        stop.value = stop.value or signum  # the first names the exit status, as note() keeps it
         for _, p in procs.values():
             if p.pid is not None and p.is_alive():
                 p.terminate()  # SIGTERM: the worker stops, and its report comes back to be saved
@@ -221,8 +221,11 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
         stops.unblock(*stops.signals())
         if stop.value:
             os.kill(os.getpid(), stop.value)
-        events.put(("done", label, tune(spec, options, problem, progress)))
+        report = tune(spec, options, problem, progress)
+        stops.hold()  # from here, stops are noted only: this worker's report is on its way
+        events.put(("done", label, report))
     except TuningInterrupted as exc:
+        stops.hold()
         report = exc.args[0]
         if save and parent is not None and not parent.is_alive():  # nobody else will save it
             try:
@@ -233,7 +236,10 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
     except AutotuneError as exc:
         events.put(("error", label, str(exc)))
     except KeyboardInterrupt:  # before the run had started
+        stops.hold()
         events.put(("stopped", label, stops.last_stop_signal()))
+    finally:  # later stops are noted only, until this process has sent its last (trial 69: a traceback)
+        stops.hold()
 
 
 

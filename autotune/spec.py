@@ -1345,11 +1345,25 @@ def _digest(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()[:10]
 
 
-def _reference_bytes(reference: str, spec_path: Path) -> bytes:
+def _folder_state(reference: str, spec_path: Path) -> bytes:
+    """The reference module's text and the size and time of each module beside it: an edit of
+    either is imported again (trial 66), a helper's too (trial 69)."""
     try:
-        return Path(reference).read_bytes()
+        text = Path(reference).read_bytes()
+        beside = sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(reference).parent.glob("*.py"))
     except OSError as exc:
         raise SpecError(f"{spec_path}: reference: cannot read {reference} ({exc.strerror or exc})") from None
+    return text + repr(beside).encode()
+
+
+def _forget_helpers(folder: Path, loaded: set[str]) -> None:
+    """Drop from ``sys.modules`` the modules a reference imported from its own folder (those not
+    ``loaded`` before it): another spec's reference with a helper of the same name imports its
+    own (trial 69: it got the first spec's, and was verified against it)."""
+    for name in set(sys.modules) - loaded:
+        where = getattr(sys.modules[name], "__file__", None)
+        if where and not name.startswith("autotune_user_ref_") and Path(where).parent == folder:
+            del sys.modules[name]
 
 
 def _import_reference(reference: str, spec_path: Path) -> ModuleType:
@@ -1361,7 +1375,7 @@ def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
     if reference.endswith(".py"):
         # named by its text too: an edited module is imported again in a process that imported it
         # before (trial 66: a notebook kept the old reference, and saved a kernel the new one fails)
-        mod_name = f"autotune_user_ref_{_digest(reference.encode())}_{_digest(_reference_bytes(reference, spec_path))}"
+        mod_name = f"autotune_user_ref_{_digest(reference.encode())}_{_digest(_folder_state(reference, spec_path))}"
         if mod_name in sys.modules:
             return sys.modules[mod_name]
         loader_spec = importlib.util.spec_from_file_location(mod_name, reference)
@@ -1371,14 +1385,16 @@ def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
         sys.modules[mod_name] = module
         # a module beside it imports as it would from its own folder, from any working folder
         # (trial 66: `from helpers import X` worked only where the process started in that folder)
-        sys.path.insert(0, str(Path(reference).parent))
+        folder, loaded = Path(reference).parent, set(sys.modules)
+        sys.path.insert(0, str(folder))
         try:
             loader_spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:  # user code: report it as a spec problem, not a crash
             del sys.modules[mod_name]
             raise SpecError(f"{spec_path}: reference: importing {reference} failed: {exc!r}") from exc
         finally:
-            sys.path.remove(str(Path(reference).parent))
+            sys.path.remove(str(folder))
+            _forget_helpers(folder, loaded)
     else:
         try:
             module = importlib.import_module(f"autotune.kernels.{reference}")

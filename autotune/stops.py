@@ -195,5 +195,6 @@ def _ignore_stops() -> None:
 
 
 def _note_stop(signum: int, frame: Any) -> None:
+    if not _REQUESTED.is_set():  # the stop that stopped the run names the status (trial 69: the last did)
+        _SIGNAL[0] = signum
     _REQUESTED.set()
-    _SIGNAL[0] = signum

@@ -235,8 +235,11 @@ class TuneReport:
 
     def __repr__(self) -> str:
         """One line (trial 66: the dataclass's, 19 KB, ended a notebook cell)."""
-        best = (f"best {self.best.median_ms:.4g} ms ({config_label(self.best.params or {})})"
-                if self.best is not None else "no verified configuration")
+        if self.best is None:
+            best = "no verified configuration"
+        else:  # the parameters its configuration uses, as the summary shows them (trial 69)
+            used = config_label(self.spec.active(self.best.params or {}, self.problem))
+            best = f"best {self.best.median_ms:.4g} ms ({used})"
         return (f"<TuneReport {self.spec.name} on {self.device.name}, {problem_label(self.problem)}: {best}; "
                 f"{self.measured} measured, stopped: {self.stopped_by}>")
 
@@ -1035,10 +1038,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             if signals.requested():  # the stop is said, not the failure it cut short (trial 61)
                 raise KeyboardInterrupt from None
             raise
-        say("start", None, run.state)
         own = evaluator is None
         lost: StorageError | WorkerError | None = None
         try:
+            say("start", None, run.state)  # a callback's KeyboardInterrupt stops the run (trial 69)
             evaluator = evaluator or _evaluator(run, workload, folder)
             try:
                 stopped_by = run.loop(evaluator, signals.requested)
@@ -1083,7 +1086,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         if stopped_by != "interrupted":  # a stop is said first (trial 61: exit 1, not 130)
             run.log.check_stored()
     if stopped_by == "interrupted":
-        raise TuningInterrupted(report, stops.last_stop_signal(), signalled)
+        # a callback's stop has no signal: not an earlier run's (trial 69)
+        raise TuningInterrupted(report, stops.last_stop_signal() if signalled else signal.SIGINT, signalled)
     return report
 
 

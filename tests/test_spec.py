@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 
@@ -553,3 +554,12 @@ def test_an_edited_reference_module_is_imported_again_in_the_same_process(tmp_pa
                    .replace("3.0 *", "FACTOR *"))
     monkeypatch.chdir("/")
     assert specs.load(path).host_module().reference({"N": 4}, x)["y"][0] == 5.0
+    (tmp_path / "factors.py").write_text("FACTOR = 6.0\n")  # trial 69: a helper edited, too
+    os.utime(tmp_path / "factors.py", ns=(1, 1))  # a time of its own, however fast the test runs
+    assert specs.load(path).host_module().reference({"N": 4}, x)["y"][0] == 6.0
+    # trial 69: another spec's reference with a helper of the same name gets its own
+    other = tmp_path / "other"
+    write_spec(other, SCALE_YAML)
+    (other / "factors.py").write_text("FACTOR = 7.0\n")
+    (other / "scale_ref.py").write_text(ref.read_text())
+    assert specs.load(other / "scale.yaml").host_module().reference({"N": 4}, x)["y"][0] == 7.0

@@ -1091,7 +1091,8 @@ def test_a_second_stop_while_the_first_is_handled_is_noted_not_raised():
             time.sleep(1)  # the handler runs at the next bytecode: not reached
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)
-        assert stopping.requested() and stops.last_stop_signal() == signal.SIGINT
+        # the stop that stopped the run names the exit status, not the last (trial 69)
+        assert stopping.requested() and stops.last_stop_signal() == signal.SIGTERM
     with stops.stop_signals(), pytest.raises(KeyboardInterrupt):  # a new run takes stops again
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1)
@@ -1511,6 +1512,13 @@ def test_a_report_and_a_stop_read_in_one_line_in_a_notebook(scale):
         run(scale, FakeEvaluator(), progress=stop, trials=5)
     assert str(caught.value) == ("tuning stopped by a KeyboardInterrupt raised in the run after 2 measured "
                                  "configurations; the finished trials were kept")
+    assert caught.value.signum == signal.SIGINT  # no earlier run's signal (trial 69)
+
+    def at_start(event, m, state):
+        raise KeyboardInterrupt
+
+    with pytest.raises(TuningInterrupted):  # trial 69: a bare KeyboardInterrupt at "start"
+        run(scale, FakeEvaluator(), progress=at_start, trials=5)
     assert repr(caught.value) == f"TuningInterrupted({str(caught.value)!r})"
     assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)
 

@@ -36,19 +36,13 @@ def context(device: cl.Device) -> cl.Context:
         return cl.Context([device])
 
 
-def _ignored() -> list[int]:
-    """The stop signals ignored now (SIGHUP under nohup)."""
-    hangup = getattr(signal, "SIGHUP", None)
-    return [hangup] if hangup is not None and signal.getsignal(hangup) is signal.SIG_IGN else []
-
-
 @contextmanager
 def _handlers_kept() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread has them
         yield
         return
     before = {s: signal.getsignal(s) for s in stops.signals()}
-    before.update({s: signal.SIG_IGN for s in _ignored()})  # Intel's runtime sets a handler over it
+    before.update({s: signal.SIG_IGN for s in stops.ignored()})  # Intel's runtime sets a handler over it
     try:
         yield
     finally:

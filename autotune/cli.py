@@ -604,8 +604,13 @@ def _fmt_beside(params: Any, best: Any, spec: Any, problem: Any) -> str:
     """:func:`_fmt_full` of a configuration named beside the best: one that differs from it
     only in flags says it has none (trial 63: "best ... flags: -cl-fast-relaxed-math" and an
     "overturned" line read as one configuration both winning and losing)."""
-    bare = not spec.enabled_flags(params) and spec.without_flags(params) == spec.without_flags(best)
-    return _fmt_full(params, spec, problem) + ("  flags: none" if bare and spec.enabled_flags(best) else "")
+    return _fmt_full(params, spec, problem) + ("  flags: none" if _bare_beside(params, best, spec) else "")
+
+
+def _bare_beside(params: Any, other: Any, spec: Any) -> bool:
+    """``params`` enables no flag and differs from ``other``, which enables some, in them alone."""
+    return (not spec.enabled_flags(params) and bool(spec.enabled_flags(other))
+            and spec.without_flags(params) == spec.without_flags(other))
 
 
 def _progress(spec: Any, label: str = "") -> Any:
@@ -722,8 +727,7 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         named = [m.params for m in (report.runner_up, report.overturned and report.overturned[1]) if m]
         # trial 64: "best ... UNROLL=8" above "overturned ... (... UNROLL=8  flags: ...)"
         lines.append(f"  best        {_fmt_full(best.params, report.spec, report.problem)}"
-                     + ("  flags: none" if any(_fmt_beside(best.params, p, report.spec, report.problem)
-                                               .endswith("  flags: none") for p in named) else ""))
+                     + ("  flags: none" if any(_bare_beside(best.params, p, report.spec) for p in named) else ""))
         lo, hi = best.spread
         lines.append(f"  time        {best.median_ms:.4f} ms median (min {lo:.4f}, max {hi:.4f})")
         if report.confirmed and report.runner_up is not None:

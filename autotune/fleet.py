@@ -222,7 +222,9 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
         if stop.value:
             os.kill(os.getpid(), stop.value)
         report = tune(spec, options, problem, progress)
-        stops.hold()  # from here, stops are noted only: this worker's report is on its way
+        # from here, on every way out, stops are noted only: this worker's last message is on its
+        # way, and a KeyboardInterrupt as it exits was a traceback (trial 69)
+        stops.hold()
         events.put(("done", label, report))
     except TuningInterrupted as exc:
         stops.hold()
@@ -234,12 +236,11 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
                 pass  # nobody to tell: the study keeps the trials
         events.put(("interrupted", label, report, exc.signum))
     except AutotuneError as exc:
+        stops.hold()
         events.put(("error", label, str(exc)))
     except KeyboardInterrupt:  # before the run had started
         stops.hold()
         events.put(("stopped", label, stops.last_stop_signal()))
-    finally:  # later stops are noted only, until this process has sent its last (trial 69: a traceback)
-        stops.hold()
 
 
 

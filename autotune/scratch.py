@@ -73,11 +73,11 @@ def sweep(where: str | Path | None = None) -> list[Path]:
         candidates = list(Path(where or tempfile.gettempdir()).glob(PREFIX + "*"))
     except OSError:
         return []
-    gone = [folder for folder in candidates if _abandoned(folder)]
-    for folder in gone:
+    abandoned = [folder for folder in candidates if _abandoned(folder)]
+    for folder in abandoned:
         shutil.rmtree(folder, ignore_errors=True)
     _remove_pocl_tempfiles()
-    return gone
+    return abandoned
 
 
 def pocl_cache() -> Path:

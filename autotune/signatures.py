@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .errors import SpecError, clipped, warn
-from .spec import KernelSpec
+from .spec import C_COMMENTS, KernelSpec
 
 #: OpenCL C element types (also the base of their vector types, float4 and the like) and the
 #: numpy type of the same width and kind. char and uchar are left out: a ``uchar*`` argument
@@ -40,7 +40,6 @@ _QUALIFIERS = {"__global", "global", "__constant", "constant", "__local", "local
                "private", "const", "restrict", "__restrict", "volatile", "__read_only", "read_only",
                "__write_only", "write_only", "unsigned"}
 _KERNEL = re.compile(r"\b(?:__kernel|kernel)\b[^;{}]*?\bvoid\s+(\w+)\s*\(([^()]*)\)")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 Argument = tuple[str, str, bool]  # (name, element type as declared, pointer)
 
@@ -54,7 +53,7 @@ def declared(source: str) -> dict[str, tuple[Argument, ...]]:
 def _kernels(source: str) -> list[tuple[str, list[str]]]:
     """Each kernel definition's name and the texts of its parameters, in order."""
     return [(m[1], [t for t in m[2].split(",") if t.strip() and t.strip() != "void"])
-            for m in _KERNEL.finditer(_COMMENT.sub(" ", source))]
+            for m in _KERNEL.finditer(C_COMMENTS.sub(" ", source))]
 
 
 def _definitions(source: str) -> list[tuple[str, tuple[Argument, ...]]]:
@@ -74,7 +73,7 @@ def check_launch(spec: KernelSpec) -> None:
     """SpecError where a launch step names a kernel the template does not define (the name
     nowhere in it), or gives it another number of arguments than every definition of it takes:
     each would fail every configuration it runs in, the second with a traceback."""
-    source = _COMMENT.sub(" ", spec.source)
+    source = C_COMMENTS.sub(" ", spec.source)
     arities = _arities(spec.source)
     for step in spec.launch:
         if not re.search(rf"\b{re.escape(step.entry)}\b", source):

@@ -498,8 +498,7 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
     """Warnings for a template default (``#ifndef WPT``) of a macro autotune never defines that
     is a near miss of a parameter the template never mentions (``WPTS``): the default then
     applies to every configuration, and the parameter only shapes the launch."""
-    defined = {n for p in spec.parameters for v in p.values for n in _macros(p.name, v)}
-    defined |= {n for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
+    defined = set(_macro_owners(spec))
     silent = [p.name for p in spec.parameters if p.flag is None and p.name not in words]
     out = []
     derived = {n for n, _ in spec.derived}
@@ -517,15 +516,22 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
     return out
 
 
+def _macro_owners(spec: KernelSpec) -> dict[str, str]:
+    """Each macro a value of a parameter (flags' too) or a problem key defines, and whose it is."""
+    owners = {n: p.name for p in spec.parameters for v in p.values for n in _macros(p.name, v)}
+    owners |= {n: k.name for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
+    return owners
+
+
 def _overridden(spec: KernelSpec) -> list[str]:
     """Warnings for a macro autotune passes (a parameter's, a problem key's) that the template
     defines with no guard (no ``#if``/``#ifndef`` before the ``#define`` that names it): the template's
     value replaces the one given (trial 63: a Kernel Tuner port's ``#define use_local 0`` ran the
     same code for both of use_local's values, and the run saved one of them as the winner)."""
-    given = {n: p.name for p in spec.parameters if p.flag is None for v in p.values for n in _macros(p.name, v)}
-    given |= {n: k.name for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
+    flags = {p.name for p in spec.parameters if p.flag is not None}
+    given = {n: owner for n, owner in _macro_owners(spec).items() if owner not in flags}
     out = []
-    source = _COMMENTS.sub(lambda m: "\n" * m[0].count("\n"), spec.source)  # trial 65: one in a comment
+    source = C_COMMENTS.sub(lambda m: "\n" * m[0].count("\n"), spec.source)  # trial 65: one in a comment
     for define in _DEFINE.finditer(source):
         name = define.group(1)
         # a default: #ifndef NAME, or !defined(NAME) in an #if (matmul.cl's: of several names);
@@ -641,7 +647,8 @@ def _combinations(spec: KernelSpec, names: Iterable[str], most: int) -> list[dic
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+#: OpenCL C comments, for the readers of a template's text (here and in signatures).
+C_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEFAULTED = re.compile(r"#\s*ifndef\s+(\w+)|#\s*if\s+!\s*defined\s*\(?\s*(\w+)")
 #: The lines of a template default: ``#ifndef WPT``, then ``#define WPT ...``.
 _DEFAULT_LINES = re.compile(r"^[ \t]*#[ \t]*(?:ifndef|if[ \t]+!?[ \t]*defined)[ \t(]*(\w+).*\n"

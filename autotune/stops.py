@@ -47,40 +47,45 @@ class _Flag:
 #: ignored" and goes on; a run checks this too (see StopSignals), so it stops all the same.
 _REQUESTED = _Flag()
 
-#: The signal of the last stop (SIGINT, SIGTERM or SIGHUP): the command exits 128 + its number.
+#: The signal of the first stop since the handlers were set (SIGINT, SIGTERM or SIGHUP): the
+#: command exits 128 + its number.
 _SIGNAL = [int(signal.SIGINT)]
+
+#: SIGHUP, where the system has it (not on Windows).
+_HANGUP: int | None = getattr(signal, "SIGHUP", None)
+
+
+def ignored() -> tuple[int, ...]:
+    """The stop signals ignored now: SIGHUP under ``nohup``."""
+    return (_HANGUP,) if _HANGUP is not None and signal.getsignal(_HANGUP) is signal.SIG_IGN else ()
 
 
 def signals() -> tuple[int, ...]:
     """The signals that stop a run now: SIGINT, SIGTERM, and SIGHUP where it is not ignored."""
-    hangup: int | None = getattr(signal, "SIGHUP", None)  # none on Windows
-    if hangup is None or signal.getsignal(hangup) is signal.SIG_IGN:
-        return (signal.SIGINT, signal.SIGTERM)
-    return (signal.SIGINT, signal.SIGTERM, hangup)
+    hangup = () if _HANGUP is None or ignored() else (_HANGUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hangup)
 
 
 @contextmanager
 def hangup_ignored() -> Iterator[None]:
     """SIGHUP ignored inside (main thread only), for a process started there to inherit."""
-    hangup = getattr(signal, "SIGHUP", None)
-    if hangup is None or threading.current_thread() is not threading.main_thread():
+    if _HANGUP is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(hangup, signal.SIG_IGN)
+    previous = signal.signal(_HANGUP, signal.SIG_IGN)
     try:
         yield
     finally:
-        signal.signal(hangup, signal.SIG_DFL if previous is None else previous)
+        signal.signal(_HANGUP, signal.SIG_DFL if previous is None else previous)
 
 
 def keep_ignored() -> None:
     """Ignore SIGHUP again where Python was told it is ignored (``nohup``): Intel's OpenCL
     runtime sets a handler of its own over that, which a process started later does not
     inherit as ignored (trial 68: a run on several devices under nohup stopped on SIGHUP)."""
-    hangup = getattr(signal, "SIGHUP", None)
-    if hangup is not None and signal.getsignal(hangup) is signal.SIG_IGN \
-            and threading.current_thread() is threading.main_thread():
-        signal.signal(hangup, signal.SIG_IGN)
+    if threading.current_thread() is threading.main_thread():
+        for s in ignored():
+            signal.signal(s, signal.SIG_IGN)
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,7 @@ class TuneReport:
     def partial(self) -> bool:
         """Its best is saved as ``partial``: the run was stopped, or its leaders were not timed
         again before its time was up."""
-        return self.stopped_by in ("interrupted", "storage lost", "worker failed") or self.unconfirmed
+        return self.stopped_by in STOPPED or self.unconfirmed
 
 
 Progress = Callable[[str, Measurement | None, "RunState"], None]
@@ -1180,8 +1180,12 @@ def _current_hash(spec: KernelSpec) -> str | None:
         return None
 
 
-#: How a run can stop before its search ends: a deadline, a signal, a lost database.
-CUT_SHORT = ("timeout", "study timeout", "interrupted", "storage lost", "worker failed")
+#: How a run can stop other than at its own end or deadline: a signal, a lost database, a
+#: worker that cannot go on (its best is saved as partial).
+STOPPED = ("interrupted", "storage lost", "worker failed")
+
+#: How a run can stop before its search ends: a deadline, or one of :data:`STOPPED`.
+CUT_SHORT = ("timeout", "study timeout", *STOPPED)
 
 
 def baseline_only(report: TuneReport) -> bool:

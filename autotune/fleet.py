@@ -27,6 +27,7 @@ from typing import Any
 from . import stops
 from .device import DeviceInfo
 from .errors import AutotuneError, AutotuneWarning, ProblemError, ProfileNotSaved, TuningInterrupted, warn
+from .processes import WORKER_PREFIX
 from .result import Measurement
 from .spec import KernelSpec
 from .study import IN_MEMORY, measured_count
@@ -101,7 +102,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
         mine = replace(options, device=d.selector, study_trials=study_budget, save=False,
                        seed=None if options.seed is None else options.seed + i)
         procs[label] = (d, ctx.Process(target=_work, args=(spec, mine, problem, label, events, stop, options.save),
-                                       name=f"autotune-worker-{label}"))
+                                       name=f"{WORKER_PREFIX}{label}"))
     with _stops_passed_on(procs, stop):
         with starting(*stops.signals()):  # inherited: a worker's start-up is not cut short
             for _, p in procs.values():

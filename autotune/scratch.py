@@ -9,6 +9,9 @@ otherwise leave 1.5 GB of inputs, expected output and error bounds in the tempor
 is a tmpfs) until a reboot. The empty temporary files PoCL 3 leaves in its cache each time a
 process loads it go at the same time.
 
+A run that measures on a device names it in its folder, so that a second run on that device
+can be warned: each slows the other's timings (:func:`sharing`).
+
 Example:
     >>> with run_folder() as folder:
     ...     (folder / "workload.npz").write_bytes(b"")
@@ -26,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .processes import gone, owner_name
+from .processes import command_name, gone, owner_name
 
 try:
     import fcntl
@@ -39,15 +42,19 @@ PREFIX = "autotune-run-"
 #: The file in a run's folder whose lock its run holds.
 OWNER = ".owner"
 
+#: The file in a run's folder that names its command and the device it measures on.
+DEVICE = ".device"
+
 #: A folder younger than this is left alone: its run may be between creating the lock file and
 #: taking its lock.
 MIN_AGE_S = 60.0
 
 
 @contextmanager
-def run_folder() -> Iterator[Path]:
+def run_folder(device: str | None = None) -> Iterator[Path]:
     """A new folder in the temporary folder, removed on the way out; folders of runs that were
-    killed are removed first (:func:`sweep`)."""
+    killed are removed first (:func:`sweep`). ``device``: what the run measures on, for
+    :func:`sharing`."""
     sweep()
     folder = Path(tempfile.mkdtemp(prefix=PREFIX))
     fd = os.open(folder / OWNER, os.O_CREAT | os.O_WRONLY, 0o600)
@@ -58,6 +65,8 @@ def run_folder() -> Iterator[Path]:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             except OSError:  # no locks there (NFS without lockd): no sweep can take it either
                 pass  # (trial 65: every run failed with a traceback)
+        if device is not None:  # after the lock: a folder that names a device is held while its run lives
+            (folder / DEVICE).write_text(f"{command_name()}\n{device}\n")
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -78,6 +87,29 @@ def sweep(where: str | Path | None = None) -> list[Path]:
         shutil.rmtree(folder, ignore_errors=True)
     _remove_pocl_tempfiles()
     return abandoned
+
+
+def sharing(device: str, where: str | Path | None = None) -> list[str]:
+    """The other commands (host:pid) of this host whose live runs measure on ``device``, as
+    their folders in ``where`` (the temporary folder) name it: this user's runs with the same
+    temporary folder; a command's own workers on one device are not counted."""
+    if fcntl is None:
+        return []
+    try:
+        named = list(Path(where or tempfile.gettempdir()).glob(f"{PREFIX}*/{DEVICE}"))
+    except OSError:
+        return []
+    mine = command_name()
+    found = []
+    for path in named:
+        try:
+            command, _, on = path.read_text().partition("\n")
+        except OSError:
+            continue
+        if (on.strip() == device and command != mine and (state := _lock_state(path.parent)) is not None
+                and state[1] and not gone(command)):
+            found.append(command)
+    return sorted(set(found))
 
 
 def pocl_cache() -> Path:
@@ -112,17 +144,28 @@ def _abandoned(folder: Path) -> bool:
     try:
         if not _ours_and_old(folder.lstat()):
             return False
-        fd = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:  # no lock file: another program's folder, or one being made
+    except OSError:
         return False
+    state = _lock_state(folder)
+    return state is not None and not state[1] and gone(state[0])
+
+
+def _lock_state(folder: Path) -> tuple[str, bool] | None:
+    """(the owner ``folder``'s lock file names, whether its lock is held: its run lives, or
+    there are no locks to tell), or None without a lock file (another program's folder, or one
+    being made)."""
+    try:
+        fd = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
     try:
         owner = os.read(fd, 300).decode(errors="replace")
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return owner, False
     except OSError:
-        return False  # its run lives, or there are no locks to tell
+        return "", True
     finally:
         os.close(fd)  # lets go of the lock, if taken
-    return gone(owner)
 
 
 def _ours_and_old(info: os.stat_result, kind: Callable[[int], bool] = stat.S_ISDIR) -> bool:

@@ -1030,7 +1030,11 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         check_saveable(spec, info, prob)
     workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
     say = progress or (lambda *a: None)
-    with quiet_optuna(), stops.stop_signals() as signals, scratch.run_folder() as folder:
+    measures = evaluator is None  # on the device (not a replay's or a test's evaluator)
+    with quiet_optuna(), stops.stop_signals() as signals, \
+            scratch.run_folder(_device_key(info) if measures else None) as folder:
+        if measures:
+            _warn_sharing(info)
         try:  # a stop while the study opens is the run's, when it starts (trial 60: a bare
             with stops.held():  # KeyboardInterrupt, for SIGTERM too)
                 run = _Run(spec, info, prob, options, valid, say, t_start)
@@ -1038,7 +1042,6 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             if signals.requested():  # the stop is said, not the failure it cut short (trial 61)
                 raise KeyboardInterrupt from None
             raise
-        own = evaluator is None
         lost: StorageError | WorkerError | None = None
         try:
             say("start", None, run.state)  # a callback's KeyboardInterrupt stops the run (trial 69)
@@ -1063,7 +1066,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             signals.hold()  # finish saving before another Ctrl-C
             run.interrupted()
         finally:
-            if own and evaluator is not None:
+            if measures and evaluator is not None:
                 evaluator.close()
             run.log.close()
         if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
@@ -1089,6 +1092,22 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         # a callback's stop has no signal: not an earlier run's (trial 69)
         raise TuningInterrupted(report, stops.last_stop_signal() if signalled else signal.SIGINT, signalled)
     return report
+
+
+def _device_key(info: DeviceInfo) -> str:
+    """The device a run measures on, as its temporary folder names it (scratch.sharing)."""
+    return f"{info.selector} {info.platform} {info.name}"
+
+
+def _warn_sharing(info: DeviceInfo) -> None:
+    """Warn where another command of this host tunes on the same device now (trial 64: two
+    shells on one device, each slowing the other's timings without a word)."""
+    others = scratch.sharing(_device_key(info))
+    if others:
+        pids = ", ".join(o.rpartition(":")[2] for o in others)
+        warn(f"another autotune run (process {pids}) is measuring on {info.name} ({info.selector}) now: each "
+             "slows the other's timings, so either may save a slower configuration as its best; let one "
+             "finish first, or give each its own device (-d, or -d all in one command)")
 
 
 def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions,

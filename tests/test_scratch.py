@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from autotune import scratch
+from autotune.processes import WORKER_PREFIX
 from autotune.result import Measurement, Status
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, QuietEvaluator
+from conftest import FAKE, SCALE_YAML, QuietEvaluator, needs_opencl, write_spec
 
 pytestmark = pytest.mark.skipif(scratch.fcntl is None, reason="no flock here: nothing is swept")
 
 HOLD = """
 import sys, time
 from autotune import scratch
-with scratch.run_folder() as folder:
+with scratch.run_folder(sys.argv[1] if len(sys.argv) > 1 else None) as folder:
     (folder / "workload.npz").write_bytes(bytes(1000))
     print(folder, flush=True)
     time.sleep(120)
@@ -37,9 +40,10 @@ def tmp_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _holder() -> tuple[subprocess.Popen[str], Path]:
-    """A process inside a run folder, and the folder."""
-    p = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+def _holder(device: str | None = None) -> tuple[subprocess.Popen[str], Path]:
+    """A process inside a run folder (measuring on ``device``), and the folder."""
+    p = subprocess.Popen([sys.executable, "-c", HOLD, *([device] if device else [])], stdout=subprocess.PIPE,
+                         text=True)
     assert p.stdout is not None
     return p, Path(p.stdout.readline().strip())
 
@@ -133,3 +137,55 @@ def test_without_locks_a_run_goes_on_and_folders_of_live_or_other_hosts_runs_sta
     monkeypatch.undo()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_dir))
     assert scratch.sweep() == [] and len(list(tmp_dir.glob(scratch.PREFIX + "*"))) == 2
+
+
+def test_a_run_on_a_device_another_command_measures_on_is_named_until_that_one_ends(tmp_dir):
+    """Trial 64: two shells tuning on one device each slowed the other's timings, unwarned."""
+    p, _ = _holder("0:0 NVIDIA CUDA NVIDIA H200")
+    try:
+        with scratch.run_folder("0:0 NVIDIA CUDA NVIDIA H200"):  # this command's own is not counted
+            assert scratch.sharing("0:0 NVIDIA CUDA NVIDIA H200") == [f"{socket.gethostname()}:{p.pid}"]
+            assert scratch.sharing("0:1 NVIDIA CUDA NVIDIA H200") == []
+    finally:
+        p.kill()
+        p.wait()
+    assert scratch.sharing("0:0 NVIDIA CUDA NVIDIA H200") == []  # its folder stays, unlocked
+
+
+def _worker_holds(device: str, ready: Any, release: Any) -> None:
+    with scratch.run_folder(device):
+        ready.set()
+        release.wait(60)
+
+
+def test_the_workers_of_one_command_on_one_device_are_not_warned_of_each_other(tmp_dir):
+    """`run -d 0:0,0:0` puts two workers on a device on purpose; they share one study."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    ready, release = ctx.Event(), ctx.Event()
+    worker = ctx.Process(target=_worker_holds, args=("0:0 X Y", ready, release), name=f"{WORKER_PREFIX}0:0#1")
+    worker.start()
+    try:
+        assert ready.wait(60)
+        assert list(tmp_dir.glob(f"{scratch.PREFIX}*/{scratch.DEVICE}"))
+        assert scratch.sharing("0:0 X Y") == []  # the worker's command is this process
+    finally:
+        release.set()
+        worker.join(60)
+
+
+@needs_opencl
+def test_tune_warns_of_another_command_measuring_on_its_device(tmp_dir, tmp_path, ocl_device):
+    from autotune import device, tuner
+    from autotune.errors import AutotuneWarning
+
+    info, _ = device.select(ocl_device)
+    p, _ = _holder(tuner._device_key(info))
+    try:
+        path = write_spec(tmp_path, SCALE_YAML)
+        with pytest.warns(AutotuneWarning, match=rf"another autotune run \(process {p.pid}\) is measuring on "):
+            tune(str(path), TuneOptions(trials=2, timeout_s=None, storage=":memory:", save=False, device=ocl_device))
+    finally:
+        p.kill()
+        p.wait()

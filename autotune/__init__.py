@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -59,17 +60,28 @@ _LAZY = {"Run": "loader", "TunedKernel": "loader", "load_kernel": "loader", "Tun
          "format_report": "cli"}  # a TuneReport as `autotune run` prints it
 
 
+#: Held while a lazy part is imported: a thread that found the module in sys.modules while
+#: another was still importing it got "partially initialized module" (trial 72: 6 or 7 of 8
+#: threads' first load_kernel calls failed). Reentrant: an import may read another lazy name.
+_importing = threading.RLock()
+
+
 def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module = f"{__name__}.{_LAZY[name]}"
-    if module in sys.modules:  # no filter change: that shows a warning a loop gave once again
-        return getattr(sys.modules[module], name)
-    with warnings.catch_warnings():
-        # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a progress
-        # bar autotune never shows (trial 66)
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        return getattr(importlib.import_module(module), name)
+    with _importing:
+        if module in sys.modules:  # no filter change: that shows a warning a loop gave once again
+            value = getattr(sys.modules[module], name)
+        else:
+            with warnings.catch_warnings():
+                # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a
+                # progress bar autotune never shows (trial 66)
+                warnings.filterwarnings("ignore", message="IProgress not found")
+                value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # found at once from now on
+    return value
+
 
 __all__ = [
     "AutotuneError",

@@ -649,3 +649,26 @@ def test_a_temporary_folder_deleted_mid_run_stops_it_saving_the_best_and_no_fals
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert "was deleted while it ran" in err and "the best so far was saved to" in err and "(partial)" in err, err
     assert "timeout" not in out, "the hang that found the folder gone is not stored: " + out[-1500:]
+
+
+def test_the_first_use_of_the_api_from_several_threads_at_once_gets_it_in_every_thread():
+    """Trial 72: 6 or 7 of 8 threads' first ``autotune.load_kernel`` failed with "partially
+    initialized module 'autotune.loader'" while another thread was still importing it."""
+    import subprocess
+    import sys
+
+    code = """
+import threading, autotune
+failed = []
+def use():
+    try:
+        autotune.load_kernel, autotune.tune, autotune.TuneOptions, autotune.format_report
+    except Exception as exc:
+        failed.append(repr(exc))
+threads = [threading.Thread(target=use) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(failed)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

@@ -19,6 +19,7 @@ import errno
 import math
 import os
 import pickle
+import re
 import shutil
 import tempfile
 import threading
@@ -173,6 +174,17 @@ _READ: dict[tuple[str, bool], tuple[bytes, bytes]] = {}
 _READ_LOCK = threading.Lock()
 
 
+_CONFLICT = re.compile(rb"^(<{7}|={7}|>{7})(?: |\r?$)", re.MULTILINE)
+
+
+def _conflict_line(data: bytes | None) -> int | None:
+    """The line of the first merge-conflict marker in ``data``, if any (trial 72: a git pull's
+    conflict was called a corrupt profile, with advice to restore a .bak that is neither side)."""
+    data = data or b""
+    found = _CONFLICT.search(data)
+    return None if found is None else data.count(b"\n", 0, found.start()) + 1
+
+
 def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any]:
     """The profile document at ``path``, checked (see :func:`read`): from ``data``, the bytes
     read from it (trial 48: read again, a file replaced in between cached one version's document
@@ -180,6 +192,12 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
     try:
         doc = read_yaml(path, ProfileError) if data is None else load_bytes(data, path, ProfileError)
     except yaml.YAMLError as exc:
+        if (conflict := _conflict_line(data)) is not None:
+            raise ProfileError(
+                f"{path}:{conflict}: an unresolved merge conflict (git's <<<<<<< ======= >>>>>>> lines); keep "
+                "both sides' entries and delete those lines, or save each side (git show :2:PATH > ours.yaml; git "
+                "show :3:PATH > theirs.yaml) and merge them with `python3 benchmarks/merge_profile.py theirs.yaml "
+                "ours.yaml`, then copy ours.yaml over it") from None
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or "invalid YAML"
@@ -289,9 +307,12 @@ def _order(raw: Mapping[str, Any]) -> list[str]:
 
 def _tidy(items: list[dict[str, Any]], kernel: str, entry: Entry) -> tuple[dict[int, Entry], list[str]]:
     """Remove the hand edits among the entries of ``entry``'s problem: malformed ones (load_kernel
-    skips them) and copies of its version's entry (load_kernel uses one; the fastest stays).
+    skips them; a tuning run's ``entry`` only) and copies of its version's entry (load_kernel uses
+    one; the fastest stays).
     Returns that problem's entries left, by index, and what was removed, in words."""
     here, broken = _same_problem(items, kernel, entry.problem)
+    if entry.picked:  # a pick never timed a hand-edited entry's configuration: left for a person to
+        broken = []  # fix (trial 72: a tuned entry with a mistyped time gave way to a 4.4x slower pick)
     copies = sorted((i for i, old in here.items() if old.spec_hash == entry.spec_hash), key=lambda i: here[i].time_ms)
     if not broken and len(copies) < 2:
         return here, []

@@ -12,31 +12,43 @@ those winners (``previous_winners``), and any of its own results replaces them.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 from autotune import profiles
+from autotune.errors import ProfileError
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("source")
     ap.add_argument("target")
     ap.add_argument("--tuned-only", action="store_true")
     ap.add_argument("--as-picked", action="store_true")
     args = ap.parse_args()
-    doc = profiles.read(Path(args.source))
-    target = profiles.read(Path(args.target))
-    device = target.get("device") or doc.get("device") or {}
-    for kernel in doc.get("kernels") or {}:
-        for entry in profiles.entries(doc, kernel, args.source):
-            if args.tuned_only and entry.picked:
-                continue
-            entry = replace(entry, picked=True) if args.as_picked else entry
-            verdict = profiles.save(entry, kernel, device, Path(args.target))
-            print(f"{kernel} {dict(entry.problem)}: {verdict}")
+    source, target = Path(args.source), Path(args.target)
+    try:
+        doc = profiles.read(source, check_entries=False)  # a malformed entry is left out, said
+        device = profiles.read(target, check_entries=False).get("device") or doc.get("device") or {}
+        for kernel in doc.get("kernels") or {}:
+            for entry in profiles.entries(doc, kernel, args.source, on_error=_skipped):
+                if args.tuned_only and entry.picked:
+                    continue
+                entry = replace(entry, picked=True) if args.as_picked else entry
+                same = entry in profiles.entries(profiles.read(target, check_entries=False), kernel,
+                                                 on_error=lambda exc: None)
+                verdict = "the same entry is there" if same else profiles.save(entry, kernel, device, target)
+                print(f"{kernel} {dict(entry.problem)}: {verdict}")
+    except ProfileError as exc:
+        print(f"merge_profile: error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
+def _skipped(exc: ProfileError) -> None:
+    print(f"skipped: {exc}", file=sys.stderr)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

@@ -219,6 +219,19 @@ def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     assert doc["kernels"]["mm"][0]["time_ms"] == 5.0 and doc["kernels"]["mm"][0]["trials"] == 25
 
 
+def test_a_first_use_pick_leaves_a_malformed_entry_of_its_problem_for_a_person_to_fix():
+    """Trial 72: a tuned entry with a mistyped time (``time_ms: 0,0015``) was replaced by the pick
+    load_kernel made without it, 4.4x slower, while the warning said to fix that entry."""
+    doc, _ = profiles.merge({}, "mm", entry({"N": 64}, 1.0))
+    doc["kernels"]["mm"][0]["time_ms"] = "0,0015"
+    pick = profiles.Entry(**{**entry({"N": 64}, 3.0).__dict__, "picked": True})
+    doc, verdict = profiles.merge(doc, "mm", pick)
+    assert verdict == "added" and [e.get("time_ms") for e in doc["kernels"]["mm"]] == ["0,0015", 3.0]
+    doc, verdict = profiles.merge(doc, "mm", entry({"N": 64}, 2.0))  # a tuning run's result replaces it
+    assert verdict.startswith("replaced") and "removed a malformed entry" in verdict
+    assert [e["time_ms"] for e in doc["kernels"]["mm"]] == [2.0]
+
+
 def test_a_profile_is_parsed_from_the_bytes_its_cache_compares(tmp_path, monkeypatch):
     """Trial 48: read() compared the file's bytes, then parsed the file again: one replaced in
     between was cached as the other version's document, and served when the file went back."""
@@ -387,3 +400,15 @@ def test_a_profile_on_a_read_only_mount_is_named_so(tmp_path, monkeypatch):
                                            r"it; set AUTOTUNE_HOME to a folder on a writable one, or pass --no-save "
                                            r"--storage :memory:"):
         profiles.check_writable(path)
+
+
+def test_a_profile_with_git_conflict_markers_is_named_as_such_with_the_line(tmp_path):
+    """Trial 72: a pull's conflict was called a corrupt profile, with advice to restore the .bak."""
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+    lines = path.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if "time_ms" in line)
+    lines[at:at + 1] = ["<<<<<<< HEAD", lines[at], "=======", lines[at].replace("2.0", "1.5"), ">>>>>>> 1a2b3c"]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ProfileError, match=rf"dev.yaml:{at + 1}: an unresolved merge conflict .*merge_profile.py"):
+        profiles.read(path)

@@ -63,6 +63,9 @@ _warned: set[tuple[str, ...]] = set()
 #: First-use picks that could not be saved (a read-only or damaged profile), by spec version,
 #: device and problem: this process uses them again rather than timing at every call.
 _unsaved: dict[tuple[str, str, str], Choice] = {}
+#: How long a first-use pick's save waits for another process's save to the profile (a run's
+#: takes well under a second): an application's call is not held up for a minute (trial 72).
+PICK_LOCK_WAIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -445,7 +448,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         return spec.stores(old) and _usable_params(spec, old, problem, facts) is not None
 
     try:
-        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=usable)
+        # an application's call waits a little for a run's save; the pick is used unsaved after that
+        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=usable, wait_s=PICK_LOCK_WAIT_S)
         # trial 39: the entry kept may be another process's pick, made at the same time
         saved = (f"not saved: {path} keeps its entry for this size" if verdict.startswith("kept") else
                  f"saved to {path} beside that entry, which the spec's old version still uses"

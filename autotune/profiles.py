@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from .errors import ProfileError
 from .resources import data_dir
@@ -453,11 +453,17 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+#: How long a save waits for another process's save to the same profile.
+LOCK_WAIT_S = 60.0
+
+
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
-         usable: Callable[[Entry], bool] | None = None, studied: Callable[[Entry], bool] | None = None) -> str:
-    """Lock, re-read, merge (see :func:`merge`), back up and atomically replace the profile at ``path``."""
+         usable: Callable[[Entry], bool] | None = None, studied: Callable[[Entry], bool] | None = None,
+         wait_s: float = LOCK_WAIT_S) -> str:
+    """Lock (waiting up to ``wait_s`` for another process's save), re-read, merge (see
+    :func:`merge`), back up and atomically replace the profile at ``path``."""
     try:
-        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, studied))
+        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, studied), wait_s)
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror})") from None
 
@@ -523,7 +529,8 @@ def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str
         raise ProfileError(f"cannot write {path} ({exc.strerror}); set AUTOTUNE_HOME to a writable folder") from None
 
 
-def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]]) -> str:
+def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], str]],
+           wait_s: float = LOCK_WAIT_S) -> str:
     """Lock, re-read, ``change`` (new document and verdict), back up and atomically replace; a
     link is followed, so that a profile shared by a link stays shared (the link was replaced by
     a file of its own, trial 26), to a file it makes where a dangling link points (trial 33)."""
@@ -531,7 +538,13 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
     if path.is_symlink() and (path.resolve().is_file() or not path.resolve().exists()):
         path = path.resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock", timeout=60):
+    lock = FileLock(str(path) + ".lock", timeout=wait_s)
+    try:
+        lock.acquire()
+    except Timeout:  # its strerror is None: "cannot write X (None)" said nothing (trial 72)
+        raise OSError(errno.EAGAIN, f"another process has held its lock, {path.name}.lock, for {wait_s:g} s: "
+                                    "a run or load_kernel saving to it, or one stuck (`fuser` names it)") from None
+    try:
         refuse_read_only(path)
         for _ in range(REREADS):
             before = _state(path)
@@ -541,6 +554,8 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
                 return verdict
         raise OSError(errno.EBUSY, f"it kept changing while it was merged ({REREADS} tries); something other than "
                                    "autotune is writing it")
+    finally:
+        lock.release()
 
 
 #: Reads of a profile that changed between its reading and its replacing, before giving up.

@@ -412,3 +412,16 @@ def test_a_profile_with_git_conflict_markers_is_named_as_such_with_the_line(tmp_
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ProfileError, match=rf"dev.yaml:{at + 1}: an unresolved merge conflict .*merge_profile.py"):
         profiles.read(path)
+
+
+def test_a_profile_whose_lock_another_process_holds_is_said_so(tmp_path):
+    """Trial 72: "cannot write dev.yaml (None)": the file was writable, its lock held."""
+    import fcntl
+
+    path = tmp_path / "dev.yaml"
+    with open(str(path) + ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as another process's save, or a stuck one, holds it
+        with pytest.raises(ProfileError, match=r"cannot write .*dev.yaml \(another process has held its lock, "
+                                               r"dev.yaml.lock, for 0.2 s"):
+            profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2)
+    assert profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2) == "added"

@@ -50,8 +50,7 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
     named: set[str] = set()  # keys given as key=value (a size for all, then one of them, is fine)
     bare = ""  # the item that gave every size key
     if not any(p.strip() for p in text.split(",")):
-        raise ProblemError(f"--size {text!r} names no size; use e.g. 1024, 1024x512x256 or "
-                           f"{size_keys[0] if size_keys else 'N'}=1024")
+        raise ProblemError(f"--size {text!r} names no size; use e.g. {_size_examples(size_keys)}")
     parts = [p.strip() for p in text.split(",")]
     if "" in parts:  # as --device does: a doubled comma is likelier a slip than nothing
         raise ProblemError(f"--size {text!r} has an empty item; separate items with single commas")
@@ -65,9 +64,7 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
             continue
         dims = part.lower().split("x")
         if not all(re.fullmatch(r"\d+", d) for d in dims):
-            raise ProblemError(
-                f"--size {text!r}: {part!r} is not a size; use e.g. 1024, 1024x512x256 or "
-                f"{size_keys[0] if size_keys else 'N'}=1024,layout=col")
+            raise ProblemError(f"--size {text!r}: {part!r} is not a size; use e.g. {_size_examples(size_keys)}")
         if len(dims) not in (1, len(size_keys)):
             raise ProblemError(
                 f"--size {text!r}: {len(dims)} dimensions given, this kernel has "
@@ -83,6 +80,16 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
         bare = part
         out.update(zip(size_keys, dims * len(size_keys) if len(dims) == 1 else dims, strict=False))
     return out
+
+
+def _size_examples(size_keys: Sequence[str]) -> str:
+    """Sizes written as this kernel takes them (trial 70: `layout=col` offered for a transpose).
+
+    >>> _size_examples(["M", "N", "K"]), _size_examples(["N"])
+    ('1024, 1024x512x256 or M=1024', '1024 or N=1024')
+    """
+    dims = "x".join(str(1024 >> i) for i in range(len(size_keys)))
+    return f"1024, {dims} or {size_keys[0]}=1024" if len(size_keys) > 1 else f"1024 or {(size_keys or ['N'])[0]}=1024"
 
 
 def _number(kind: type) -> Any:

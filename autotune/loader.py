@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -546,7 +547,14 @@ def _costly(spec: KernelSpec, costly: tuple[float, profiles.Entry] | None) -> st
 
 
 def _seconds(ms: float) -> str:
-    return f"about {ms / 1e3:.0f} s" if ms >= 1e3 else f"about {ms:.0f} ms"
+    """A predicted time in words, to two figures (trial 72: 0.2 ms was "about 0 ms").
+
+    >>> _seconds(0.2), _seconds(123.4), _seconds(5000)
+    ('about 0.2 ms', 'about 120 ms', 'about 5 s')
+    """
+    def two(x: float) -> str:
+        return f"{float(f'{x:.2g}'):g}"
+    return f"about {two(ms / 1e3)} s" if ms >= 1e3 else f"about {two(ms)} ms"
 
 
 def _untimed(count: int) -> str:
@@ -619,6 +627,9 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     never for a missing profile. A problem without a tuned entry
     may take a moment the first time (see the module docstring).
     """
+    if isinstance(getattr(name, "device", None), cl.Device) and isinstance(queue, str | os.PathLike):
+        raise TypeError(f"load_kernel(queue, {str(queue)!r}): the arguments are the other way round: "
+                        f"load_kernel({str(queue)!r}, queue, ...)")  # trial 70
     if not isinstance(getattr(queue, "device", None), cl.Device):  # a queue's, not a context's or None
         raise TypeError(f"load_kernel({name!r}, queue): queue must be a pyopencl.CommandQueue, "
                         f"not {type(queue).__name__}")

@@ -182,6 +182,8 @@ def test_a_bad_wait_for_or_queue_is_a_type_error_that_says_what_it_takes(mm, que
     for bad in (None, queue.context):
         with pytest.raises(TypeError, match=r"queue must be a pyopencl.CommandQueue, not "):
             autotune.load_kernel("matmul", bad)
+    with pytest.raises(TypeError, match=r"the arguments are the other way round: load_kernel\('matmul', queue"):
+        autotune.load_kernel(queue, "matmul")  # trial 70
 
 
 @needs_opencl

@@ -646,6 +646,11 @@ def _progress(spec: Any, label: str = "") -> Any:
                       f"--max-time-per-config, or whose worker was killed from outside, {are} measured again first",
                       flush=True)
             return
+        if event == "confirm":
+            from .tuner import CONFIRM_ROUNDS
+            print(f"{who}timing the {state.confirming} fastest again, in {CONFIRM_ROUNDS} interleaved rounds",
+                  flush=True)
+            return
         n = f"{who}[{state.measured:>3}/{state.budget}]"
         shared = shared or state.study_measured != state.measured or state.study_budget is not None
         if shared:

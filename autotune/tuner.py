@@ -289,6 +289,7 @@ class RunState:
     runner_up: Measurement | None = None  # second after the leaders were timed again
     overturned: tuple[float, Measurement] | None = None  # as TuneReport.overturned
     confirmed: int = 0  # leaders timed again after the search
+    confirming: int = 0  # leaders being timed again after the search (the "confirm" event)
     baseline_timed: str = ""  # as TuneReport.baseline_timed
     unconfirmed: bool = False  # there were leaders to time again, and fewer than two were
     unsteady: tuple[Measurement, ...] = ()  # as TuneReport.unsteady
@@ -867,6 +868,8 @@ class _Run:
         base = self.state.baseline
         extra = [base] if (base is not None and base.ok and base.median_ms <= BASELINE_RETIME_MS
                            and all(m.params != base.params for m in leaders)) else []
+        self.state.confirming = len(leaders)
+        self.say("confirm", None, self.state)  # trial 70: half a minute without a line at 8192²
         found, wrong = self._interleaved(evaluator, leaders + extra)
         times = {k: t for k, t in found.items() if t}
         self.state.unsteady = tuple(replace(m, status=Status.WRONG_RESULT, message=wrong[config_key(m.params)])

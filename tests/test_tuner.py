@@ -22,7 +22,15 @@ from autotune.errors import AutotuneWarning, ProblemError, TuningInterrupted
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
 from autotune.spec import config_label
-from autotune.tuner import BASELINE_LIMIT_S, TuneOptions, default_time_limit, tune
+from autotune.tuner import (
+    BASELINE_LIMIT_S,
+    CONFIRM_LEADERS,
+    CONFIRM_ROUNDS,
+    RunState,
+    TuneOptions,
+    default_time_limit,
+    tune,
+)
 from conftest import FAKE, SCALE_YAML, QuietEvaluator, save_winner, write_spec
 
 
@@ -1549,3 +1557,23 @@ def test_a_finished_runs_entry_kept_over_a_stopped_runs_faster_best_is_said_so(s
     stopped = replace(report, stopped_by="interrupted", profile_kept=kept, profile_verdict="kept")
     line = next(x for x in format_report(stopped).splitlines() if x.startswith("  profile"))
     assert "which a finished run of this study saved, stays" in line and "as fast" not in line, line
+
+
+def test_progress_says_when_the_leaders_are_timed_again_and_a_stop_there_keeps_the_best(scale, capsys):
+    """Trial 70: after the last trial's line, half a minute without a word at 8192²."""
+    from autotune import cli
+
+    events = []
+    report = run(scale, FakeEvaluator(), progress=lambda e, m, s: events.append((e, s.confirming)), trials=8, seed=0)
+    assert events[0][0] == "start" and events[-1] == ("confirm", min(CONFIRM_LEADERS, report.measured))
+    assert [e for e, _ in events].count("trial") == report.measured
+    cli._progress(scale)("confirm", None, RunState(budget=8, confirming=5))
+    assert capsys.readouterr().out == f"timing the 5 fastest again, in {CONFIRM_ROUNDS} interleaved rounds\n"
+
+    def stop(event, m, state):
+        if event == "confirm":
+            raise KeyboardInterrupt
+
+    with pytest.raises(TuningInterrupted) as caught:
+        run(scale, FakeEvaluator(), progress=stop, trials=8, seed=0)
+    assert caught.value.args[0].best is not None

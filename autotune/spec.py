@@ -170,6 +170,8 @@ class KernelSpec:
     #: (see :func:`autotune.space.check`); none for the ``when``s' own conditions
     ignorable: tuple[tuple[str, ...], ...] = ()
     tolerance_given: bool = False  # the spec has a tolerance key (else rtol and atol are defaults)
+    #: lints: settings of baseline, default or hints that their configuration's variant ignores
+    ignored_settings: tuple[str, ...] = ()
 
     def env(self, problem: Mapping[str, Any], params: Mapping[str, Value] | None = None,
             facts: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -491,7 +493,8 @@ def lint(spec: KernelSpec) -> list[str]:
     bound = {a for step in spec.launch for a in step.args}
     out += [f"{spec.path}: scratch.{name} is in no launch step's args: it is made and never given to a kernel"
             for name, _ in spec.scratch if name not in bound]  # trial 45: taken silently
-    return out + _misnamed_defaults(spec, words) + _overridden(spec) + _unsized(spec) + _stepless(spec) + _failing(spec)
+    return (out + list(spec.ignored_settings) + _misnamed_defaults(spec, words) + _overridden(spec) + _unsized(spec)
+            + _stepless(spec) + _failing(spec))
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -761,6 +764,7 @@ class _Validator:
         #: every name the spec declares, with what it is, for the hint beside an unknown one
         self.declared: dict[str, str] = {}
         self.problem_keys: tuple[str, ...] = ()  # once read, for the hint beside a Kernel Tuner name
+        self.ignored: list[str] = []  # settings of baseline, default or hints their variant ignores (lint)
 
     def unknown_hint(self, name: str, known: set[str]) -> str:
         """Why ``name`` is not known where it was used, and the fix: declared further down, of
@@ -881,7 +885,8 @@ class _Validator:
                                        "no kernel can write it; add it to the 'args' of the kernel that "
                                        "writes it, in the kernel's order (or, if no kernel writes it, take "
                                        "it out of 'outputs')")
-        return self.checked(replace(spec, spec_hash=_spec_hash(source + "\0" + _reference_text(spec.reference), raw)))
+        return self.checked(replace(spec, spec_hash=_spec_hash(source + "\0" + _reference_text(spec.reference), raw),
+                                    ignored_settings=tuple(self.ignored)))
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
         """Evaluate what depends on the problem alone on the default problem, so a metric or a
@@ -1146,7 +1151,22 @@ class _Validator:
                                 or f"{value!r} is not among its values {list(by_name[name].values)}")
         # a value its variant ignores is the configuration with the first (trial 36: a scalar
         # baseline's VW=8 was shown in the summary as if it applied)
-        return tuple(_first_where_unused(params, {p.name: values.get(p.name, p.values[0]) for p in params}).items())
+        full = {p.name: values.get(p.name, p.values[0]) for p in params}
+        # (a parameter's first value is what an ignored one is set to: naming it changes nothing)
+        self.ignored += [self.ignored_setting(key, p, values, full) for p in params
+                         if p.name in values and values[p.name] != p.values[0] and p.flag is None
+                         and p.when is not None and _unused(p, full)]
+        return tuple(_first_where_unused(params, full).items())
+
+    def ignored_setting(self, key: str, p: Parameter, given: Mapping[str, Any], full: Mapping[str, Value]) -> str:
+        """The lint for ``key``'s setting of ``p`` where ``p``'s ``when`` does not hold (trial 70: a
+        default of TS and RPT without ALGO: tiled measured the naive variant, without a word)."""
+        assert p.when is not None
+        chosen = ", ".join(f"{n}={full[n]}" + ("" if n in given else f" (its first value: {key} does not set it)")
+                           for n in sorted(p.when.names & full.keys()))
+        return (f"{self.path}: {key}.{p.name} has no effect: {p.name} applies only where {p.when.source} "
+                f"(parameters.{p.name}.when), and {key} has {chosen or 'another variant'}; set the variant's "
+                f"parameter in {key} too, or leave {p.name} out")
 
 
 def _finite(value: int | float) -> bool:

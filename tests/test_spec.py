@@ -386,6 +386,23 @@ def test_the_baseline_as_shown_names_its_variant_even_when_that_is_the_first():
     assert specs.load("reverse").baseline_overrides() == {"WG": 64}  # no variants: only what differs
 
 
+def test_lint_names_a_setting_of_default_baseline_or_hints_that_its_variant_ignores(tmp_path):
+    """Trial 70: `default: {UNROLL: 2}` without `MODE: slow` measured the fast variant as the
+    default, and load_kernel used it, without a word."""
+    unroll = "  UNROLL: {values: [1, 2], when: \"MODE == 'slow'\"}"
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [fast, slow]\n" + unroll)
+    spec = specs.load(write_spec(tmp_path, text + "default: {WG: 32, UNROLL: 2}\nhints: [{MODE: slow, UNROLL: 2}]\n"))
+    assert spec.default_config["MODE"] == "fast" and spec.default_config["UNROLL"] == 1
+    (ignored,) = [w for w in specs.lint(spec) if "default.UNROLL" in w]
+    assert ignored.endswith("default.UNROLL has no effect: UNROLL applies only where MODE == 'slow' "
+                            "(parameters.UNROLL.when), and default has MODE=fast (its first value: default does "
+                            "not set it); set the variant's parameter in default too, or leave UNROLL out")
+    # the first value, which an ignored parameter is set to anyway, changes nothing: not said
+    quiet = specs.load(write_spec(tmp_path, text + "default: {WG: 32, UNROLL: 1}\n"))
+    assert not [w for w in specs.lint(quiet) if "default.UNROLL" in w]
+    assert not [w for w in specs.lint(spec) if "hints" in w]  # the hint chose its variant
+
+
 def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_error(tmp_path):
     unroll = "  UNROLL: {values: [1, 2], when: \"MODE == 'fats'\"}"
     text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [fast, slow]\n" + unroll)

@@ -1152,10 +1152,12 @@ class _Validator:
         # a value its variant ignores is the configuration with the first (trial 36: a scalar
         # baseline's VW=8 was shown in the summary as if it applied)
         full = {p.name: values.get(p.name, p.values[0]) for p in params}
-        # (a parameter's first value is what an ignored one is set to: naming it changes nothing)
+        # only where the variant was left to its first value: one chosen with the setting beside
+        # it is meant (trial 12: a baseline of MODE 0 listing WG too), and a parameter's first
+        # value, which an ignored one is set to, changes nothing
         self.ignored += [self.ignored_setting(key, p, values, full) for p in params
-                         if p.name in values and values[p.name] != p.values[0] and p.flag is None
-                         and p.when is not None and _unused(p, full)]
+                         if p.name in values and values[p.name] != p.values[0] and p.flag is None and p.when
+                         and not p.when.names & full.keys() <= values.keys() and _unused(p, full)]
         return tuple(_first_where_unused(params, full).items())
 
     def ignored_setting(self, key: str, p: Parameter, given: Mapping[str, Any], full: Mapping[str, Value]) -> str:

@@ -75,7 +75,7 @@ def test_report_writes_one_page_with_figures_and_the_same_pngs(scale, tmp_path, 
 
 def test_section_records_what_the_study_holds(scale):
     counted = {}  # configuration → its number in the run's progress lines ([  7/40])
-    run = tune_fake(scale, progress=lambda event, rec, state: event == "start" or counted.setdefault(
+    run = tune_fake(scale, progress=lambda event, rec, state: event != "trial" or counted.setdefault(
         config_key(rec.params), state.measured))
     (s,) = data.find_sections(scale, None)
     assert (s.slug, s.label, s.stale, s.device_name) == (SLUG, "N=4096", False, FAKE.name)
@@ -258,9 +258,11 @@ def test_a_parameter_a_variant_ignores_is_judged_only_where_it_applies(tmp_path)
     assert s.importance_where == {"WG": "MODE == 1"} and {"WPT", "MODE", "WG"} <= set(s.importances)
     assert s.importances["WG"] == pytest.approx(1.0, abs=0.05), "among MODE 1's trials only WG matters"
     assert s.variant_first()[0] == "MODE"
-    assert "those without a condition sum to 1" in plots.importance_label(s)
+    assert plots.importance_label(s).endswith("(one with a condition: over the trials where it applies)")
+    # each a share of the variance, not normalized (trial 70: a lone variant parameter explaining
+    # 2.5% of it was drawn at 100%)
     unconditional = [v for k, v in s.importances.items() if k not in s.importance_where]
-    assert sum(unconditional) == pytest.approx(1.0), "trial 30: the label said every bar summed to 1"
+    assert all(0 <= v <= 1 for v in unconditional) and sum(unconditional) <= 1.0 + 1e-9
     assert "not judged" not in plots.importance_label(s)
     # trial 30: a parameter too rarely applied to judge was left out of the figure unsaid
     mode1 = [t for t in s.trials if t.m.params["MODE"] == 1]
@@ -549,7 +551,7 @@ def test_trial_numbers_are_the_progress_lines_after_a_run_stopped_in_its_first_t
         tune(scale, options, problem={"N": 4096}, evaluator=StopsAtOnce(), info=FAKE)
     lines = {}  # configuration → the count its progress line shows
     tune(scale, options, problem={"N": 4096}, evaluator=Evaluator(), info=FAKE,
-         progress=lambda event, rec, state: event == "start" or lines.setdefault(
+         progress=lambda event, rec, state: event != "trial" or lines.setdefault(
              config_key(rec.params), state.study_measured))
     (s,) = data.find_sections(scale, None)
     assert {config_key(t.m.params): t.number for t in s.trials} == lines
@@ -569,7 +571,10 @@ def test_a_parameter_without_effect_gets_little_importance():
     assert data.main_effects(configs, [1.0] * len(configs)) == {"A": 0.0, "B": 0.0, "C": 0.0}
     # trial 61: one trial per value left no repeat to judge it by, and it read as 0.61
     unique = data.main_effects([{"A": i, "B": i % 2} for i in range(8)], [rng.gauss(0, 0.1) + i % 2 for i in range(8)])
-    assert "A" not in unique and unique["B"] == 1.0, unique
+    assert "A" not in unique and unique["B"] > 0.9, unique
+    # a parameter alone, explaining little, is drawn as little (trial 70: 2.5% was drawn at 100%)
+    weak = data.main_effects(configs, [0.2 * (c["A"] > 4) + rng.gauss(0, 1) for c in configs])
+    assert weak["A"] < 0.3, weak
 
 
 def test_trials_timed_again_after_the_search_are_marked_as_such(scale):

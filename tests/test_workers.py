@@ -171,7 +171,7 @@ def test_a_workers_progress_counts_the_trials_others_finished_while_it_measured(
 
     tune(scale, TuneOptions(trials=4, timeout_s=None, storage=storage, seed=1, save=False),
          evaluator=Busy([], threading.Lock()), info=FAKE,
-         progress=lambda event, rec, state: event == "start" or said.append(state.study_measured))
+         progress=lambda event, rec, state: event != "trial" or said.append(state.study_measured))
     assert said == [1, 2, 5, 6]
 
 
@@ -196,7 +196,7 @@ def test_a_new_best_is_one_no_other_worker_has_stored_a_faster_one_than(scale, h
 
     report = tune(scale, TuneOptions(trials=4, timeout_s=None, storage=storage, sampler="grid", save=False),
                   evaluator=Busy([], threading.Lock()), info=FAKE,
-                  progress=lambda event, rec, state: event == "start" or marks.append(state.best is rec))
+                  progress=lambda event, rec, state: event != "trial" or marks.append(state.best is rec))
     assert marks == [True, False, False, False] and report.best.params == elsewhere
 
 

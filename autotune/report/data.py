@@ -396,7 +396,7 @@ def _importances(spec: KernelSpec, done: Sequence[Trial], names: set[str]) -> tu
                                                     value=math.log(t.m.median_ms)) for t in done])
         try:
             return "fANOVA", optuna.importance.get_param_importances(
-                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0))
+                study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0), normalize=False)
         except (ValueError, RuntimeError, ZeroDivisionError):
             return "", {}  # too few distinct results to tell the parameters apart
 
@@ -407,9 +407,9 @@ MAIN_EFFECTS = "main effects, ω²"
 
 def main_effects(configs: Sequence[Mapping[str, Any]], values: Sequence[float]) -> dict[str, float]:
     """Each parameter's share of the variance of ``values`` that its values explain alone, less
-    what chance explains (ω², the unbiased one-way ANOVA effect size, 0 at least), normalized
-    to sum to 1 (all 0 where none explains more than chance); a parameter with nearly as many
-    values as trials is left out (not judged). Optuna's PED-ANOVA, used before,
+    what chance explains (ω², the unbiased one-way ANOVA effect size, 0 at least; not
+    normalized: trial 70's lone variant parameter explaining 2.5% was drawn at 100%); a
+    parameter with nearly as many values as trials is left out (not judged). Optuna's PED-ANOVA, used before,
     gave a parameter with no effect at all 34% (trial 59); interactions are fANOVA's.
 
         >>> c = [{"A": a, "B": b} for a in (1, 2, 4, 8) for b in (1, 2) for _ in range(3)]
@@ -430,8 +430,7 @@ def main_effects(configs: Sequence[Mapping[str, Any]], values: Sequence[float]) 
         between = sum(len(g) * (np.mean(g) - y.mean()) ** 2 for g in groups.values())
         within = (total - between) / (n - k)
         out[name] = float(max(0.0, (between - (k - 1) * within) / (total + within))) if total > 0 else 0.0
-    whole = sum(out.values())
-    return {n: v / whole if whole > 0 else 0.0 for n, v in out.items()}
+    return out
 
 
 def _has_sklearn() -> bool:

@@ -146,7 +146,8 @@ def _strip(ax: Any, s: Section, name: str, best: Trial | None) -> None:
     share = s.importances.get(name)
     where = next((p.when.source for p in s.spec.parameters if p.name == name and p.when is not None), None)
     note = (f"importance {share:.0%}" if share is not None else "") + (f" where {where}" if where else "")
-    ax.set_title(name + (f"  ({note})" if note else ""), fontsize=8)
+    # the note on a line of its own: beside the name, neighbouring titles ran together (trial 70)
+    ax.set_title(name + (f"\n{note}" if note else ""), fontsize=8)
     ax.grid(True, axis="y", which="both", alpha=0.3)
 
 
@@ -174,13 +175,12 @@ def importances(s: Section) -> bytes | None:
 
 
 def importance_label(s: Section) -> str:
-    """The importance figure's axis label: what the bars sum to, and which parameters were not
-    judged (trial 30: a parameter with a condition, judged apart, left the bars summing to 1.42
-    under "normalized to sum to 1", and one with too few trials where it applies was left out
-    unsaid)."""
-    label = ("importance for log(time); those without a condition sum to 1\n(one with a condition: its share "
-             "over the trials where it applies)" if s.importance_where else
-             "importance for log(time), normalized to sum to 1")
+    """The importance figure's axis label: what a bar is, and which parameters were not judged
+    (trial 30: one with too few trials where it applies was left out unsaid)."""
+    # not normalized: a lone parameter of its kind was drawn at 0% or 100% whatever it explained (trial 70)
+    label = "share of the variance of log(time) each explains alone (the rest: interactions, noise)"
+    if s.importance_where:
+        label += "\n(one with a condition: over the trials where it applies)"
     if left := [n for n in s.variant_first() if n not in s.importances]:
         label += f"\nnot judged, too few trials timed in full where it applies: {', '.join(left)}"
     return label

@@ -509,7 +509,7 @@ def _run_one(spec: Any, options: Any, problem: dict[str, str], quiet: bool) -> i
     from .tuner import tune
 
     def summary(report: Any) -> str:  # a blank line parts it from the progress lines
-        return ("" if quiet else "\n") + format_report(report, options.storage)
+        return ("" if quiet else "\n") + format_report(report)
 
     try:
         report = tune(spec, options, problem, progress=None if quiet else _progress(spec))
@@ -557,7 +557,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
         best = min(mine, key=lambda r: r.report.best.median_ms if r.report and r.report.best else math.inf,
                    default=None)
         if best is not None and best.report is not None:
-            print("\n" + format_report(best.report, options.storage, best.label if len(done) > 1 else None))
+            print("\n" + format_report(best.report, best.label if len(done) > 1 else None))
         if len(done) > 1:
             wall = max(r.wall_s for r in done)
             total, held = sum(r.measured for r in done), max(r.study_trials for r in done)
@@ -727,9 +727,9 @@ def _no_best(report: Any) -> str:
             "no configuration ran to a result to verify (failures below)")
 
 
-def format_report(report: Any, storage: str | None = None, worker: str | None = None) -> str:
-    """The end-of-run summary (``storage``: the run's --storage, for the report command;
-    ``worker``: the label of the worker whose report it is, where several tuned together)."""
+def format_report(report: Any, worker: str | None = None) -> str:
+    """The end-of-run summary (``worker``: the label of the worker whose report it is, where
+    several tuned together)."""
     lines = [f"{report.spec.name} on {report.device.name} ({report.device.platform}), "
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best
@@ -832,8 +832,11 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append("              each off by rounding alone: the spec's tolerance is at fault, not the kernel "
                      "(see the wrong_result line); widen it and run again")
     elif report.stopped_by == "same wrong result":
+        # a study in memory starts anew each run, and stops the same way (trial 70)
+        on = ("run again without --storage :memory:, and once more to search on from that run's trials"
+              if report.storage == ":memory:" else "run the same command again to search on")
         lines.append("              so the reference or the spec's args and outputs are likelier at fault than the "
-                     "kernel: check them; if the kernel is, fix it, or run the same command again to search on")
+                     f"kernel: check them; if the kernel is, fix it, or {on}")
         if "which must be exact; rtol=0, atol=0" in report.failure_examples.get("wrong_result", ""):  # trial 56
             lines.append("              or the tolerance: rtol and atol 0 ask each element to match exactly, which "
                          "floats computed in another order rarely do (a copy or permutation does); widen it if so")
@@ -849,7 +852,8 @@ def format_report(report: Any, storage: str | None = None, worker: str | None = 
         lines.append("  profile     not saved: " + ("see the error below" if report.profile_error
                                                        else report.profile_verdict or "--no-save"))
     if report.study_trials:  # trial 35: offered for a study with no trial, it wrote an empty page
-        lines += [f"  report      {command}" for command in [_report_command(report, storage)] if command]
+        # the report's own storage: tune()'s caller's summary named the default study (trial 70)
+        lines += [f"  report      {command}" for command in [_report_command(report, report.storage)] if command]
     return "\n".join(lines)
 
 

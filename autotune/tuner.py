@@ -232,6 +232,7 @@ class TuneReport:
     # variants that never ran correctly in this run: (parameter, value, failures by status)
     unverified: tuple[tuple[str, Value, Mapping[str, int]], ...] = ()
     fully_timed: int = 0  # the study's verified configurations timed in full (not pruned)
+    storage: str | None = None  # the run's --storage (None: the default), for the report command
 
     def __repr__(self) -> str:
         """One line (trial 66: the dataclass's, 19 KB, ended a notebook cell)."""
@@ -936,7 +937,7 @@ class _Run:
         same = s.best is not None and s.baseline is not None and s.best.params == s.baseline.params
         stored = self.study_total()  # a query of the claims: once
         return TuneReport(
-            spec=self.spec, device=self.info, problem=self.problem, best=s.best,
+            spec=self.spec, device=self.info, problem=self.problem, best=s.best, storage=self.options.storage,
             baseline=s.best if same else s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples), unverified=s.unverified(),

@@ -293,18 +293,20 @@ def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path
     monkeypatch.chdir(tmp_path)
     assert main(shlex.split(line.split(None, 1)[1])[1:]) == 0
     assert (tmp_path / "autotune-report-scale" / "index.html").is_file()
+    # the report's own storage (trial 70: tune()'s caller was given the default study's command)
     url = f"sqlite:///{tmp_path / 'other.db'}"
-    assert format_report(run, url).endswith(f"-d {SLUG} --storage {url}")
-    assert "autotune report" not in format_report(run, ":memory:")
-    assert format_report(run, "sqlite:///rel.db").endswith(f"--storage sqlite:///{tmp_path / 'rel.db'}"), \
+    assert format_report(replace(run, storage=url)).endswith(f"-d {SLUG} --storage {url}")
+    assert "autotune report" not in format_report(replace(run, storage=":memory:"))
+    assert format_report(replace(run, storage="sqlite:///rel.db")).endswith(
+        f"--storage sqlite:///{tmp_path / 'rel.db'}"), \
         "a relative path is made absolute: the command works from another folder (trial 28)"
     odd = tmp_path / "w d%?" / "p%41"  # trial 43: the printed URL named another database, or none
     odd.mkdir(parents=True)
     monkeypatch.chdir(odd)
     from autotune.study import sqlite_path
-    shown = format_report(run, "sqlite:///rel.db?timeout=5").rsplit("--storage ", 1)[1]
+    shown = format_report(replace(run, storage="sqlite:///rel.db?timeout=5")).rsplit("--storage ", 1)[1]
     assert sqlite_path(shlex.split(shown)[0]) == odd / "rel.db" and shown.endswith("?timeout=5'"), shown
-    assert format_report(run, "postgresql://tuner:s3cret@db.lan/studies").endswith(
+    assert format_report(replace(run, storage="postgresql://tuner:s3cret@db.lan/studies")).endswith(
         "--storage 'postgresql://tuner:***@db.lan/studies'"), "a summary is shared: no password (trial 33)"
 
 

@@ -293,6 +293,10 @@ def test_a_new_study_whose_first_configurations_all_give_the_same_wrong_result_s
     again = run(scale, Wrong(), trials=8, storage=None)  # the user's call: the search goes on
     assert again.stopped_by == "trials" and again.measured == 8
     assert "`global:` counts work-items" not in summary
+    # trial 70: a study in memory starts anew, so the same command would stop the same way
+    in_memory = format_report(run(scale, Wrong(), trials=30))
+    assert "run again without --storage :memory:, and once more to search on" in in_memory
+    assert "autotune report" not in in_memory  # no study to show
 
 
 def test_the_same_elements_left_unwritten_suggest_a_launch_too_small(scale):

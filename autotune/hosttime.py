@@ -22,6 +22,8 @@ from .errors import ProblemError, warn
 
 #: The note comes once the module has run this long.
 NOTE_AFTER_S = 10.0
+#: The longest alarm set (the limit given may be longer).
+YEAR_S = 365 * 86400.0
 
 
 class _Overtime(BaseException):
@@ -65,7 +67,9 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
     if alarm:
         assert limit_s is not None
         previous = signal.signal(signal.SIGALRM, overtime)
-        signal.setitimer(signal.ITIMER_REAL, max(limit_s, 1e-3))
+        # setitimer takes at most time_t's range (trial 71: --timeout 1e10 was an OverflowError);
+        # a year is as good as forever here
+        signal.setitimer(signal.ITIMER_REAL, min(max(limit_s, 1e-3), YEAR_S))
     try:
         yield
     except _Overtime:

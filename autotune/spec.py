@@ -972,6 +972,8 @@ class _Validator:
             candidate = base / str(raw)
             if _is_file(candidate):
                 return candidate.resolve()
+        if _exists(beside := self.path.parent / str(raw)):  # trial 71: a folder was "not found"
+            raise self.fail("template", f"{beside} is {_not_a_file(beside)}; give the template's file")
         raise self.fail(
             "template",
             f"template file {raw!r} not found next to the spec or in kernel_templates/; "
@@ -982,6 +984,8 @@ class _Validator:
         ref = str(raw)
         if ref.endswith(".py"):
             path = self.path.parent / ref
+            if not _is_file(path) and _exists(path):
+                raise self.fail("reference", f"{path} is {_not_a_file(path)}; give the reference module's file")
             if not _is_file(path):
                 raise self.fail(
                     "reference", f"reference module {ref!r} not found (looked for {path})"
@@ -1186,6 +1190,11 @@ def _is_file(path: Path) -> bool:
         return False
 
 
+def _not_a_file(path: Path) -> str:
+    """What ``path``, which exists and is no regular file, is: "a folder" or "not a regular file"."""
+    return "a folder" if path.is_dir() else "not a regular file (a pipe or device, say)"
+
+
 def _exists(path: Path) -> bool:
     """Whether anything is at ``path``; False for a name the system cannot look up."""
     try:
@@ -1311,6 +1320,8 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
                         "save it as UTF-8") from None
+    except OSError as exc:  # trial 71: a template without read permission was a traceback
+        raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     depth = 0  # of #if blocks around this line
     commented = False  # whether this line starts inside a /* */ comment (trial 40: its #if counted)
     for n, line in enumerate(text.splitlines(), 1):

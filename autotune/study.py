@@ -366,7 +366,8 @@ class StudyLog:
         self.engine = engine  # the database's SQLAlchemy engine (claims.Claims), None in memory
         self._taken_in: set[int] = set()  # stored trials' numbers refresh() has looked at
         self._refreshed = -math.inf  # time.monotonic() of the last refresh()
-        self._started: float | None = None
+        # in memory the study is this run's own: it starts now (trial 71: --study-timeout was ignored)
+        self._started: float | None = time.time() if store is None else None
         self._held: list[tuple[optuna.trial.FrozenTrial, Callable[[], None] | None]] = []  # see flush()
         self._open: dict[int, optuna.Trial] = {}  # asked, not yet told: id(trial as asked) -> its trial now
         self._writer = _Writer(store) if store is not None else None
@@ -422,7 +423,7 @@ class StudyLog:
 
     @property
     def started_at(self) -> float | None:
-        """When the study's first worker started (time.time()), or None in memory."""
+        """When the study's first worker started (time.time()); in memory, when this log was made."""
         if self._started is None and self.store is not None:
             self._started = self.store.user_attrs.get(_STARTED)  # read once: it never changes
         return self._started

@@ -1693,3 +1693,15 @@ def test_rounding_where_atol_0_allows_a_zero_no_error_names_the_tolerance(tmp_pa
     assert TOO_TIGHT in why and "expected to be 0 and is within rounding" in why and "give tolerance.atol" in why, why
     why, _, _ = compare(spec, "y", want + np.array([0.04, 0, 0, 0, 0, 0], np.float32), want, {"N": 6})
     assert TOO_TIGHT not in why, why
+
+
+def test_a_timeout_past_what_an_alarm_can_hold_is_taken_as_no_sooner_than_a_year():
+    """Trial 71: --timeout 1e10 was an OverflowError traceback from setitimer."""
+    import signal
+
+    from autotune import hosttime
+
+    for limit in (1e10, 1e308):
+        with hosttime.watched("the reference module", limit):
+            assert 0 < signal.getitimer(signal.ITIMER_REAL)[0] <= hosttime.YEAR_S
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0

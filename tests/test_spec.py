@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -580,3 +581,32 @@ def test_an_edited_reference_module_is_imported_again_in_the_same_process(tmp_pa
     (other / "factors.py").write_text("FACTOR = 7.0\n")
     (other / "scale_ref.py").write_text(ref.read_text())
     assert specs.load(other / "scale.yaml").host_module().reference({"N": 4}, x)["y"][0] == 7.0
+
+
+def test_a_template_or_reference_that_cannot_be_read_or_is_a_folder_is_said_so(tmp_path, monkeypatch):
+    """Trial 71: an unreadable template was a PermissionError traceback; a folder of the
+    template's or reference's name was "not found"."""
+    path = write_spec(tmp_path, SCALE_YAML)
+    real = Path.read_text
+
+    def unreadable(self, *args, **kwargs):
+        if self.name == "scale.cl":
+            raise PermissionError(13, "Permission denied")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", unreadable)
+    with pytest.raises(SpecError, match=r"template: .*scale.cl: cannot read it \(Permission denied\)"):
+        specs.load(path)
+    monkeypatch.undo()
+    folder = tmp_path / "folders"
+    write_spec(folder, SCALE_YAML)
+    (folder / "scale.cl").unlink()
+    (folder / "scale.cl").mkdir()
+    with pytest.raises(SpecError, match=r"template: .*scale.cl is a folder; give the template's file"):
+        specs.load(folder / "scale.yaml")
+    (folder / "scale.cl").rmdir()
+    write_spec(folder, SCALE_YAML)
+    (folder / "scale_ref.py").unlink()
+    (folder / "scale_ref.py").mkdir()
+    with pytest.raises(SpecError, match=r"reference: .*scale_ref.py is a folder; give the reference module's file"):
+        specs.load(folder / "scale.yaml")

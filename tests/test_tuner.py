@@ -165,6 +165,22 @@ def test_a_candidate_cut_off_by_the_study_timeout_is_blamed_on_it(scale):
     assert "a later run of the study measures it first, once its --study-timeout" in text, text
 
 
+def test_a_study_timeout_holds_for_a_study_in_memory(scale):
+    """Trial 71: with --storage :memory: the study had no start time, and --study-timeout 1 let a
+    30-trial run go on to its end."""
+    import time
+
+    class Slow(FakeEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            time.sleep(0.05)
+            return super().evaluate(params, limit_s, cutoff_ms, verify)
+
+    started = time.perf_counter()
+    report = run(scale, Slow(), sampler="grid", trials=1000, study_timeout_s=1.0)
+    assert report.stopped_by == "study timeout" and report.measured < 40
+    assert time.perf_counter() - started < 5
+
+
 def test_profile_written_with_best_and_flags(scale):
     report = run(scale, FakeEvaluator(), sampler="grid", trials=1000)
     doc = profiles.read(report.profile_path)

@@ -1,4 +1,5 @@
-"""OpenCL platforms and contexts that leave Python's handlers of Ctrl-C and SIGTERM in place.
+"""OpenCL platforms and contexts that leave Python's handlers of Ctrl-C, SIGTERM, SIGHUP and
+SIGQUIT (Ctrl-backslash) in place.
 
 Intel's CPU runtime installs SIGINT and SIGTERM handlers of its own when it is loaded (the
 first platform query) and when it makes a context; a Ctrl-C that then landed inside the
@@ -41,7 +42,9 @@ def _handlers_kept() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread has them
         yield
         return
-    before = {s: signal.getsignal(s) for s in stops.signals()}
+    # SIGQUIT too: under Intel's handler Ctrl-backslash was swallowed and the run went on (trial 71)
+    quit_ = (signal.SIGQUIT,) if hasattr(signal, "SIGQUIT") else ()
+    before = {s: signal.getsignal(s) for s in (*stops.signals(), *quit_)}
     before.update({s: signal.SIG_IGN for s in stops.ignored()})  # Intel's runtime sets a handler over it
     try:
         yield

@@ -129,6 +129,13 @@ class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """As argparse's, less its silence about a failed write (trial 71: `--help >/dev/full`
+        exited 0): main() says it."""
+        if message and (file := file or sys.stdout) is not None:
+            file.write(message)
+            file.flush()
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
@@ -200,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "cache file (.json or .json.gz) answers every measurement, so search "
                         "strategies can be compared in seconds. Reports how many configurations "
                         "were measured until the best came within --target of the recorded optimum.")
-    rp.add_argument("cache", nargs="+", metavar="CACHE_FILE")
+    rp.add_argument("cache", nargs="*", metavar="CACHE_FILE")  # at least one: _cmd_replay says where it went
     rp.add_argument("-n", "--trials", type=_number(int), default=400,
                     help="stop a search after this many measured configurations (default 400); as run's "
                          "--trials, below 15 it also draws fewer random start-up configurations (a third of N, "
@@ -214,11 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "--seeds 10 replays it")
     rp.add_argument("--target", type=_number(float), default=5.0, metavar="PERCENT",
                     help="within this many percent of the optimum counts as found (default 5)")
-    rp.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
+    rp.add_argument("--warm-start", nargs="+", action="extend", default=[], metavar="CACHE_FILE",
                     help="measure first the fastest configurations of up to three of these "
                     "recordings: other devices' of the same kernel (the same parameters), as run "
                     "starts from other devices' winners where the device has none; it takes every "
-                    "file that follows it, so give it after the CACHE_FILEs")
+                    "file that follows it, so give it after the CACHE_FILEs (given twice, both lists)")
     listing = sub.add_parser("list", help="list the built-in kernels")
     listing.add_argument("--json", action="store_true", help=_JSON_HELP)
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
@@ -278,7 +285,15 @@ def console() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args, unknown = build_parser().parse_known_args(argv)
+    try:
+        args, unknown = build_parser().parse_known_args(argv)
+    except BrokenPipeError:  # --help's reader left: as for any command's output
+        _to_devnull(sys.stdout)
+        return 0
+    except OSError as exc:  # --help or --version could not be written
+        _say(f"autotune: error: cannot write standard output ({exc.strerror})")
+        _to_devnull(sys.stdout)
+        return _EXIT_ERROR
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     for stream in (sys.stdout, sys.stderr):  # Σ and µ in an ASCII locale: '?', not a traceback (trial 34)
@@ -383,8 +398,12 @@ def _say(line: str) -> None:
 def _to_devnull(stream: Any) -> None:
     """Point ``stream``'s descriptor at /dev/null, so that later writes and the interpreter's
     last flush at exit do not fail again."""
+    try:
+        fileno = stream.fileno()
+    except (AttributeError, OSError):  # no descriptor (a test's StringIO): nothing to point
+        return
     null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, stream.fileno())
+    os.dup2(null, fileno)
     os.close(null)
 
 
@@ -1305,6 +1324,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from . import replay
 
+    if not args.cache:  # trial 71: "--warm-start b.json a.json" took a.json as well, unsaid
+        took = (f" (--warm-start took {', '.join(args.warm_start)}: it takes every file after it); write the "
+                "CACHE_FILEs first: autotune replay CACHE_FILE... --warm-start OTHER..." if args.warm_start else "")
+        raise OptionError(f"give at least one CACHE_FILE to replay{took}")
     for name, value in (("--seeds", args.seeds), ("-n/--trials", args.trials)):
         if value < 1:
             raise OptionError(f"{name} must be at least 1 (got {value})")

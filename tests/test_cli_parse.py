@@ -195,3 +195,18 @@ def test_with_stderr_closed_errors_and_warnings_stay_out_of_stdout(tmp_path):
     out = subprocess.run([sys.executable, "-m", "autotune", "show", "nosuch", "--json"], stdout=subprocess.PIPE,
                          text=True, timeout=120, env=env, preexec_fn=lambda: os.close(2))
     assert out.returncode == 1 and out.stdout == "", out.stdout
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["run", "--help"]])
+def test_help_that_cannot_be_written_is_an_error_not_a_silent_success(argv):
+    """Trial 71: `autotune --help >/dev/full` exited 0, the help lost (argparse drops the error)."""
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "autotune", *argv], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (1, "autotune: error: cannot write standard output (No space left on "
+                                                 "device)\n")

@@ -386,7 +386,7 @@ def test_a_devices_profile_slug_selects_it_as_report_d_takes_it(ocl_device):
 
 
 #: In a fresh process (the runtime installs its handlers as it is loaded): the process's
-#: handlers of SIGINT and SIGTERM before and after listing the devices and making a context,
+#: handlers of SIGINT, SIGTERM and SIGQUIT before and after listing the devices and making a context,
 #: through autotune or pyopencl directly, as JSON.
 _HANDLERS = """
 import ctypes, json, signal, sys
@@ -400,7 +400,7 @@ class Action(ctypes.Structure):
 
 def handlers():
     out = []
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
         action = Action()
         ctypes.CDLL(None).sigaction(s, None, ctypes.byref(action))
         out.append(action.handler or 0)
@@ -423,7 +423,8 @@ print(json.dumps([before, handlers(), dev.platform.name]))
 def test_a_context_autotune_makes_leaves_pythons_stop_handlers_in_place(ocl_device):
     """Trial 35: Intel's runtime installs SIGINT and SIGTERM handlers of its own when it is loaded
     and with a context, and a Ctrl-C under `run --no-isolation` then ended the run with nothing
-    said or saved. The selector here is an index (``P:D``), as the suite's devices are."""
+    said or saved; its SIGQUIT handler swallowed Ctrl-backslash (trial 71). The selector here is an
+    index (``P:D``), as the suite's devices are."""
     import json
 
     def handlers(how: str) -> list:

@@ -220,6 +220,12 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     assert "not here_again: a recording of the same device, whose winner would be the answer" in out
     assert "not other_kernel: it tunes other parameters" in out
     assert "within 5% after 2 measured" in out
+    # trial 71: given twice, the first list was dropped; given first, it took the cache file too
+    assert cli.main(["replay", str(target), "--warm-start", str(same), "--warm-start", str(other), str(near)]) == 0
+    assert "starting from the winners of sibling (1 of 3 used)" in capsys.readouterr().out
+    assert cli.main(["replay", "--warm-start", str(near), str(target)]) == 2
+    assert f"give at least one CACHE_FILE to replay (--warm-start took {near}, {target}: it takes every file " \
+           "after it); write the CACHE_FILEs first" in capsys.readouterr().err
     # trial 37: another kernel of this device was "a recording of the same device"; a file of this
     # name in another folder was left out as this one; a device name of spaces was an IndexError
     mine = _recording(tmp_path, "my_kernel", "GPU A", (11, 2), params=("X", "Z"))

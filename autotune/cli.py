@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "valid configurations, a step beside the best, TPE, and the configuration a "
                      "regression of log time predicts fastest), random (uniform over the valid "
                      "configurations), or grid (every valid configuration in order)")
-    run.add_argument("--seed", type=int, help="seed for the sampler and the inputs")
+    run.add_argument("--seed", type=_number(int), help="seed for the sampler and the inputs")
     run.add_argument("--storage", type=_storage, help="optuna storage URL (default: SQLite in $AUTOTUNE_HOME; "
                      ":memory: for a study that is not kept). Runs started on one study (on one host or "
                      "several, e.g. postgresql://HOST/DB) cooperate: no configuration is measured twice")
@@ -295,6 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _to_devnull(sys.stdout)
         return _EXIT_ERROR
     if unknown:
+        early = [u for u in unknown if u.split("=")[0] in args.command_parser._option_string_actions]
+        if early:  # trial 71: `autotune --json list` was told list takes no --json
+            args.command_parser.error(f"{early[0]} goes after the command: autotune {args.command} {early[0]} ...")
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     for stream in (sys.stdout, sys.stderr):  # Σ and µ in an ASCII locale: '?', not a traceback (trial 34)
         if isinstance(stream, io.TextIOWrapper):
@@ -1009,6 +1012,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from . import spec as specs
 
     wanted, own = args.kernel, None
+    if wanted is not None and not wanted.strip():  # trial 71: `show ''` showed every kernel
+        raise OptionError("KERNEL is empty; give a kernel name or spec path, or leave it out for every kernel")
     if wanted and (wanted.endswith((".yaml", ".yml")) or "/" in wanted):
         own = specs.load(wanted)
         wanted = own.name  # profiles hold the spec's name, not its path

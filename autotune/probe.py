@@ -48,7 +48,7 @@ class LaunchCost:
         return (f"empty launch: {self.device_us:.2f} µs on the device (median, min "
                 f"{self.device_min_us:.2f}); host enqueues {self.enqueue_per_s:,.0f} launches/s, "
                 f"{self.host_us:.2f} µs per launch including the final finish "
-                f"({self.repeats} launches)")
+                f"({self.repeats} launch{'es' * (self.repeats != 1)})")
 
 
 #: The most launches in a batch: every launch's profiling event is held until the batch has

@@ -210,3 +210,32 @@ def test_help_that_cannot_be_written_is_an_error_not_a_silent_success(argv):
                               text=True, timeout=60)
     assert (done.returncode, done.stderr) == (1, "autotune: error: cannot write standard output (No space left on "
                                                  "device)\n")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--json", "list"], "autotune list: error: --json goes after the command: autotune list --json ..."),
+    (["show", ""], "autotune show: error: KERNEL is empty; give a kernel name or spec path"),
+])
+def test_an_option_before_its_command_or_an_empty_kernel_is_said_so(capsys, argv, said):
+    """Trial 71: `--json list` was told list takes no --json; `show ''` showed every kernel."""
+    from autotune import cli
+
+    try:
+        code = cli.main(argv)
+    except SystemExit as stop:  # argparse's own
+        code = stop.code
+    assert code == 2 and capsys.readouterr().err.startswith(said)
+
+
+def test_a_folder_or_extensionless_file_named_as_a_kernel_is_said_so(tmp_path, monkeypatch):
+    """Trial 71: `run d` with a folder d here said only "unknown kernel 'd'"."""
+    from autotune import spec as specs
+    from autotune.errors import SpecError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "noext").write_text("kernel: x\n")
+    with pytest.raises(SpecError, match=r"unknown kernel 'd', and ./d is a folder: a spec is named by its path"):
+        specs.resolve("d")
+    with pytest.raises(SpecError, match=r"./noext is a file without .yaml or .yml"):
+        specs.resolve("noext")

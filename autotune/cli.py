@@ -19,6 +19,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from . import __version__, stops
@@ -1067,7 +1068,23 @@ def _cmd_show(args: argparse.Namespace) -> int:
                   "configuration verifies)") if check.ok else \
             f", and it cannot be tuned here, since it cannot run OpenCL kernels: {check.message}"
         print(f"no tuned entries for {what}{info.name}{advice}")
+    print(_looked_in(folders, target.slug))
     return 0
+
+
+def _looked_in(folders: Sequence[Path], slug: str) -> str:
+    """Where ``show`` looked, and the other devices' profiles there (trial 72: a mistyped
+    AUTOTUNE_HOME, or one set to its profiles/ folder, said only "no tuned entries")."""
+    others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
+                     if p.stem != slug})
+    from . import settings
+
+    said = f"  looked for {slug}.yaml in {', '.join(str(f) for f in folders)}"
+    said += f"; other devices' profiles there: {', '.join(others)}" if others else ""
+    home = settings.home()
+    if home.name == "profiles" and any(home.glob("*.yaml")):
+        said += f"; AUTOTUNE_HOME ({home}) is a profiles folder itself: set it to the folder above it"
+    return said
 
 
 @dataclass(frozen=True)

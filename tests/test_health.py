@@ -207,8 +207,12 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     assert cli.main(["show", "-d", "0:0"]) == 0
     assert "N=64" in capsys.readouterr().out
     assert cli.main(["show", "-d", "1:0"]) == 0  # nothing tuned there: the advice names it
-    assert "run `autotune run KERNEL -d 1:0` first (a run saves an entry once a configuration verifies)" in \
-        capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "run `autotune run KERNEL -d 1:0` first (a run saves an entry once a configuration verifies)" in out
+    # and where it looked, with the profile of the device beside it (trial 72: a mistyped AUTOTUNE_HOME)
+    from autotune import settings
+    assert f"  looked for {found[1][0].slug}.yaml in {settings.profiles_dir()}" in out
+    assert f"other devices' profiles there: {broken.slug}.yaml" in out
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
     assert ("no tuned entries for mul1 on CPU 0, and it cannot be tuned here, since it cannot run OpenCL kernels: "
             "error: unknown target CPU 'generic'\n") in capsys.readouterr().out

@@ -247,11 +247,12 @@ def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
 
 def _measured_elsewhere(path: Path, measured_on: Any, spec: KernelSpec, info: devices.DeviceInfo,
                  problem: Mapping[str, Any]) -> None:
-    """Warn (once per profile, device and other device) when the entry used, from ``path``, was
-    ``measured_on`` another device."""
+    """Warn (once per profile, kernel, device and other device) when the entry used, from
+    ``path``, was ``measured_on`` another device (trial 72: per profile only, the second kernel
+    loaded from it was used unwarned)."""
     mine = info.profile_header()
     other = profiles.written_for_another(measured_on, mine)
-    key = (str(path), info.slug, f"measured on {other}")
+    key = (str(path), spec.name, info.slug, f"measured on {other}")
     if other is not None and key not in _warned:
         _warned.add(key)
         _warn(f"{path} holds {spec.name} entries measured on {other}, not this {profiles.described(mine)}: "

@@ -691,3 +691,19 @@ def test_first_use_starts_no_candidate_once_its_time_is_up_and_one_has_verified(
     timed = firstuse.time_candidates(MM, problem, None, None, {}, [T64, T128, T32], [MM.default_config])
     assert [m.params["MWG"] for m in timed.measurements] == [64, 128] and timed.untimed == 2
     assert loader._untimed(0) == "" and "the last 2 of them not timed" in loader._untimed(2)
+
+
+def test_each_kernel_used_from_a_profile_measured_elsewhere_is_warned_of(tmp_path):
+    """Trial 72: the warning was once per profile, so the second kernel loaded from a copied
+    profile was used without it."""
+    loader._warned.clear()
+    bigger = replace(FAKE, compute_units=FAKE.compute_units * 2)
+    said = []
+    for spec in (MM, specs.load("reverse"), MM):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader._measured_elsewhere(tmp_path / "copied.yaml", _facts(FAKE), spec, bigger, spec.default_problem())
+        said.append([str(w.message) for w in caught])
+    assert [len(s) for s in said] == [1, 1, 0], said  # once per kernel
+    assert f"holds matmul entries measured on {FAKE.name}" in said[0][0]
+    assert f"holds reverse entries measured on {FAKE.name}" in said[1][0]

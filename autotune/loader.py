@@ -56,6 +56,7 @@ from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
 from .lookup import load_spec
 from .result import Measurement, Status
+from .signatures import check_numbers
 from .space import canonical, check, closest_valid, none_valid
 from .spec import KernelSpec, Value, config_label, problem_label
 from .verify import too_tight
@@ -636,6 +637,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
                         f"not {type(queue).__name__}")
     spec = load_spec(name)
     prob = spec.resolve_problem(problem)
+    check_numbers(spec, prob)  # a size its kernel's int cannot hold: before any input is drawn
     input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)
     info = devices.of(queue.device)  # its selector, for the command that tunes it
     if health.mismatched_target(queue.device.version, health.cpu_flags()) is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SpecError, clipped, warn
+from .errors import ProblemError, SpecError, clipped, warn
 from .spec import C_COMMENTS, KernelSpec
 
 #: OpenCL C element types (also the base of their vector types, float4 and the like) and the
@@ -297,6 +297,21 @@ def by_value_types(source: str, entry: str, count: int) -> tuple[tuple[Any, ...]
             if kind is not None and kind not in found[position]:
                 found[position].append(kind)
     return tuple(tuple(kinds) for kinds in found)
+
+
+def check_numbers(spec: KernelSpec, problem: Mapping[str, Any]) -> None:
+    """ProblemError where an integer problem key a launch step passes by value fits none of the
+    types its argument is declared as (an ``int n`` at N = 2**31): before any input is drawn
+    (trial 70: load_kernel drew 8 GB of inputs, picked a kernel, and only its call refused)."""
+    for step in spec.launch:
+        for name, types in zip(step.args, by_value_types(spec.source, step.entry, len(step.args)), strict=True):
+            value = problem.get(name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            if not any(cast(value, np.dtype(t)) is not None for t in types or (np.int32,)):
+                kind = np.dtype((types or (np.int32,))[0]).name
+                raise ProblemError(f"{name}={value} does not fit the {kind} {step.entry} takes it as; declare it "
+                                   "long in the kernel, or give a smaller size")
 
 
 def _scalar(spec: KernelSpec, entry: str, name: str, kind: str, value: Any) -> Any:

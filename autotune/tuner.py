@@ -56,6 +56,7 @@ from .measure import TimingOptions, Workload, compute_workload, reference_watch
 from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
+from .signatures import check_numbers
 from .space import ValidSpace, canonical, check, config_key, geometry, none_valid, space_size
 from .spec import BUILTIN_FILE, KernelSpec, Value, config_label, problem_label
 from .study import StudyId, StudyLog, quiet_optuna
@@ -1032,6 +1033,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         check_saveable(spec, info, prob)
+    if evaluator is None:  # a size its kernel's int cannot hold fails every launch: said before any input
+        check_numbers(spec, prob)
     workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
     say = progress or (lambda *a: None)
     measures = evaluator is None  # on the device (not a replay's or a test's evaluator)

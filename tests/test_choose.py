@@ -119,8 +119,8 @@ def test_a_baseline_that_lost_at_a_smaller_size_is_not_timed_at_first_use(folder
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}, {"baseline": 0.5, "default": 5.0})
     loader._warned.clear()
     with pytest.warns(loader.AutotuneWarning, match=r"and the spec’s default there in .* s \(not the spec’s baseline: "
-                      r"20x slower than the tuned configuration at M=1500,N=1500,K=1500,layout=row, about 4.8 s here by "
-                      r"that timing\) and took the fastest \(0.9 ms"):
+                      r"20x slower than the tuned configuration at M=1500,N=1500,K=1500,layout=row, about 4.8 s here "
+                      r"by that timing\) and took the fastest \(0.9 ms"):
         c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, timer)
     assert c.params == T64 and MM.baseline_config not in timer.fallbacks[0]
     small = choose(folders, timer, M=600, N=600, K=600)  # a smaller problem: timed, and faster there

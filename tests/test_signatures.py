@@ -237,3 +237,20 @@ def test_a_number_the_kernels_scalar_type_cannot_take_is_a_spec_error(tmp_path, 
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", args), template=source, ref=ref))
     with pytest.raises(SpecError, match=re.escape(message)):
         make_workload(sp, sp.default_problem())
+
+
+def test_a_size_no_declaration_of_its_argument_can_hold_is_refused_before_any_input(tmp_path):
+    """Trial 70: load_kernel at N = 2**31 + 8 of a kernel taking `int N` drew 8 GB of inputs,
+    picked a kernel, and only its call refused the size."""
+    from autotune.errors import ProblemError
+    from autotune.signatures import check_numbers
+    from conftest import SCALE_YAML, TEMPLATE_CL, write_spec
+
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, N]"),
+                                 TEMPLATE_CL.replace("__global float* y)", "__global float* y, int N)")))
+    check_numbers(spec, {"N": 2**31 - 1})
+    with pytest.raises(ProblemError, match=r"N=2147483656 does not fit the int32 scale takes it as; declare it long"):
+        check_numbers(spec, {"N": 2**31 + 8})
+    long_n = specs.load(write_spec(tmp_path / "long", SCALE_YAML.replace("args: [x, y]", "args: [x, y, N]"),
+                                   TEMPLATE_CL.replace("__global float* y)", "__global float* y, long N)")))
+    check_numbers(long_n, {"N": 2**31 + 8})

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import traceback
 import warnings
+from pathlib import Path
 from types import FrameType
 
 
@@ -121,6 +123,25 @@ def first_line(exc: BaseException) -> str:
     errors run to many lines, and autotune says what went wrong in one."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def raised_in(exc: BaseException, module: str | Path) -> str:
+    """``exc`` in one line, at the line of the user's code that raised it: in ``module`` (a
+    reference module's file) or beside it (trial 70: a reference's ModuleNotFoundError came
+    without a line, a SyntaxError as Python's tuple).
+
+    >>> try:
+    ...     compile("x = [", "ref.py", "exec")
+    ... except SyntaxError as e:
+    ...     raised_in(e, "ref.py")
+    "ref.py:1: SyntaxError: '[' was never closed"
+    """
+    folder = Path(module).parent
+    if isinstance(exc, SyntaxError):
+        return f"{exc.filename}:{exc.lineno}: {type(exc).__name__}: {exc.msg}"
+    mine = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).parent == folder]
+    where = f"{mine[-1].filename}:{mine[-1].lineno}: " if mine else ""
+    return f"{where}{type(exc).__name__}: {exc}"
 
 
 def clipped(text: str, width: int, cut: bool = False) -> str:

@@ -21,7 +21,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import guards
-from .errors import OptionError, SpecError, warn
+from .errors import OptionError, SpecError, raised_in, warn
 from .hosttime import watched
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .pristine import Pristine
@@ -272,7 +272,8 @@ def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:
     except MemoryError:
         raise
     except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
-        raise SpecError(f"{spec.reference}: {fn.__name__}() raised {exc!r}") from exc
+        raise SpecError(f"{spec.reference}: {fn.__name__}() raised {raised_in(exc, spec.reference)}") \
+            from exc
     except SystemExit as exc:  # trial 45: sys.exit(3) there ended autotune with status 3 and no word
         raise SpecError(f"{spec.reference}: {fn.__name__}() called sys.exit({exc.code!r}); return its "
                         "result instead") from None

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, warn
+from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, raised_in, warn
 from .expr import Expr
 from .resources import data_dir
 from .yamlload import AmbiguousBoolean, read_yaml
@@ -1436,7 +1436,8 @@ def _import_reference_alone(reference: str, spec_path: Path) -> ModuleType:
             loader_spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:  # user code: report it as a spec problem, not a crash
             del sys.modules[mod_name]
-            raise SpecError(f"{spec_path}: reference: importing {reference} failed: {exc!r}") from exc
+            raise SpecError(f"{spec_path}: reference: importing {reference} failed: {raised_in(exc, reference)}") \
+                from exc
         finally:
             sys.path.remove(str(folder))
             _forget_helpers(folder, loaded)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import SpecError
+from .errors import SpecError, raised_in
 from .spec import KernelSpec
 
 #: An output whose elements are off by at most this many units in the last place is off by
@@ -96,7 +96,8 @@ class Expected:
             except MemoryError:
                 raise
             except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
-                raise SpecError(f"{self.spec.reference}: check() raised {exc!r}") from exc
+                raise SpecError(f"{self.spec.reference}: check() raised "
+                                f"{raised_in(exc, self.spec.reference)}") from exc
             except SystemExit as exc:  # as measure._call
                 raise SpecError(f"{self.spec.reference}: check() called sys.exit({exc.code!r}); return None "
                                 "or a message instead") from None

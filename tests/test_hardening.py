@@ -429,15 +429,19 @@ def test_a_geometry_that_fails_for_one_value_makes_that_configuration_invalid(tm
 @pytest.mark.parametrize("body, message", [
     ("def inputs(problem, rng):\n    return None\n", "inputs() must return a dict"),
     ("def inputs(problem, rng):\n    return [1, 2]\n", "inputs() must return a dict"),
-    ("def inputs(problem, rng):\n    raise RuntimeError('no data')\n", "inputs() raised RuntimeError"),
+    # trial 70: at the line of the user's code, not as a repr
+    ("def inputs(problem, rng):\n    raise RuntimeError('no data')\n", "scale_ref.py:3: RuntimeError: no data"),
     # trial 45: autotune ended with the module's status and no word
     ("import sys\ndef inputs(problem, rng):\n    sys.exit(3)\n", "inputs() called sys.exit(3); return its result"),
-    ("import sys\nsys.exit(0)\ndef inputs(problem, rng):\n    return {}\n", "failed: SystemExit(0)"),
+    ("import sys\nsys.exit(0)\ndef inputs(problem, rng):\n    return {}\n", "scale_ref.py:3: SystemExit: 0"),
+    ("import no_such_helper\n", "failed: {folder}/scale_ref.py:2: ModuleNotFoundError: No module named "
+                                "'no_such_helper'"),
+    ("def inputs(problem, rng:\n", "failed: {folder}/scale_ref.py:2: SyntaxError: "),
 ])
 def test_a_broken_reference_module_is_one_spec_error(tmp_path, body, message):
     ref = "import numpy as np\n" + body + "def reference(problem, arrays):\n    return {'y': arrays['x']}\n"
-    spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
-    with pytest.raises(SpecError, match=re.escape(message)):
+    with pytest.raises(SpecError, match=re.escape(message.format(folder=tmp_path.resolve()))):
+        spec = specs.load(write_spec(tmp_path, SCALE_YAML, ref=ref))
         make_workload(spec, spec.resolve_problem({}))
 
 

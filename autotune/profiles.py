@@ -495,6 +495,9 @@ def refuse_read_only(path: Path, more: str = "") -> None:
         raise ProfileError(f"{path} is on a read-only file system, so results cannot be saved to it; set "
                            "AUTOTUNE_HOME to a folder on a writable one"
                            + (", or pass --no-save --storage :memory:" if more else ""))
+    if not os.access(path, os.R_OK):  # trial 71: a mode-000 profile was called read-only
+        raise ProfileError(f"{path} cannot be read, so results cannot be merged into it; make it readable and "
+                           f"writable to you (chmod u+rw) or set AUTOTUNE_HOME to another folder{more}")
     if not os.access(path, os.W_OK) or not path.stat().st_mode & 0o222:  # root passes access()
         owner = path.stat().st_uid
         how = "chmod u+w, or chattr -i where it is immutable" if owner == os.geteuid() else \

@@ -266,7 +266,10 @@ def _storage_problem(url: str, exc: Exception, reading: bool = False) -> str:
     sqlite = url.startswith("sqlite:///")
     if sqlite and Path(path).is_dir():
         return f"--storage {url!r} names a folder; give a file in it, e.g. sqlite:///{Path(path) / 'studies.db'}"
-    if sqlite and Path(path).is_file() and not os.access(path, os.W_OK):
+    if sqlite and Path(path).is_file() and not os.access(path, os.R_OK):  # trial 71: was "read-only"
+        return (f"{path} cannot be read ({first}): make it readable to you (chmod u+r, or ask its owner), or "
+                "give --storage another database")
+    if sqlite and Path(path).is_file() and not os.access(path, os.W_OK) and not reading:
         return (f"{path} is read-only ({first}); a run stores every trial in it: make it writable, or "
                 "copy it to a writable place and give that as --storage")
     if "database is locked" in first:

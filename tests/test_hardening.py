@@ -154,6 +154,23 @@ def test_a_full_disk_under_the_study_database_is_named_not_a_driver(tmp_path):
                        f"some space (`df {tmp_path}`), or give --storage a database elsewhere"), why
 
 
+def test_a_study_database_that_cannot_be_read_is_not_called_read_only(tmp_path, monkeypatch):
+    """Trial 71: `report` on a mode-000 studies.db was told it is read-only and to make it writable."""
+    import os
+    import sqlite3
+
+    from autotune.study import _storage_problem
+
+    db = tmp_path / "studies.db"
+    db.write_bytes(b"")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(db) else real(p, mode))  # as root, too
+    for reading in (True, False):
+        why = _storage_problem(f"sqlite:///{db}", sqlite3.OperationalError("unable to open database file"), reading)
+        assert why.startswith(f"{db} cannot be read (OperationalError: unable to open database file): make it "
+                              "readable to you"), why
+
+
 def test_a_study_database_another_process_keeps_locked_is_named_so_within_the_busy_timeout(scale, tmp_path,
                                                                                           monkeypatch):
     """Trial 26: a database held locked by another process was called a bad URL and a missing

@@ -425,3 +425,17 @@ def test_a_profile_whose_lock_another_process_holds_is_said_so(tmp_path):
                                                r"dev.yaml.lock, for 0.2 s"):
             profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2)
     assert profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2) == "added"
+
+
+def test_a_profile_that_cannot_be_read_is_not_called_read_only(tmp_path, monkeypatch):
+    """Trial 71: bench on a mode-000 profile said its ceilings were not kept as it is read-only."""
+    import os
+
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: mode != os.R_OK and real(p, mode) if str(p) == str(path)
+                        else real(p, mode))  # as a user without read permission (root has it)
+    with pytest.raises(ProfileError, match=r"dev.yaml cannot be read, so results cannot be merged into it; make it "
+                                           r"readable and writable to you"):
+        profiles.save_ceilings({"copy bandwidth": {"value": 1.0, "unit": "GB/s"}}, {"name": "Dev"}, path)

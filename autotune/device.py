@@ -18,7 +18,7 @@ from typing import Any
 import pyopencl as cl
 
 from . import clcontext, health, runtimes, settings
-from .errors import DeviceError
+from .errors import DeviceError, warn
 
 
 @dataclass(frozen=True)
@@ -199,9 +199,10 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
         match = next((item for item in found if item[0].selector == selector), None)
     else:
         needle = selector.lower()
-        match = next((item for item in found if needle in " ".join(
-            (item[0].platform, item[1].platform.vendor, item[0].vendor, item[0].name,
-             item[0].device_type)).lower()), None)
+        matches = [item for item in found if needle in " ".join(
+            (item[0].platform, item[1].platform.vendor, item[0].vendor, item[0].name, item[0].device_type)).lower()]
+        match = matches[0] if matches else None
+        _warn_ambiguous(selector + named, [d for d, _ in matches])
         # a profile's file name (the slug `report -d` and `autotune devices` show) names it too
         match = match or next((item for item in found if item[0].slug == needle), None)
     if match is not None:
@@ -213,6 +214,19 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
     raise DeviceError(
         f"no OpenCL device matches {selector!r}{named}; use an index, a name substring or a profile slug: {listing}"
     )
+
+
+_ambiguous_said: set[str] = set()
+
+
+def _warn_ambiguous(selector: str, matches: list[DeviceInfo]) -> None:
+    """Warn, once a process, where a name substring matches devices of more than one model
+    (trial 71: `-d amd` took Intel's runtime over PoCL's without a word); several of one model
+    (`-d nvidia` on a host of two H200s) take the first, as said in `autotune devices`."""
+    if len({(d.name, d.platform) for d in matches}) > 1 and selector not in _ambiguous_said:
+        _ambiguous_said.add(selector)
+        warn(f"{selector!r} matches {', '.join(f'{d.selector} ({d.name}, {d.platform})' for d in matches)}: "
+             f"using {matches[0].selector}; give a selector such as {matches[-1].selector} to choose another")
 
 
 def several(text: str) -> bool:

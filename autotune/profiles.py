@@ -465,7 +465,17 @@ def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
     try:
         return update(path, lambda doc: merge(doc, kernel, entry, device, usable, studied), wait_s)
     except OSError as exc:
-        raise ProfileError(f"cannot write {path} ({exc.strerror})") from None
+        raise ProfileError(f"cannot write {path} ({exc.strerror}){_fix(exc)}") from None
+
+
+def _fix(exc: OSError) -> str:
+    """The fix for a failed save, where the error names one (trial 72: "Permission denied" said
+    none, where a read-only file got the chmod advice)."""
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "; make it and its folder writable to you, or set AUTOTUNE_HOME to another folder"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "; free some space on its disk, or set AUTOTUNE_HOME to a folder on another"
+    return ""
 
 
 def check_writable(path: Path) -> None:

@@ -439,3 +439,16 @@ def test_a_profile_that_cannot_be_read_is_not_called_read_only(tmp_path, monkeyp
     with pytest.raises(ProfileError, match=r"dev.yaml cannot be read, so results cannot be merged into it; make it "
                                            r"readable and writable to you"):
         profiles.save_ceilings({"copy bandwidth": {"value": 1.0, "unit": "GB/s"}}, {"name": "Dev"}, path)
+
+
+def test_a_save_the_system_refuses_says_the_fix(tmp_path, monkeypatch):
+    """Trial 72: load_kernel's "not saved: cannot write X (Permission denied)" named no fix."""
+    import errno
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(profiles, "update", refused)
+    with pytest.raises(ProfileError, match=r"cannot write .*dev.yaml \(Permission denied\); make it and its folder "
+                                           r"writable to you, or set AUTOTUNE_HOME to another folder"):
+        profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, tmp_path / "dev.yaml")

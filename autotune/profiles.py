@@ -413,7 +413,8 @@ def _rehome(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[st
                for name, items in (doc.get("kernels") or {}).items()}
     for items in kernels.values():
         _own_device(items, header)
-    return {"device": header, "kernels": kernels}
+    # keys a person added beside them (notes: {owner: ...}) are kept (trial 72: dropped at the next save)
+    return {**{k: v for k, v in doc.items() if k not in ("device", "kernels")}, "device": header, "kernels": kernels}
 
 
 def _own_device(items: list[dict[str, Any]], header: Mapping[str, Any]) -> None:

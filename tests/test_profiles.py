@@ -452,3 +452,15 @@ def test_a_save_the_system_refuses_says_the_fix(tmp_path, monkeypatch):
     with pytest.raises(ProfileError, match=r"cannot write .*dev.yaml \(Permission denied\); make it and its folder "
                                            r"writable to you, or set AUTOTUNE_HOME to another folder"):
         profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, tmp_path / "dev.yaml")
+
+
+def test_a_top_level_key_a_person_added_survives_a_save(tmp_path):
+    """Trial 72: `notes: {owner: perf-team}` at the top of a profile was dropped by the next run."""
+    import yaml
+
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+    path.write_text("notes: {owner: perf-team}\n" + path.read_text())
+    profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)
+    doc = yaml.safe_load(path.read_text())
+    assert doc["notes"] == {"owner": "perf-team"} and len(doc["kernels"]["mm"]) == 2

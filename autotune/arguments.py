@@ -135,6 +135,9 @@ class Arguments:
                         f"; or, to keep its bytes as they are, {view}"
                         if value.nbytes == nbytes and value.nbytes % np.dtype(need.dtype).itemsize == 0 else "")
                 raise TypeError(f"{where} holds {_dtype_name(value.dtype)}; the kernel takes {need.dtype} ({fix})")
+            if value.base_data is None and value.nbytes < nbytes:  # empty: its size is what is wrong (trial 72)
+                shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
+                raise ValueError(f"{where} needs {nbytes} bytes for {shown}; got an empty array")
             if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
                 raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
             if not value.flags.forc:  # said before its size, which a strided view also lacks (trial 47)

@@ -92,6 +92,8 @@ def test_a_buffer_too_small_is_a_value_error_and_nothing_is_enqueued(mm, queue, 
         mm(buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), small)
     with pytest.raises(ValueError, match="argument A needs"):  # by name too, and for an input
         mm(A=small, B=buffer(queue, 4 * K * N), C=buffer(queue, C_BYTES))
+    with pytest.raises(ValueError, match=rf"argument C needs {C_BYTES} bytes .*; got an empty array"):  # trial 72
+        mm(buffer(queue, 4 * M * K), buffer(queue, 4 * K * N), cl_array.empty(queue, 0, np.float32))
     assert enqueued == []
 
 

@@ -363,8 +363,12 @@ class KernelSpec:
         for name, value in params.items():
             p = known[name]
             if p.flag is None and not _among(value, p.values):
-                if isinstance(value, str) and value in map(str, p.values):
-                    return f"{name}: {value!r} is text, not the value {value} (remove its quotes in the YAML)"
+                # 'true' for a boolean too (trial 72: only a quoted number was told so)
+                meant = next((v for v in p.values if isinstance(value, str) and not isinstance(v, str)
+                              and value.lower() == str(v).lower()), None)
+                if meant is not None:
+                    shown = str(meant).lower() if isinstance(meant, bool) else meant
+                    return f"{name}: {value!r} is text, not the value {shown} (remove its quotes in the YAML)"
                 if why := _other_type(value, p.values):
                     return f"{name}: {why}"
                 return f"{name}: {value!r} is not one of {', '.join(map(repr, p.values))}"

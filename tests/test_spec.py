@@ -610,3 +610,13 @@ def test_a_template_or_reference_that_cannot_be_read_or_is_a_folder_is_said_so(t
     (folder / "scale_ref.py").mkdir()
     with pytest.raises(SpecError, match=r"reference: .*scale_ref.py is a folder; give the reference module's file"):
         specs.load(folder / "scale.yaml")
+
+
+def test_a_quoted_boolean_in_a_stored_entry_is_told_to_lose_its_quotes():
+    """Trial 72: `USE_RESTRICT: 'true'` in a hand-edited entry was only "not one of False, True"."""
+    reverse = specs.load("reverse")
+    params = {**reverse.default_config, "USE_RESTRICT": "true"}
+    assert reverse._outside(params) == ("USE_RESTRICT: 'true' is text, not the value true (remove its quotes in "
+                                        "the YAML)")
+    assert reverse._outside({**reverse.default_config, "WG": "64"}) == \
+        "WG: '64' is text, not the value 64 (remove its quotes in the YAML)"

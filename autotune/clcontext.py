@@ -42,9 +42,12 @@ def _handlers_kept() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # only the main thread has them
         yield
         return
-    # SIGQUIT too: under Intel's handler Ctrl-backslash was swallowed and the run went on (trial 71)
+    # SIGQUIT too: under Intel's handler Ctrl-backslash was swallowed and the run went on (trial 71);
+    # and any the application handles or ignores (trial 75: a host's SIGUSR1 handler was never
+    # called again); the crash signals' defaults are left to the runtime
     quit_ = (signal.SIGQUIT,) if hasattr(signal, "SIGQUIT") else ()
     before = {s: signal.getsignal(s) for s in (*stops.signals(), *quit_)}
+    before.update({s: h for s in _catchable() if callable(h := signal.getsignal(s)) or h is signal.SIG_IGN})
     before.update({s: signal.SIG_IGN for s in stops.ignored()})  # Intel's runtime sets a handler over it
     try:
         yield
@@ -52,3 +55,9 @@ def _handlers_kept() -> Iterator[None]:
         for s, handler in before.items():
             if handler is not None:  # None: installed outside Python, which cannot put it back
                 signal.signal(s, handler)
+
+
+def _catchable() -> list[int]:
+    """The signals a handler can be set for."""
+    return [s for s in signal.valid_signals() if s not in (getattr(signal, "SIGKILL", None),
+                                                           getattr(signal, "SIGSTOP", None))]

@@ -386,10 +386,12 @@ def test_a_devices_profile_slug_selects_it_as_report_d_takes_it(ocl_device):
 
 
 #: In a fresh process (the runtime installs its handlers as it is loaded): the process's
-#: handlers of SIGINT, SIGTERM and SIGQUIT before and after listing the devices and making a context,
+#: handlers of SIGINT, SIGTERM, SIGQUIT and an application's SIGUSR1 before and after listing the
+#: devices and making a context,
 #: through autotune or pyopencl directly, as JSON.
 _HANDLERS = """
 import ctypes, json, signal, sys
+signal.signal(signal.SIGUSR1, lambda s, f: None)  # the application's own handler (trial 75)
 import autotune, pyopencl as cl
 from autotune import device
 from autotune.clcontext import context
@@ -400,7 +402,7 @@ class Action(ctypes.Structure):
 
 def handlers():
     out = []
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT):
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGUSR1):
         action = Action()
         ctypes.CDLL(None).sigaction(s, None, ctypes.byref(action))
         out.append(action.handler or 0)

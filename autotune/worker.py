@@ -213,11 +213,19 @@ def starting(*held: int) -> Iterator[None]:
     process inherits and takes on itself (:func:`stops.unblock`). multiprocessing's resource
     tracker is started first: starting it on the way (the first spawn) unblocks SIGINT and
     SIGTERM, so the process would start without them held; it ignores SIGHUP, and a SIGHUP
-    ignored here (``nohup``) is ignored by the process too."""
+    ignored here (``nohup``) is ignored by the process too. The application's default start
+    method is left unset where it was."""
     start_resource_tracker()
     stops.keep_ignored()
-    with stops.blocked(*held), main_left_out():
-        yield
+    method = mp.get_start_method(allow_none=True)
+    try:
+        with stops.blocked(*held), main_left_out():
+            yield
+    finally:
+        # a spawn asks for the default start method, which fixes it for the application (trial
+        # 75: its later set_start_method("spawn") raised "context has already been set")
+        if method is None:
+            mp.set_start_method(None, force=True)
 
 
 def start_resource_tracker() -> None:

@@ -818,3 +818,24 @@ def test_a_hangup_of_a_run_on_several_devices_stops_it_cleanly_unless_ignored(ho
         assert proc.returncode == 0 and "interrupted" not in out + err, err
     else:
         assert proc.returncode == 128 + signal.SIGHUP and out.count("stopped: interrupted,") == 2, out[-1500:]
+
+
+def test_tune_leaves_the_applications_default_start_method_unset():
+    """Trial 75: a spawn asks multiprocessing for its default start method, which fixed it: the
+    application's later set_start_method("spawn") raised "context has already been set"."""
+    import subprocess
+    import sys
+
+    code = """
+import multiprocessing as mp
+from autotune.worker import starting
+assert mp.get_start_method(allow_none=True) is None
+with starting():
+    p = mp.get_context("spawn").Process(target=print)
+    p.start()
+p.join()
+assert mp.get_start_method(allow_none=True) is None, mp.get_start_method(allow_none=True)
+mp.set_start_method("spawn")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

@@ -561,6 +561,13 @@ class StudyLog:
         if self._writer is not None:
             self._writer.close()
 
+    def release(self) -> None:
+        """Close the database's pooled connections: a process that tunes again and again (a
+        library's) kept four descriptors a run until a garbage collection (trial 75). The engine
+        would connect anew if used after."""
+        if self.engine is not None:
+            self.engine.dispose()
+
     def abandon(self, why: str) -> None:
         """The database stopped answering (``why``): nothing more is written to it, since each
         write would wait its busy timeout again (trial 57: a run with --timeout 60 went on for

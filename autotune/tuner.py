@@ -25,6 +25,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -1039,7 +1040,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     say = progress or (lambda *a: None)
     measures = evaluator is None  # on the device (not a replay's or a test's evaluator)
     with quiet_optuna(), stops.stop_signals() as signals, \
-            scratch.run_folder(_device_key(info) if measures else None) as folder:
+            scratch.run_folder(_device_key(info) if measures else None) as folder, ExitStack() as done:
         if measures:
             _warn_sharing(info)
         try:  # a stop while the study opens is the run's, when it starts (trial 60: a bare
@@ -1049,6 +1050,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
             if signals.requested():  # the stop is said, not the failure it cut short (trial 61)
                 raise KeyboardInterrupt from None
             raise
+        done.callback(run.log.release)  # last: the report and the saving read the study too
         lost: StorageError | WorkerError | None = None
         try:
             say("start", None, run.state)  # a callback's KeyboardInterrupt stops the run (trial 69)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import signal
 import sys
@@ -1597,3 +1598,21 @@ def test_progress_says_when_the_leaders_are_timed_again_and_a_stop_there_keeps_t
     with pytest.raises(TuningInterrupted) as caught:
         run(scale, FakeEvaluator(), progress=stop, trials=8, seed=0)
     assert caught.value.args[0].best is not None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_a_finished_run_keeps_no_database_connection_open(scale):
+    """Trial 75: each tune() kept four descriptors (the SQLite study and its WAL) until a garbage
+    collection, which a library calling it again and again with gc off never ran."""
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        run(scale, FakeEvaluator(), trials=2, storage=None)  # the first opens what stays (libraries)
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(3):
+            run(scale, FakeEvaluator(), trials=2, storage=None)
+        assert len(os.listdir("/proc/self/fd")) <= before
+    finally:
+        gc.enable()

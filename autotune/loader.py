@@ -390,7 +390,7 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
                                                            f"file named {spec.name})"
     what = ("its configuration, not verified with this version" if dict(entry.problem) == dict(problem)
             else f"the configuration tuned for {problem_label(entry.problem)}{version}, not verified at this size")
-    _warn_once(spec, info, problem, (
+    _warn_once(spec, info, problem, "nearest", (
         f"{lead}; using {what} "
         f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
     return Choice(params, "nearest", entry, path)
@@ -463,7 +463,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         saved = f"not saved: {exc}; this process uses it again without timing"
         _unsaved[key] = Choice(best.params, "measured", entry, path)
     what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
-    _warn_once(spec, info, problem, (
+    _warn_once(spec, info, problem, "measured", (
         f"{lead}: verified and timed {what} there "
         f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_failed(timed.measurements)}{_untimed(timed.untimed)}"
         f"{_costly(spec, costly)} "
@@ -591,7 +591,7 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
     if params is None:
         raise none_valid(spec, problem, facts, info.name)
     what = "default configuration" if params == default else "valid configuration nearest the default"
-    _warn_once(spec, info, problem, (
+    _warn_once(spec, info, problem, "default", (
         f"{lead}; using the {what}, not verified there "
         f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
     return Choice(params, "default")
@@ -608,8 +608,11 @@ def _closest_default(spec: KernelSpec, problem: Mapping[str, Any], facts: Mappin
     return _closest[key]
 
 
-def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any], message: str) -> None:
-    key = (str(spec.path), info.slug, problem_label(problem))
+def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any], origin: str,
+               message: str) -> None:
+    """Warn once a process per problem and origin: a problem whose kernel comes another way
+    later (the nearest tuned once a run tuned another size) is warned of again (trial 75)."""
+    key = (str(spec.path), info.slug, problem_label(problem), origin)
     if key not in _warned:
         _warned.add(key)
         _warn(message)

@@ -707,3 +707,18 @@ def test_each_kernel_used_from_a_profile_measured_elsewhere_is_warned_of(tmp_pat
     assert [len(s) for s in said] == [1, 1, 0], said  # once per kernel
     assert f"holds matmul entries measured on {FAKE.name}" in said[0][0]
     assert f"holds reverse entries measured on {FAKE.name}" in said[1][0]
+
+
+def test_a_problem_whose_kernel_comes_another_way_later_is_warned_of_again(folders, monkeypatch):
+    """Trial 75: with measuring off, a size given the default (warned of) got the nearest tuned
+    configuration once a run had tuned another size, without a word."""
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    loader._warned.clear()
+    problem = MM.resolve_problem({"M": 5000, "N": 5000, "K": 5000})
+    said = []
+    for where in ([folders[0]], folders):  # nothing tuned, then the shipped entries as well
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            origin = loader.choose(MM, FAKE, problem, where, None).origin
+        said.append((origin, [str(w.message) for w in caught if issubclass(w.category, loader.AutotuneWarning)]))
+    assert [(origin, len(messages)) for origin, messages in said] == [("default", 1), ("nearest", 1)], said

@@ -753,6 +753,11 @@ def _no_best(report: Any) -> str:
 def format_report(report: Any, worker: str | None = None) -> str:
     """The end-of-run summary (``worker``: the label of the worker whose report it is, where
     several tuned together)."""
+    from .tuner import TuneReport
+
+    if not isinstance(report, TuneReport):  # trial 75: None gave "'NoneType' object has no attribute 'spec'"
+        raise TypeError(f"format_report takes the TuneReport tune() returns (a TuningInterrupted carries one as "
+                        f".args[0]), not {type(report).__name__}")
     lines = [f"{report.spec.name} on {report.device.name} ({report.device.platform}), "
              f"problem {', '.join(f'{k}={v}' for k, v in report.problem.items())}"]
     best = report.best

@@ -151,6 +151,18 @@ class TunedKernel:
         self.arg_names = self._launch.arg_names
         self._arguments = Arguments(spec, self.problem, self.arg_names, self._context, queue.device)
 
+    def __reduce__(self) -> Any:
+        """Refused with the way out: its queue and built kernels belong to this process (trial 75:
+        pickling gave pyopencl's bare "cannot pickle 'CommandQueue' object")."""
+        raise TypeError(f"a TunedKernel ({self.spec.name}) holds its queue and built kernels, which belong to this "
+                        "process and cannot be pickled; in another process, call autotune.load_kernel there")
+
+    def __copy__(self) -> TunedKernel:
+        """A second handle on the same queue and built kernels (a shallow copy, as before)."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        return twin
+
     def __call__(self, *args: Any, wait_for: Sequence[cl.Event | Run] | cl.Event | Run | None = None,
                  **named: Any) -> Run:
         """Enqueue with buffers (and scalars) in ``arg_names`` order; returns the call's :class:`Run`.
@@ -624,7 +636,7 @@ def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.Dev
     return " ".join(words + (["-d", quote(info.selector)] if info.selector else []))
 
 
-def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKernel:
+def load_kernel(name: str | os.PathLike[str], queue: cl.CommandQueue, **problem: Any) -> TunedKernel:
     """The tuned ``name`` kernel (built-in name or spec path) for ``queue``'s device.
 
     Problem keys not given take the spec's defaults. Raises AutotuneError for bad input
@@ -638,7 +650,7 @@ def load_kernel(name: str, queue: cl.CommandQueue, **problem: Any) -> TunedKerne
     if not isinstance(getattr(queue, "device", None), cl.Device):  # a queue's, not a context's or None
         raise TypeError(f"load_kernel({name!r}, queue): queue must be a pyopencl.CommandQueue, "
                         f"not {type(queue).__name__}")
-    spec = load_spec(name)
+    spec = load_spec(os.fspath(name))
     prob = spec.resolve_problem(problem)
     check_numbers(spec, prob)  # a size its kernel's int cannot hold: before any input is drawn
     input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)

@@ -120,7 +120,7 @@ class TuneOptions:
 
     trials: int = 40
     timeout_s: float | None = 150.0
-    sampler: Sampler = Sampler.TPE
+    sampler: Sampler | str = Sampler.TPE  # "tpe", "random" or "grid"; a Sampler once made
     seed: int | None = None
     storage: str | None = None  # optuna URL; ":memory:" keeps the study in memory
     device: str | None = None
@@ -386,7 +386,7 @@ class _Run:
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))
         self.valid = valid
-        self.proposer = Proposer(options.sampler, valid, options.seed)
+        self.proposer = Proposer(Sampler(options.sampler), valid, options.seed)
         self.model = ParzenSearch(valid, options.seed, listable=self.valid_count <= POOL_ALL) \
             if options.sampler is Sampler.TPE else None
         self._taught = 0  # how many of the study's measurements the model has seen
@@ -1006,8 +1006,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
          evaluator: Evaluator | None = None, info: DeviceInfo | None = None) -> TuneReport:
     """Tune ``kernel`` (a built-in name, a spec path or a loaded spec) and save its profile.
 
-    ``progress`` is called with each event (``"start"``, then one per measured configuration)
-    as the command line's progress lines are; ``evaluator`` and ``info`` replace the real
+    ``progress`` is called with each event (``"start"``, ``"trial"`` after each measured
+    configuration, ``"confirm"`` before the fastest are timed again) as the command line's
+    progress lines are; ``evaluator`` and ``info`` replace the real
     device (tests use a fake one). The report's ``best`` is None where no configuration was
     verified (``stopped_by`` and ``failures`` say why; the command exits 1 then). Raises
     TuningInterrupted (carrying the report) on SIGINT/SIGTERM/SIGHUP after saving the best, BuildError

@@ -598,3 +598,23 @@ def test_a_kernel_of_ones_own_named_without_its_path_is_answered_with_the_spec_f
                                         rf"with {re.escape(str(path))}: give that path"):
         autotune.load_kernel("scale", queue)
     assert load(str(path), queue).origin == "exact"
+
+
+@needs_opencl
+def test_a_tuned_kernel_refuses_pickling_with_the_way_out_and_copies_shallowly(mm):
+    """Trial 75: pickling gave pyopencl's bare "cannot pickle 'CommandQueue' object"."""
+    import copy
+    import pickle
+
+    for refuse in (pickle.dumps, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"cannot be pickled; in another process, call autotune.load_kernel there"):
+            refuse(mm)
+    twin = copy.copy(mm)
+    assert twin.params == mm.params and twin.queue is mm.queue
+
+
+def test_format_report_of_something_else_is_a_type_error_that_names_what_it_takes():
+    """Trial 75: format_report(None) was an AttributeError from inside."""
+    for wrong in (None, "report"):
+        with pytest.raises(TypeError, match=r"format_report takes the TuneReport tune\(\) returns"):
+            autotune.format_report(wrong)

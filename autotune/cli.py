@@ -800,12 +800,12 @@ def format_report(report: Any, worker: str | None = None) -> str:
         if best.error is not None:
             lines.append(f"  error       {_describe_error(best)}")
     if report.unsteady:
-        first = report.unsteady[0]
+        racy = report.unsteady[0]
         more = f" (and {_count(len(report.unsteady) - 1, 'other')})" if len(report.unsteady) > 1 else ""
-        lines.append(f"  unsteady    {_fmt_full(first.params, report.spec, report.problem)}{more} passed "
+        lines.append(f"  unsteady    {_fmt_full(racy.params, report.spec, report.problem)}{more} passed "
                      "verification in the search and failed when checked again, so it was left out (a race "
                      "between work-items gives a wrong result now and then, and the check again also puts NaN "
-                     f"past the ends of outputs and scratch buffers): {_clip(first.message, 700)}")
+                     f"past the ends of outputs and scratch buffers): {_clip(racy.message, 700)}")
     if report.baseline is not None:
         if report.baseline.ok:
             sp = report.speedup
@@ -834,8 +834,8 @@ def format_report(report: Any, worker: str | None = None) -> str:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
         lines.append(f"    {count:>4} {status:<13} e.g. {_clip(report.failure_examples.get(status, ''), 400)}")
-    for name, value, failed in report.unverified:  # trial 56: it read as a variant that lost
-        how = ", ".join(f"{n} {status}" for status, n in sorted(failed.items()))
+    for name, value, faults in report.unverified:  # trial 56: it read as a variant that lost
+        how = ", ".join(f"{n} {status}" for status, n in sorted(faults.items()))
         lines.append(f"              no configuration with {name} = {value} ran correctly ({how}): the best is "
                      f"among the other {name} values; fix the failure and run again to compare")
     from .diagnose import WRONG_WINDOW

@@ -1089,8 +1089,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                studied=lambda old: (c := spec.from_stored(old.params, old.build_flags)) is not None
                                and run.log.get(c) is not None)
         if lost is not None:
-            saved = f"the best so far was saved to {report.profile_path} (partial)" if report.profile_path \
-                else "nothing was saved"
+            saved = what_was_saved(report)
             if isinstance(lost, WorkerError):
                 raise WorkerError(f"{lost}; {saved}; the same command resumes the study") from None
             raise StorageError(f"{lost} after {report.measured} trial{'s' * (report.measured != 1)}; {saved}; the "
@@ -1149,6 +1148,16 @@ def _evaluator(run: _Run, workload: Workload | None, folder: Path) -> Evaluator:
 #: was measured again and killed again (:meth:`_Run._killed_hint`).
 KILLED = died(-signal.SIGKILL)
 KILLED_AGAIN = "so it is not measured again"
+
+
+def what_was_saved(report: TuneReport) -> str:
+    """What a run cut short by its database or worker saved, in words (trial 74: "was saved"
+    where the profile kept its finished entry)."""
+    if report.profile_path is None:
+        return "nothing was saved"
+    if (report.profile_verdict or "").startswith("kept"):
+        return f"nothing was saved: {report.profile_path} keeps its entry ({report.profile_verdict})"
+    return f"the best so far was saved to {report.profile_path} (partial)"
 
 
 def default_time_limit(baseline: Measurement) -> float:

@@ -1616,3 +1616,14 @@ def test_a_finished_run_keeps_no_database_connection_open(scale):
         assert len(os.listdir("/proc/self/fd")) <= before
     finally:
         gc.enable()
+
+
+def test_a_run_cut_short_says_what_it_saved_and_not_a_save_the_profile_refused(scale):
+    """Trial 74: "the best so far was saved to ... (partial)" where the profile kept its entry."""
+    report = run(scale, FakeEvaluator(), trials=3)
+    assert tuner.what_was_saved(replace(report, profile_path=None)) == "nothing was saved"
+    assert tuner.what_was_saved(replace(report, profile_verdict="added")) == \
+        f"the best so far was saved to {report.profile_path} (partial)"
+    kept = replace(report, profile_verdict="kept (trial count updated)")
+    assert tuner.what_was_saved(kept) == f"nothing was saved: {report.profile_path} keeps its entry (kept (trial " \
+                                         "count updated))"

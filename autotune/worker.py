@@ -161,9 +161,9 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
     # a build log is normal for tuned variants; catch_warnings in build threads is not
     # thread-safe, so the worker (autotune's own process) ignores them for good
     warnings.simplefilter("ignore", cl.CompilerWarning)
-    if setup.stderr_file:
-        capture.redirect_stderr(Path(setup.stderr_file))
     try:
+        if setup.stderr_file:
+            _redirect_stderr(Path(setup.stderr_file))
         bench = make_bench(setup)
         conn.send(("ready", None))
         while True:
@@ -185,6 +185,17 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
             conn.send(("error", traceback.format_exc()))
         except OSError:
             pass
+
+
+def _redirect_stderr(path: Path) -> None:
+    """The worker's stderr to ``path``; WorkerError where the run's folder cannot take it (trial
+    74: a folder made immutable mid-run gave the new worker's traceback, then "died while
+    starting (exit status unknown)")."""
+    try:
+        capture.redirect_stderr(path)
+    except OSError as exc:
+        raise WorkerError(f"the run's temporary folder {path.parent} cannot be written ({exc.strerror}): give the "
+                          "run a TMPDIR it can write for as long as it runs") from None
 
 
 @contextmanager

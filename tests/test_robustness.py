@@ -672,3 +672,21 @@ print(failed)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_a_worker_that_cannot_write_the_run_folder_is_one_line_not_a_traceback(tmp_path, scale, capfd):
+    """Trial 74: a run folder made immutable mid-run gave the new worker's traceback, then "the
+    measuring worker died while starting (exit status unknown)"."""
+    from autotune import worker
+    from autotune.errors import WorkerError
+    from autotune.measure import TimingOptions
+
+    workload = tmp_path / "workload.npz"
+    workload.write_bytes(b"")
+    setup = worker.Setup(scale, "0:0", {"N": 256}, str(workload), TimingOptions(),
+                         stderr_file=str(tmp_path / "unwritable" / "worker-stderr.log"))
+    evaluator = worker.IsolatedEvaluator(setup, startup_timeout_s=120)
+    with pytest.raises(WorkerError, match=r"temporary folder .*unwritable cannot be written \(No such file or "
+                                          r"directory\): give the run a TMPDIR it can write"):
+        evaluator._start()
+    assert "Traceback" not in capfd.readouterr().err

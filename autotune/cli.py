@@ -601,6 +601,13 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
         return _STOPPED_BY + max(signums)  # SIGTERM (15) over SIGINT (2): it was passed on to all
     if unsaved:
         return _EXIT_ERROR
+    # a worker killed (the OOM killer, say) or failed: the others' best is saved, but a batch
+    # job must see it (trial 74: exit 0)
+    lost = [r for r in results if r.report is None and r.error is not None]
+    for r in lost:
+        _say(f"autotune: error: worker {r.label} ({r.info.name}) {r.error}; the other workers' results are saved")
+    if lost:
+        return _EXIT_ERROR
     if any(r.report is not None and r.report.best is not None for r in results):
         return 0
     _say("autotune: error: no worker found a verified configuration; the summaries above say why")

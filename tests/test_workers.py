@@ -839,3 +839,22 @@ mp.set_start_method("spawn")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_worker_that_ends_without_a_summary_fails_the_command(scale, monkeypatch, capsys):
+    """Trial 74: one of two workers killed by SIGKILL (the OOM killer, say), and the command
+    exited 0: a batch job could not tell."""
+    from dataclasses import replace as changed
+
+    from autotune import fleet
+
+    report = tune(scale, TuneOptions(timeout_s=None, trials=2, storage=":memory:", save=False),
+                  evaluator=Slow([], threading.Lock()), info=FAKE)
+    two = changed(FAKE, selector="1:0")
+    results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report),
+               fleet.WorkerResult("1:0", two, error="ended without a summary (killed by SIGKILL)")]
+    monkeypatch.setattr(fleet, "tune_together", lambda *a: results)
+    monkeypatch.setattr(devices, "select_many", lambda text, given="--device": [FAKE, two])
+    assert cli.main(["run", str(scale.path), "-d", f"{FAKE.selector},1:0", "-n", "2", "--no-save"]) == 1
+    assert capsys.readouterr().err.endswith(f"autotune: error: worker 1:0 ({two.name}) ended without a summary "
+                                            "(killed by SIGKILL); the other workers' results are saved\n")

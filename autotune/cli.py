@@ -248,7 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="launches per batch, 1 to 100,000 (default: 1000)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
                            "ceilings (copy bandwidth, FP32 FMA rate; for matmul cuBLAS on a GPU, "
-                           "numpy on a CPU)")
+                           "numpy on a CPU)",
+                           description="Verify and time the configuration load_kernel would use (at a size "
+                           "not tuned, it is chosen as load_kernel's first use chooses it, and that pick is saved "
+                           "to the profile) and the spec's baseline, beside the ceiling the spec names, measured "
+                           "in the same run; the device ceilings measured are kept in its profile.")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
     bench.add_argument("-s", "--size", default=None, help="problem, as for run")
     bench.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
@@ -1228,8 +1232,9 @@ def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
         if len(named) > 1:
             raise DeviceError(f"{exc}; {selector!r} is a part of several profiles' names: -d {' | -d '.join(named)}"
                               ) from None
-        raise DeviceError(f"{exc}; to show the profile of a device not present here, name its file: "
-                          f"-d {' | -d '.join(sorted(files))}") from None
+        # trial 71: "a device not present here" listed this host's own devices' profiles too
+        raise DeviceError(f"{exc}; or show a profile by the name of its file: -d {' | -d '.join(sorted(files))}"
+                          ) from None
 
 
 def _remedy(why: str, ours: bool) -> str:

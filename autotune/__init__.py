@@ -71,8 +71,13 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module = f"{__name__}.{_LAZY[name]}"
     with _importing:
-        if module in sys.modules:  # no filter change: that shows a warning a loop gave once again
-            value = getattr(sys.modules[module], name)
+        loaded = sys.modules.get(module)
+        if loaded is not None and getattr(loaded.__spec__, "_initializing", False):
+            # another thread's `import autotune.tuner` is still running it (trial 73): the import
+            # system waits for it to finish
+            value = getattr(importlib.import_module(module), name)
+        elif loaded is not None:  # no filter change: that shows a warning a loop gave once again
+            value = getattr(loaded, name)
         else:
             with warnings.catch_warnings():
                 # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a

@@ -584,7 +584,7 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
         best = min(mine, key=lambda r: r.report.best.median_ms if r.report and r.report.best else math.inf,
                    default=None)
         if best is not None and best.report is not None:
-            print("\n" + format_report(best.report, best.label if len(done) > 1 else None))
+            print("\n" + format_report(best.report, worker=best.label if len(done) > 1 else None))
         if len(done) > 1:
             wall = max(r.wall_s for r in done)
             total, held = sum(r.measured for r in done), max(r.study_trials for r in done)
@@ -761,7 +761,7 @@ def _no_best(report: Any) -> str:
             "no configuration ran to a result to verify (failures below)")
 
 
-def format_report(report: Any, worker: str | None = None) -> str:
+def format_report(report: Any, *, worker: str | None = None) -> str:
     """The end-of-run summary (``worker``: the label of the worker whose report it is, where
     several tuned together)."""
     from .tuner import TuneReport

@@ -102,14 +102,30 @@ def sharing(device: str, where: str | Path | None = None) -> list[str]:
     mine = command_name()
     found = []
     for path in named:
-        try:
-            command, _, on = path.read_text().partition("\n")
-        except OSError:
-            continue
+        command, _, on = _small_text(path).partition("\n")
         if (on.strip() == device and command != mine and (state := _lock_state(path.parent)) is not None
                 and state[1] and not gone(command)):
             found.append(command)
     return sorted(set(found))
+
+
+def _small_text(path: Path) -> str:
+    """The first 300 bytes of ``path`` as text where it is a regular file of this user's, else
+    "" (trial 73: a FIFO there hung every run, a link to /dev/zero ran out of memory, a byte
+    that is not UTF-8 was a traceback; on a shared /tmp anyone may put one there)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return ""
+        return os.read(fd, 300).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def pocl_cache() -> Path:
@@ -155,7 +171,7 @@ def _lock_state(folder: Path) -> tuple[str, bool] | None:
     there are no locks to tell), or None without a lock file (another program's folder, or one
     being made)."""
     try:
-        fd = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(folder / OWNER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO must not hang it
     except OSError:
         return None
     try:

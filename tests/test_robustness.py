@@ -672,6 +672,23 @@ print(failed)
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+    # trial 73: one thread's own `import autotune.tuner` still running while another reads autotune.tune
+    direct = """
+import importlib, threading, time, autotune
+failed = []
+def read():
+    time.sleep(0.05)
+    try:
+        autotune.tune
+    except Exception as exc:
+        failed.append(repr(exc))
+threads = [threading.Thread(target=importlib.import_module, args=("autotune.tuner",)), threading.Thread(target=read)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(failed)
+"""
+    done = subprocess.run([sys.executable, "-c", direct], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stdout + done.stderr
 
 
 def test_a_worker_that_cannot_write_the_run_folder_is_one_line_not_a_traceback(tmp_path, scale, capfd):

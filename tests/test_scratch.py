@@ -189,3 +189,14 @@ def test_tune_warns_of_another_command_measuring_on_its_device(tmp_dir, tmp_path
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_device_file_that_is_no_small_text_file_of_ours_is_passed_over(tmp_dir):
+    """Trial 73: a FIFO named .device in an autotune-run-* folder hung every run, a link to
+    /dev/zero ran it out of memory, a byte that is not UTF-8 was a traceback."""
+    for name, make in (("fifo", lambda p: os.mkfifo(p)), ("zero", lambda p: p.symlink_to("/dev/zero")),
+                       ("bytes", lambda p: p.write_bytes(b"\xff\xfe\n0:0 X Y\n"))):
+        folder = tmp_dir / f"{scratch.PREFIX}{name}"
+        folder.mkdir()
+        make(folder / scratch.DEVICE)
+    assert scratch.sharing("0:0 X Y") == []

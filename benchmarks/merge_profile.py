@@ -28,9 +28,18 @@ def main() -> int:
     ap.add_argument("--as-picked", action="store_true")
     args = ap.parse_args()
     source, target = Path(args.source), Path(args.target)
+    if not source.is_file():  # trial 73: read as an empty profile, a typo merged nothing and exited 0
+        print(f"merge_profile: error: {source} is no file", file=sys.stderr)
+        return 1
     try:
         doc = profiles.read(source, check_entries=False)  # a malformed entry is left out, said
         device = profiles.read(target, check_entries=False).get("device") or doc.get("device") or {}
+        other = profiles.written_for_another(doc.get("device"), device)
+        if other is not None and not args.as_picked:  # trial 73: another GPU's times under this one's header
+            print(f"merge_profile: error: {source} was measured on {other}, not on {profiles.described(device)}: "
+                  "its times say nothing of this device; give --as-picked to take its winners as starting "
+                  "points for a run here", file=sys.stderr)
+            return 1
         for kernel in doc.get("kernels") or {}:
             for entry in profiles.entries(doc, kernel, args.source, on_error=_skipped):
                 if args.tuned_only and entry.picked:

@@ -260,7 +260,7 @@ def test_a_parameter_a_variant_ignores_is_judged_only_where_it_applies(tmp_path)
     assert s.variant_first()[0] == "MODE"
     assert plots.importance_label(s).endswith("(one with a condition: over the trials where it applies)")
     # each a share of the variance, not normalized (trial 70: a lone variant parameter explaining
-    # 2.5% of it was drawn at 100%)
+    # 2.5% of it was drawn at 100%); a grid tries every combination, so its shares do not overlap
     unconditional = [v for k, v in s.importances.items() if k not in s.importance_where]
     assert all(0 <= v <= 1 for v in unconditional) and sum(unconditional) <= 1.0 + 1e-9
     assert "not judged" not in plots.importance_label(s)

@@ -178,7 +178,9 @@ def importance_label(s: Section) -> str:
     """The importance figure's axis label: what a bar is, and which parameters were not judged
     (trial 30: one with too few trials where it applies was left out unsaid)."""
     # not normalized: a lone parameter of its kind was drawn at 0% or 100% whatever it explained (trial 70)
-    label = "share of the variance of log(time) each explains alone (the rest: interactions, noise)"
+    # ω² of each parameter alone: where the search tried values together their shares overlap, so
+    # the bars need not sum to 1 (trial 73: 307% over a TPE study)
+    label = "share of the variance of log(time) each parameter's values explain (shares overlap where tried together)"
     if s.importance_where:
         label += "\n(one with a condition: over the trials where it applies)"
     if left := [n for n in s.variant_first() if n not in s.importances]:

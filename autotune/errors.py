@@ -112,7 +112,10 @@ class TuningInterrupted(AutotuneError):
         after = f" after {measured} measured configuration{'s' * (measured != 1)}" if measured is not None else ""
         # trial 66: a progress callback's KeyboardInterrupt was called a SIGINT
         by = signal.Signals(self.signum).name if self.signalled else "a KeyboardInterrupt raised in the run"
-        return f"tuning stopped by {by}{after}; the finished trials were kept"
+        # trial 73: "were kept" of a study in memory, which ends with the run
+        kept = "the study was in memory: not kept" if getattr(self.report, "storage", None) == ":memory:" \
+            else "the finished trials were kept"
+        return f"tuning stopped by {by}{after}; {kept}"
 
     def __repr__(self) -> str:
         return f"TuningInterrupted({str(self)!r})"  # trial 66: the report's 11 KB repr

@@ -1540,7 +1540,9 @@ def test_a_report_and_a_stop_read_in_one_line_in_a_notebook(scale):
     with pytest.raises(TuningInterrupted) as caught:
         run(scale, FakeEvaluator(), progress=stop, trials=5)
     assert str(caught.value) == ("tuning stopped by a KeyboardInterrupt raised in the run after 2 measured "
-                                 "configurations; the finished trials were kept")
+                                 "configurations; the study was in memory: not kept")  # trial 73
+    with pytest.raises(TuningInterrupted, match="; the finished trials were kept$"):
+        run(scale, FakeEvaluator(), progress=stop, trials=5, storage=None)
     assert caught.value.signum == signal.SIGINT  # no earlier run's signal (trial 69)
 
     def at_start(event, m, state):

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 from filelock import FileLock, Timeout
 
-from .errors import ProfileError
+from .errors import ProfileError, warn
 from .resources import data_dir
 from .yamlload import load_bytes, read_yaml
 
@@ -456,6 +456,20 @@ def _is_number(value: Any) -> bool:
 
 #: How long a save waits for another process's save to the same profile.
 LOCK_WAIT_S = 60.0
+#: A wait for the lock longer than this is said (another save takes well under it).
+LOCK_SAID_S = 1.0
+
+
+def _acquire(lock: FileLock, path: Path, wait_s: float) -> None:
+    """Take ``lock``, saying so where it takes longer than :data:`LOCK_SAID_S` (trial 73: a run
+    waited a minute at its end without a line); Timeout after ``wait_s``."""
+    try:
+        lock.acquire(timeout=min(LOCK_SAID_S, wait_s))
+    except Timeout:
+        if wait_s <= LOCK_SAID_S:
+            raise
+        warn(f"{path.name}: another process holds its lock ({path.name}.lock); waiting up to {wait_s:g} s to save")
+        lock.acquire(timeout=wait_s - LOCK_SAID_S)
 
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
@@ -552,9 +566,9 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
     if path.is_symlink() and (path.resolve().is_file() or not path.resolve().exists()):
         path = path.resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path) + ".lock", timeout=wait_s)
+    lock = FileLock(str(path) + ".lock")
     try:
-        lock.acquire()
+        _acquire(lock, path, wait_s)
     except Timeout:  # its strerror is None: "cannot write X (None)" said nothing (trial 72)
         raise OSError(errno.EAGAIN, f"another process has held its lock, {path.name}.lock, for {wait_s:g} s: "
                                     "a run or load_kernel saving to it, or one stuck (`fuser` names it)") from None

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune import profiles
-from autotune.errors import ProfileError
+from autotune.errors import AutotuneWarning, ProfileError
 
 
 def entry(problem, t, spec_hash="h1", params=None, partial=False, study="s1"):
@@ -424,6 +424,11 @@ def test_a_profile_whose_lock_another_process_holds_is_said_so(tmp_path):
         with pytest.raises(ProfileError, match=r"cannot write .*dev.yaml \(another process has held its lock, "
                                                r"dev.yaml.lock, for 0.2 s"):
             profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2)
+        # a longer wait is said as it starts (trial 73: a run waited a minute at its end unsaid)
+        with pytest.warns(AutotuneWarning, match=r"dev.yaml: another process holds its lock \(dev.yaml.lock\); "
+                                                 r"waiting up to 1.3 s"):
+            with pytest.raises(ProfileError, match=r"for 1.3 s"):
+                profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=1.3)
     assert profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2) == "added"
 
 

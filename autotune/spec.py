@@ -726,8 +726,8 @@ def resolve(name_or_path: str) -> Path:
         here = Path(name_or_path)
         if name_or_path and _exists(here):  # trial 71: a folder or file of this name was an unknown kernel
             what = "a folder" if here.is_dir() else "a file without .yaml or .yml"
-            raise SpecError(f"unknown kernel {name_or_path!r}, and ./{name_or_path} is {what}: a spec is named by "
-                            f"its path ending in .yaml (or .yml), or by a built-in's name: {', '.join(known)}")
+            raise SpecError(f"unknown kernel {name_or_path!r}; {suggestion}./{name_or_path} is {what}: a spec is "
+                            f"named by its path ending in .yaml (or .yml), or by a built-in's name: {', '.join(known)}")
         raise SpecError(
             f"unknown kernel {name_or_path!r}; {suggestion}known kernels: {', '.join(known)} "
             "(or give the path of your own spec YAML; `autotune list` shows them)"

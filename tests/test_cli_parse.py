@@ -235,7 +235,10 @@ def test_a_folder_or_extensionless_file_named_as_a_kernel_is_said_so(tmp_path, m
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d").mkdir()
     (tmp_path / "noext").write_text("kernel: x\n")
-    with pytest.raises(SpecError, match=r"unknown kernel 'd', and ./d is a folder: a spec is named by its path"):
+    with pytest.raises(SpecError, match=r"unknown kernel 'd'; ./d is a folder: a spec is named by its path"):
         specs.resolve("d")
     with pytest.raises(SpecError, match=r"./noext is a file without .yaml or .yml"):
         specs.resolve("noext")
+    (tmp_path / "matmul2").mkdir()  # trial 73: the near miss went unsaid
+    with pytest.raises(SpecError, match=r"unknown kernel 'matmul2'; did you mean 'matmul'\? ./matmul2 is a folder"):
+        specs.resolve("matmul2")

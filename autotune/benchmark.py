@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import ceilings, firstuse, profiles, settings
+from . import ceilings, firstuse, profiles, scratch, settings
 from . import device as devices
 from . import spec as specs
 from .ceilings import Ceiling
@@ -58,6 +58,14 @@ def run(kernel: str | specs.KernelSpec, problem: Mapping[str, Any] | None = None
     prob = spec.resolve_problem(problem)
     info, dev = devices.select(selector)
     check_fits(spec, prob, info)  # before the first-use timer draws the inputs
+    with scratch.run_folder(info.key):  # a run on this device is warned of bench's timings, and bench of a run's
+        scratch.warn_sharing(info.key, f"{info.name} ({info.selector})")
+        return _measured(spec, prob, info, dev, copy_bytes)
+
+
+def _measured(spec: specs.KernelSpec, prob: dict[str, Any], info: devices.DeviceInfo, dev: Any,
+              copy_bytes: int) -> BenchResult:
+    """:func:`run`'s timings, on ``dev``."""
     ctx = context(dev)
     choice = choose(spec, info, prob, timer=firstuse.timer(spec, prob, ctx, dev, info.facts()))
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(), BENCH_TIMING)

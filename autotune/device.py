@@ -45,6 +45,11 @@ class DeviceInfo:
         return slugify(f"{self.vendor} {self.name}")
 
     @property
+    def key(self) -> str:
+        """This device of this host, as a run's temporary folder names it (:func:`autotune.scratch.sharing`)."""
+        return f"{self.selector} {self.platform} {self.name}"
+
+    @property
     def is_gpu(self) -> bool:
         return self.device_type == "GPU"
 

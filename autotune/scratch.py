@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import warn
 from .processes import command_name, gone, owner_name
 
 try:
@@ -107,6 +108,17 @@ def sharing(device: str, where: str | Path | None = None) -> list[str]:
                 and state[1] and not gone(command)):
             found.append(command)
     return sorted(set(found))
+
+
+def warn_sharing(device: str, shown: str) -> None:
+    """Warn where another command of this host measures on ``device`` now (``shown``: it in
+    words); trial 64: two shells on one device each slowed the other's timings without a word."""
+    others = sharing(device)
+    if others:
+        pids = ", ".join(o.rpartition(":")[2] for o in others)
+        warn(f"another autotune command (process {pids}) is measuring on {shown} now: each slows the other's "
+             "timings, so a run may save a slower configuration as its best; let one finish first, or give each "
+             "its own device (-d, or -d all in one command)")
 
 
 def _small_text(path: Path) -> str:

@@ -1041,9 +1041,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     say = progress or (lambda *a: None)
     measures = evaluator is None  # on the device (not a replay's or a test's evaluator)
     with quiet_optuna(), stops.stop_signals() as signals, \
-            scratch.run_folder(_device_key(info) if measures else None) as folder, ExitStack() as done:
+            scratch.run_folder(info.key if measures else None) as folder, ExitStack() as done:
         if measures:
-            _warn_sharing(info)
+            scratch.warn_sharing(info.key, f"{info.name} ({info.selector})")
         try:  # a stop while the study opens is the run's, when it starts (trial 60: a bare
             with stops.held():  # KeyboardInterrupt, for SIGTERM too)
                 run = _Run(spec, info, prob, options, valid, say, t_start)
@@ -1101,22 +1101,6 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         # a callback's stop has no signal: not an earlier run's (trial 69)
         raise TuningInterrupted(report, stops.last_stop_signal() if signalled else signal.SIGINT, signalled)
     return report
-
-
-def _device_key(info: DeviceInfo) -> str:
-    """The device a run measures on, as its temporary folder names it (scratch.sharing)."""
-    return f"{info.selector} {info.platform} {info.name}"
-
-
-def _warn_sharing(info: DeviceInfo) -> None:
-    """Warn where another command of this host tunes on the same device now (trial 64: two
-    shells on one device, each slowing the other's timings without a word)."""
-    others = scratch.sharing(_device_key(info))
-    if others:
-        pids = ", ".join(o.rpartition(":")[2] for o in others)
-        warn(f"another autotune run (process {pids}) is measuring on {info.name} ({info.selector}) now: each "
-             "slows the other's timings, so either may save a slower configuration as its best; let one "
-             "finish first, or give each its own device (-d, or -d all in one command)")
 
 
 def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions,

@@ -176,16 +176,20 @@ def test_the_workers_of_one_command_on_one_device_are_not_warned_of_each_other(t
 
 
 @needs_opencl
-def test_tune_warns_of_another_command_measuring_on_its_device(tmp_dir, tmp_path, ocl_device):
-    from autotune import device, tuner
+def test_tune_and_bench_warn_of_another_command_measuring_on_their_device(tmp_dir, tmp_path, ocl_device):
+    from autotune import device
     from autotune.errors import AutotuneWarning
 
     info, _ = device.select(ocl_device)
-    p, _ = _holder(tuner._device_key(info))
+    p, _ = _holder(info.key)
     try:
         path = write_spec(tmp_path, SCALE_YAML)
-        with pytest.warns(AutotuneWarning, match=rf"another autotune run \(process {p.pid}\) is measuring on "):
+        said = rf"another autotune command \(process {p.pid}\) is measuring on "
+        with pytest.warns(AutotuneWarning, match=said):
             tune(str(path), TuneOptions(trials=2, timeout_s=None, storage=":memory:", save=False, device=ocl_device))
+        from autotune import benchmark
+        with pytest.warns(AutotuneWarning, match=said):  # bench times on the device too
+            benchmark.run(str(path), {"N": 256}, ocl_device, copy_bytes=1 << 20)
     finally:
         p.kill()
         p.wait()

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import __version__, stops
 from .errors import (
@@ -130,12 +130,24 @@ class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        """As argparse's; a usage error whose message cannot be written keeps its status 2."""
+        if message:
+            try:
+                self._print_message(message, sys.stderr)
+            except OSError:
+                pass
+        sys.exit(status)
+
     def _print_message(self, message: str, file: Any = None) -> None:
         """As argparse's, less its silence about a failed write (trial 71: `--help >/dev/full`
         exited 0): main() says it."""
-        if message and (file := file or sys.stdout) is not None:
-            file.write(message)
-            file.flush()
+        if not message:
+            return
+        if (file := file or sys.stdout) is None:  # started with `>&-` (trial 76: exit 0, nothing said)
+            raise OSError(errno.EBADF, "standard output is closed")
+        file.write(message)
+        file.flush()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,6 +302,12 @@ def console() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given and given[0].startswith("-") and given[0] not in ("-h", "--help", "--version"):
+        # trial 76: `autotune -d 0:0 show` was "invalid choice: '0:0'"
+        _say(f"autotune: error: {given[0].split('=')[0]} goes after the command: autotune COMMAND "
+             f"{given[0].split('=')[0]} ... (see `autotune --help`)")
+        return _EXIT_USAGE
     try:
         args, unknown = build_parser().parse_known_args(argv)
     except BrokenPipeError:  # --help's reader left: as for any command's output
@@ -608,8 +626,10 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
     # a worker killed (the OOM killer, say) or failed: the others' best is saved, but a batch
     # job must see it (trial 74: exit 0)
     lost = [r for r in results if r.report is None and r.error is not None]
-    for r in lost:
-        _say(f"autotune: error: worker {r.label} ({r.info.name}) {r.error}; the other workers' results are saved")
+    saved = any(r.report is not None and r.report.profile_path is not None for r in results)
+    for r in lost:  # trial 76: "the others' results are saved" where none were, or --no-save
+        _say(f"autotune: error: worker {r.label} ({r.info.name}) {r.error}"
+             + ("; the other workers' best is saved" if saved else ""))
     if lost:
         return _EXIT_ERROR
     if any(r.report is not None and r.report.best is not None for r in results):

@@ -60,7 +60,7 @@ from .result import Measurement, Status
 from .signatures import check_numbers
 from .space import ValidSpace, canonical, check, config_key, geometry, none_valid, space_size
 from .spec import BUILTIN_FILE, KernelSpec, Value, config_label, problem_label
-from .study import StudyId, StudyLog, quiet_optuna
+from .study import IN_MEMORY, StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
 from .worker import LAST_OUTPUT, Evaluator, Setup, died, open_evaluator
 
@@ -1090,8 +1090,10 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                and run.log.get(c) is not None)
         if lost is not None:
             saved = what_was_saved(report)
-            if isinstance(lost, WorkerError):
-                raise WorkerError(f"{lost}; {saved}; the same command resumes the study") from None
+            if isinstance(lost, WorkerError):  # trial 76: "resumes" of a study kept in memory
+                again = "the study was in memory: not kept" if options.storage == IN_MEMORY else \
+                    "the same command resumes the study"
+                raise WorkerError(f"{lost}; {saved}; {again}") from None
             raise StorageError(f"{lost} after {report.measured} trial{'s' * (report.measured != 1)}; {saved}; the "
                                "same command resumes "
                                "the study once its database answers again")

@@ -213,7 +213,7 @@ def test_help_that_cannot_be_written_is_an_error_not_a_silent_success(argv):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["--json", "list"], "autotune list: error: --json goes after the command: autotune list --json ..."),
+    (["--json", "list"], "autotune: error: --json goes after the command: autotune COMMAND --json ..."),
     (["show", ""], "autotune show: error: KERNEL is empty; give a kernel name or spec path"),
 ])
 def test_an_option_before_its_command_or_an_empty_kernel_is_said_so(capsys, argv, said):
@@ -242,3 +242,14 @@ def test_a_folder_or_extensionless_file_named_as_a_kernel_is_said_so(tmp_path, m
     (tmp_path / "matmul2").mkdir()  # trial 73: the near miss went unsaid
     with pytest.raises(SpecError, match=r"unknown kernel 'matmul2'; did you mean 'matmul'\? ./matmul2 is a folder"):
         specs.resolve("matmul2")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["-d", "0:0", "show"], "autotune: error: -d goes after the command: autotune COMMAND -d ..."),
+    (["--storage=x", "run", "matmul"], "autotune: error: --storage goes after the command"),
+])
+def test_an_option_with_a_value_before_the_command_is_said_to_go_after_it(capsys, argv, said):
+    """Trial 76: `autotune -d 0:0 show` was "argument COMMAND: invalid choice: '0:0'"."""
+    from autotune import cli
+
+    assert cli.main(argv) == 2 and capsys.readouterr().err.startswith(said)

@@ -206,8 +206,11 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
         needle = selector.lower()
         matches = [item for item in found if needle in " ".join(
             (item[0].platform, item[1].platform.vendor, item[0].vendor, item[0].name, item[0].device_type)).lower()]
+        if require_build and len(matches) > 1:  # those that cannot build are no choice (trial 76)
+            built = build_checks(matches)
+            matches = [m for m in matches if built[m[0].selector].ok] or matches
         match = matches[0] if matches else None
-        _warn_ambiguous(selector + named, [d for d, _ in matches])
+        _warn_ambiguous(selector, named, [d for d, _ in matches])
         # a profile's file name (the slug `report -d` and `autotune devices` show) names it too
         match = match or next((item for item in found if item[0].slug == needle), None)
     if match is not None:
@@ -224,13 +227,13 @@ def select(selector: str | None = None, require_build: bool = True) -> tuple[Dev
 _ambiguous_said: set[str] = set()
 
 
-def _warn_ambiguous(selector: str, matches: list[DeviceInfo]) -> None:
+def _warn_ambiguous(selector: str, named: str, matches: list[DeviceInfo]) -> None:
     """Warn, once a process, where a name substring matches devices of more than one model
     (trial 71: `-d amd` took Intel's runtime over PoCL's without a word); several of one model
     (`-d nvidia` on a host of two H200s) take the first, as said in `autotune devices`."""
     if len({(d.name, d.platform) for d in matches}) > 1 and selector not in _ambiguous_said:
         _ambiguous_said.add(selector)
-        warn(f"{selector!r} matches {', '.join(f'{d.selector} ({d.name}, {d.platform})' for d in matches)}: "
+        warn(f"{selector!r}{named} matches {', '.join(f'{d.selector} ({d.name}, {d.platform})' for d in matches)}: "
              f"using {matches[0].selector}; give a selector such as {matches[-1].selector} to choose another")
 
 

@@ -140,11 +140,12 @@ def raised_in(exc: BaseException, module: str | Path) -> str:
     "ref.py:1: SyntaxError: '[' was never closed"
     """
     folder = Path(module).parent
-    if isinstance(exc, SyntaxError):
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).parent == folder:
         return f"{exc.filename}:{exc.lineno}: {type(exc).__name__}: {exc.msg}"
     mine = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).parent == folder]
     where = f"{mine[-1].filename}:{mine[-1].lineno}: " if mine else ""
-    return f"{where}{type(exc).__name__}: {exc}"
+    said = first_line(exc) if str(exc).strip() else ""  # one line; none where it has no message
+    return f"{where}{type(exc).__name__}" + (f": {said}" if said else "")
 
 
 def clipped(text: str, width: int, cut: bool = False) -> str:

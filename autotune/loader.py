@@ -155,7 +155,8 @@ class TunedKernel:
         """Refused with the way out: its queue and built kernels belong to this process (trial 75:
         pickling gave pyopencl's bare "cannot pickle 'CommandQueue' object")."""
         raise TypeError(f"a TunedKernel ({self.spec.name}) holds its queue and built kernels, which belong to this "
-                        "process and cannot be pickled; in another process, call autotune.load_kernel there")
+                        "process and cannot be pickled or deep-copied: another process calls autotune.load_kernel "
+                        "itself, and copy.copy gives a second handle on the same ones")
 
     def __copy__(self) -> TunedKernel:
         """A second handle on the same queue and built kernels (a shallow copy, as before)."""

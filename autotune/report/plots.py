@@ -180,7 +180,8 @@ def importance_label(s: Section) -> str:
     # not normalized: a lone parameter of its kind was drawn at 0% or 100% whatever it explained (trial 70)
     # ω² of each parameter alone: where the search tried values together their shares overlap, so
     # the bars need not sum to 1 (trial 73: 307% over a TPE study)
-    label = "share of the variance of log(time) each parameter's values explain (shares overlap where tried together)"
+    label = ("share of the variance of log(time) each parameter's values explain\n(shares overlap where values "
+             "were tried together)")
     if s.importance_where:
         label += "\n(one with a condition: over the trials where it applies)"
     if left := [n for n in s.variant_first() if n not in s.importances]:

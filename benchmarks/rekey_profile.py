@@ -10,6 +10,7 @@ the entries are re-keyed to the current spec hash. Otherwise nothing is written.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -58,4 +59,8 @@ def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:5]))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])  # trial 78: --help was a TypeError
+    for name in ("kernel", "old_template", "profile", "old_hash"):
+        ap.add_argument(name)
+    a = ap.parse_args()
+    sys.exit(main(a.kernel, a.old_template, a.profile, a.old_hash))

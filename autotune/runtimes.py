@@ -21,8 +21,11 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
+import stat
 import tempfile
 from dataclasses import dataclass
 from importlib import metadata
@@ -107,8 +110,38 @@ def vendors_folder(runtimes: list[Runtime], source: str | None) -> Path | None:
     folder = settings.cache_dir() / "icd" / digest
     if not folder.is_dir():
         _write_atomically(folder, icds)
-    else:  # a cache cleaner may remove files and leave their folder (trial 39: Intel's runtime gone for good)
+    elif _safe(folder):  # a cache cleaner may remove files and leave their folder (trial 39: Intel's runtime gone)
         _fill_in(folder, icds)
+    if not _safe(folder) or {p.name for p in folder.glob("*.icd")} != set(icds):
+        return _private(icds)
+    return folder
+
+
+def _safe(folder: Path) -> bool:
+    """Whether only this user (or root) can change the ICD files in ``folder``: it is theirs and
+    no one else can write it or its parent (a parent others can write needs the sticky bit, as
+    /tmp has). The loader loads every library an ICD file there names (trial 77: in an
+    AUTOTUNE_CACHE shared by a group, another user's planted .icd ran their code in this
+    process)."""
+    try:
+        for path, parent in ((folder, False), (folder.parent, True)):
+            info = path.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.getuid(), 0):
+                return False
+            if info.st_mode & 0o022 and not (parent and info.st_mode & stat.S_ISVTX):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _private(icds: dict[str, str]) -> Path:
+    """A folder of this process's own with ``icds``, removed at exit (its workers, which read
+    it, end before): where the shared one cannot be trusted."""
+    folder = Path(tempfile.mkdtemp(prefix="autotune-icd-"))
+    for name, text in icds.items():
+        (folder / name).write_text(text, encoding="utf-8", errors="surrogateescape")
+    atexit.register(shutil.rmtree, folder, True)
     return folder
 
 
@@ -127,7 +160,7 @@ def _fill_in(folder: Path, icds: dict[str, str]) -> None:
 
 
 def _write_atomically(folder: Path, icds: dict[str, str]) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # writable by this user alone (_safe)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
     for name, text in icds.items():
         (staging / name).write_text(text, encoding="utf-8", errors="surrogateescape")

@@ -276,3 +276,20 @@ def test_import_in_a_folder_that_is_gone_with_a_relative_cache_does_not_fail(tmp
                              env={**env, "AUTOTUNE_SYSTEM_OPENCL": system_only, "AUTOTUNE_CACHE": "relcache"})
         assert out.returncode == 0 and out.stdout.strip() == "imported", out.stderr[-2000:]
         gone.mkdir()
+
+
+def test_an_icd_folder_another_user_could_have_written_is_not_used(tmp_path: Path, cache: Path) -> None:
+    """Trial 77: in an AUTOTUNE_CACHE shared by a group, another user planted an ICD file beside
+    autotune's in the folder of the expected name, and the loader ran that user's library here."""
+    system = _system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")
+    shared = runtimes.vendors_folder([INTEL], str(system))
+    assert shared is not None and shared.parent.parent == cache
+    (shared / "zz-planted.icd").write_text("/home/other/evil.so\n")
+    private = runtimes.vendors_folder([INTEL], str(system))
+    assert private is not None and private != shared
+    assert sorted(_contents(private)) == ["autotune-intel-cpu.icd", "nvidia.icd"]
+    (shared / "zz-planted.icd").unlink()
+    shared.chmod(0o777)  # others may write it now
+    assert runtimes.vendors_folder([INTEL], str(system)) not in (None, shared)
+    shared.chmod(0o700)
+    assert runtimes.vendors_folder([INTEL], str(system)) == shared  # its own again

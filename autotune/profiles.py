@@ -15,12 +15,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import math
 import os
 import pickle
 import re
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -614,7 +616,7 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a profile is shared data
+        _take_mode(Path(tmp), path)
         if doc:  # only a file that parsed to a profile may replace the backup
             shutil.copy2(path, backup)
         if _state(path) != before:
@@ -629,6 +631,20 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
         Path(backup).unlink(missing_ok=True)
         raise
     return True
+
+
+def _take_mode(new: Path, old: Path) -> None:
+    """Give the replacement the profile's mode and group (trial 77: in a group's AUTOTUNE_HOME one
+    member's save made it 0644 under their own group-less umask, locking the others out); a new
+    profile gets 0666 less the umask (mkstemp makes 0600; a profile is shared data)."""
+    try:
+        info = old.stat()
+    except OSError:
+        os.chmod(new, 0o666 & ~_umask())
+        return
+    os.chmod(new, stat.S_IMODE(info.st_mode))
+    with contextlib.suppress(OSError):  # a group this user is not in: it keeps its own
+        os.chown(new, -1, info.st_gid)
 
 
 class _PlainDumper(yaml.SafeDumper):

@@ -469,3 +469,20 @@ def test_a_top_level_key_a_person_added_survives_a_save(tmp_path):
     profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)
     doc = yaml.safe_load(path.read_text())
     assert doc["notes"] == {"owner": "perf-team"} and len(doc["kernels"]["mm"]) == 2
+
+
+def test_a_save_keeps_the_profiles_mode(tmp_path):
+    """Trial 77: in a group's AUTOTUNE_HOME (mode 664 profiles), one member's save under umask
+    022 made the profile 644 and locked the other members out."""
+    import os
+    import stat
+
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+    path.chmod(0o664)
+    previous = os.umask(0o022)
+    try:
+        profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o664

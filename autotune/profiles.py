@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 from filelock import FileLock, Timeout
 
+from . import settings
 from .errors import ProfileError, warn
 from .resources import data_dir
 from .yamlload import load_bytes, read_yaml
@@ -664,7 +665,7 @@ def _umask() -> int:
 def search_folders(user_folder: Path, spec_file: Path | None = None) -> list[Path]:
     """Where profiles are looked up: the user's folder first, then the ``profiles`` folder
     beside ``spec_file`` (an application shipping its own spec ships its profiles there), then
-    autotune's own.
+    the site's (``$AUTOTUNE_SITE_PROFILES``), then autotune's own.
 
     Example:
         >>> [str(f) for f in search_folders(Path("/home/me/.autotune/profiles"), Path("app/k.yaml"))][:2]
@@ -672,7 +673,8 @@ def search_folders(user_folder: Path, spec_file: Path | None = None) -> list[Pat
     """
     shipped = data_dir("profiles")
     beside = spec_file.parent / "profiles" if spec_file is not None else None
-    return [user_folder, *([beside] if beside not in (None, user_folder, shipped) else []), shipped]
+    found = [user_folder, *([beside] if beside is not None else []), *settings.site_profiles(), shipped]
+    return list(dict.fromkeys(found))  # each once, in that order
 
 
 def collect(kernel: str, slug: str, folders: Iterable[Path],

@@ -121,6 +121,15 @@ def system_opencl_only(quiet: bool = False) -> bool:
     return _switch("AUTOTUNE_SYSTEM_OPENCL", default=False, quiet=quiet)
 
 
+def site_profiles() -> list[Path]:
+    """``$AUTOTUNE_SITE_PROFILES``: folders of profiles an administrator publishes for every
+    user (``:``-separated, as PATH), looked up after the user's own and before autotune's
+    shipped ones; read only (trial 77: a centre had no documented way to publish tuned
+    entries of the built-in kernels). Relative or empty parts are left out."""
+    given = os.environ.get("AUTOTUNE_SITE_PROFILES", "")
+    return [Path(part) for part in given.split(os.pathsep) if part.strip() and Path(part).is_absolute()]
+
+
 def measure_untuned() -> bool:
     """``$AUTOTUNE_MEASURE_UNTUNED`` (default on): ``load_kernel`` times the device's tuned
     configurations on a problem without an entry; ``0`` takes the nearest tuned problem's."""

@@ -486,3 +486,20 @@ def test_a_save_keeps_the_profiles_mode(tmp_path):
     finally:
         os.umask(previous)
     assert stat.S_IMODE(path.stat().st_mode) == 0o664
+
+
+def test_site_profile_folders_are_looked_up_after_the_users_and_before_the_shipped(tmp_path, monkeypatch):
+    """Trial 77: an HPC centre had no documented way to publish tuned entries of the built-in
+    kernels for every user; $AUTOTUNE_SITE_PROFILES names such folders."""
+    import os
+
+    from autotune.resources import data_dir
+
+    user, site, other = tmp_path / "me", tmp_path / "site", tmp_path / "site2"
+    monkeypatch.setenv("AUTOTUNE_SITE_PROFILES", os.pathsep.join([str(site), "relative/ignored", "", str(other)]))
+    assert profiles.search_folders(user) == [user, site, other, data_dir("profiles")]
+    spec_file = tmp_path / "app" / "k.yaml"
+    assert profiles.search_folders(user, spec_file) == [user, spec_file.parent / "profiles", site, other,
+                                                        data_dir("profiles")]
+    monkeypatch.delenv("AUTOTUNE_SITE_PROFILES")
+    assert profiles.search_folders(user) == [user, data_dir("profiles")]

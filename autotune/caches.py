@@ -18,9 +18,11 @@ from . import settings
 
 
 def redirect() -> Path | None:
-    """Point ``XDG_CACHE_HOME`` under autotune's cache folder where the user cache folder cannot
-    be written and the variable is not set; returns the folder, or None where nothing changed."""
-    if os.environ.get("XDG_CACHE_HOME") or settings.writable(Path(platformdirs.user_cache_dir())):
+    """Point ``XDG_CACHE_HOME`` under autotune's cache folder where the user cache folder (the
+    variable's, where it is set: trial 77, one naming a folder the user cannot write gave a
+    crashed build check and a PermissionError traceback) cannot be written; returns the folder,
+    or None where nothing changed."""
+    if settings.writable(Path(platformdirs.user_cache_dir())):
         return None
     folder = settings.cache_dir() / "xdg"
     if not settings.writable(folder):

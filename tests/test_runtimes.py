@@ -223,11 +223,16 @@ def test_pyopencls_caches_go_under_autotunes_where_the_home_cache_cannot_be_writ
     home_cache = tmp_path / "home" / ".cache"
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "autotune-cache"))
-    monkeypatch.setattr(caches.platformdirs, "user_cache_dir", lambda *a, **k: str(home_cache))
+    # as platformdirs does: the variable's folder where it is set
+    monkeypatch.setattr(caches.platformdirs, "user_cache_dir",
+                        lambda *a, **k: os.environ.get("XDG_CACHE_HOME") or str(home_cache))
     monkeypatch.setattr(caches.settings, "writable", lambda path: not path.is_relative_to(tmp_path / "home"))
     assert caches.redirect() == tmp_path / "autotune-cache" / "xdg"
     assert os.environ["XDG_CACHE_HOME"] == str(tmp_path / "autotune-cache" / "xdg")
-    assert caches.redirect() is None, "a variable that is set is left as it is"
+    assert caches.redirect() is None, "a variable naming a writable folder is left as it is"
+    # trial 77: set to a folder this user cannot write (a site's), it is redirected too
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / "site-cache"))
+    assert caches.redirect() == tmp_path / "autotune-cache" / "xdg"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setattr(caches.settings, "writable", lambda path: True)
     assert caches.redirect() is None and "XDG_CACHE_HOME" not in os.environ

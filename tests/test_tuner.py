@@ -870,17 +870,17 @@ def test_the_baseline_is_timed_again_with_the_leaders_for_the_speed_up(scale):
     assert report.speedup == pytest.approx(report.baseline.median_ms / report.best.median_ms)
     assert sum(c["WPT"] == 1 and c["WG"] == 16 and not c["mad"] for c in ev.confirms) == 3
     assert report.confirmed == 5 and report.baseline_timed == "beside", "five leaders, and the baseline beside them"
-    assert "the 5 fastest timed again with the baseline, interleaved" in format_report(report, None)
-    assert "the baseline was not timed again" not in format_report(report, None)
+    assert "the 5 fastest timed again with the baseline, interleaved" in format_report(report)
+    assert "the baseline was not timed again" not in format_report(report)
     cut = replace(report, baseline_timed="")  # trial 35: the rounds ended before the baseline's turn
     assert ("; the baseline was not timed again (the time was up), so the speed-up is from its first timing"
-            in format_report(cut, None))
+            in format_report(cut))
     among = ColdStart()  # three measured: the baseline is one of the leaders timed again
     report = run(scale, among, sampler="grid", trials=3)
     assert report.baseline.median_ms == pytest.approx(100.0 / 16) and report.confirmed == 3
     # trial 23: the line did not say the baseline was timed again as one of them
     assert report.baseline_timed == "among"
-    assert "the 3 fastest timed again, the baseline among them, interleaved" in format_report(report, None)
+    assert "the 3 fastest timed again, the baseline among them, interleaved" in format_report(report)
 
 
 def test_a_baseline_timed_cold_that_is_the_fastest_when_timed_again_wins(scale):
@@ -1514,8 +1514,8 @@ def test_a_stop_while_the_study_opens_is_tuning_interrupted_with_its_signal(scal
     with pytest.raises(TuningInterrupted) as caught:
         run(scale, FakeEvaluator(), trials=5)
     assert caught.value.signum == signal.SIGTERM and caught.value.report.measured == 0
-    assert str(caught.value) == "tuning stopped by SIGTERM after 0 measured configurations; the finished trials " \
-                                "were kept"
+    assert str(caught.value) == "tuning stopped by SIGTERM after 0 measured configurations; the study was in " \
+                                "memory: not kept"
     assert pickle.loads(pickle.dumps(caught.value)).signum == signal.SIGTERM
 
 

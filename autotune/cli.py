@@ -951,7 +951,9 @@ def _report_command(report: Any, storage: str | None) -> str | None:
                         "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),
                         *(["--storage", quote(shown_url(_absolute(storage)))] if storage else [])])
     # the quick start installs no plotting library: say so here rather than when it is run
-    needs = "" if importlib.util.find_spec("matplotlib") else '  (after pip install -e ".[report]" from the checkout)'
+    # trial 77: a shared, non-editable install has no checkout; matplotlib is what it needs
+    needs = "" if importlib.util.find_spec("matplotlib") else \
+        '  (after pip install -e ".[report]" from the checkout, or matplotlib into this environment)'
     return command + needs
 
 

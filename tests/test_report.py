@@ -327,7 +327,7 @@ def test_without_matplotlib_the_report_command_says_what_to_install(scale, monke
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else find(name, *a))
     line = format_report(run).splitlines()[-1]
     assert line == (f"  report      autotune report {scale.path} -s N=4096 -d {SLUG}"
-                    '  (after pip install -e ".[report]" from the checkout)')
+                    '  (after pip install -e ".[report]" from the checkout, or matplotlib into this environment)')
 
 
 def test_bench_ceilings_kept_in_the_profile_give_the_ceiling_figure(scale, tmp_path):

@@ -21,10 +21,9 @@ Example:
 
 from __future__ import annotations
 
-import atexit
+import errno
 import hashlib
 import os
-import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -107,46 +106,88 @@ def vendors_folder(runtimes: list[Runtime], source: str | None) -> Path | None:
     for r in missing:
         icds[f"autotune-{r.name}.icd"] = f"{r.library}\n"
     digest = hashlib.sha256(repr(sorted(icds.items())).encode()).hexdigest()[:16]
-    folder = settings.cache_dir() / "icd" / digest
+    # the loader loads every library an ICD file there names, so the folder must be one that no
+    # other user can change, up to the root (trial 77: a planted .icd in a group-shared
+    # AUTOTUNE_CACHE; trial 79: a check of the folder alone let its shared parent be swapped)
+    failed: OSError | None = None
+    for base in (settings.cache_dir() / "icd", _private_base()):
+        if base is None:
+            continue
+        try:
+            folder = _written(base / digest, icds)
+        except OSError as exc:  # another user's icd/ here, say: the private one next
+            failed = failed or exc
+            continue
+        if _safe(folder) and {p.name for p in folder.glob("*.icd")} == set(icds):
+            return folder
+    raise failed or OSError(errno.EACCES, "no folder that only this user can write")
+
+
+def _written(folder: Path, icds: dict[str, str]) -> Path:
+    """``folder`` with ``icds`` in it; this user's own folders there made writable by it alone
+    (an older version made them under the umask: 0775 under umask 002)."""
     if not folder.is_dir():
         _write_atomically(folder, icds)
-    elif _safe(folder):  # a cache cleaner may remove files and leave their folder (trial 39: Intel's runtime gone)
+    elif _ours(folder):  # a cache cleaner may remove files and leave their folder (trial 39)
         _fill_in(folder, icds)
-    if not _safe(folder) or {p.name for p in folder.glob("*.icd")} != set(icds):
-        return _private(icds)
+    for path in (folder, folder.parent):
+        info = path.lstat()
+        if _ours(path) and info.st_mode & 0o022:
+            path.chmod(stat.S_IMODE(info.st_mode) & ~0o022)
     return folder
 
 
-def _safe(folder: Path) -> bool:
-    """Whether only this user (or root) can change the ICD files in ``folder``: it is theirs and
-    no one else can write it or its parent (a parent others can write needs the sticky bit, as
-    /tmp has). The loader loads every library an ICD file there names (trial 77: in an
-    AUTOTUNE_CACHE shared by a group, another user's planted .icd ran their code in this
-    process)."""
+def _ours(path: Path) -> bool:
     try:
-        for path, parent in ((folder, False), (folder.parent, True)):
-            info = path.lstat()
+        return path.lstat().st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _safe(folder: Path) -> bool:
+    """Whether only this user (or root) can change ``folder``: it and every folder above it
+    (links resolved) are theirs and writable by no one else, except a folder with the sticky
+    bit above it (as /tmp), whose entries only their owners can move."""
+    try:
+        path = folder.resolve(strict=True)
+        for i, step in enumerate((path, *path.parents)):
+            info = step.lstat()
             if not stat.S_ISDIR(info.st_mode) or info.st_uid not in (os.getuid(), 0):
                 return False
-            if info.st_mode & 0o022 and not (parent and info.st_mode & stat.S_ISVTX):
+            others = info.st_mode & 0o002 or (info.st_mode & 0o020 and not _own_group(info.st_gid))
+            if others and not (i > 0 and info.st_mode & stat.S_ISVTX):
                 return False
     except OSError:
         return False
     return True
 
 
-def _private(icds: dict[str, str]) -> Path:
-    """A folder of this process's own with ``icds``, removed at exit (its workers, which read
-    it, end before): where the shared one cannot be trusted."""
-    folder = Path(tempfile.mkdtemp(prefix="autotune-icd-"))
-    for name, text in icds.items():
-        (folder / name).write_text(text, encoding="utf-8", errors="surrogateescape")
-    atexit.register(shutil.rmtree, folder, True)
-    return folder
+def _own_group(gid: int) -> bool:
+    """Whether ``gid`` is this user's private group (named as the user, no other member), as a
+    umask of 002 goes with: its write bit lets no one else in."""
+    try:
+        import grp
+        import pwd
+
+        group, me = grp.getgrgid(gid), pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return False
+    return group.gr_name == me and set(group.gr_mem) <= {me}
+
+
+def _private_base() -> Path | None:
+    """``icd`` in this user's private cache in the temporary folder (``autotune-cache-<uid>``,
+    0700, checked to be theirs), where the cache's own cannot be trusted: one folder for all of
+    this user's processes, not one each."""
+    private = settings.private_temp()
+    return private / "icd" if private is not None else None
 
 
 def _fill_in(folder: Path, icds: dict[str, str]) -> None:
-    """Write the ICD files ``folder`` lacks or holds otherwise, each by an atomic rename."""
+    """Write the ICD files ``folder`` lacks or holds otherwise, each by an atomic rename, and
+    remove those it should not hold (one planted while an older version left it writable)."""
+    for extra in set(p.name for p in folder.glob("*.icd")) - set(icds):
+        (folder / extra).unlink(missing_ok=True)
     for name, text in icds.items():
         path = folder / name
         try:

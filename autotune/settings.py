@@ -66,7 +66,7 @@ def pin_folders() -> None:
     the folder the process is in (``import autotune`` calls this): a later chdir, and the
     processes autotune starts, then use the same folders (trial 40: one process wrote
     profiles into two folders). Where ``$AUTOTUNE_CACHE`` is unset and the user cache folder
-    cannot be written (a read-only home), it is set to :func:`_private_temp` (trial 55: the
+    cannot be written (a read-only home), it is set to :func:`private_temp` (trial 55: the
     bundled runtime was not registered, and pyopencl waited a minute on its cache lock for each
     build)."""
     for variable in ("AUTOTUNE_HOME", "AUTOTUNE_CACHE"):
@@ -80,7 +80,7 @@ def pin_folders() -> None:
         unset = _folder("AUTOTUNE_CACHE") is None
     except OSError:  # relative, and the working folder is gone (trial 58): left to each use
         return
-    if unset and not writable(cache_dir()) and (temp := _private_temp()) is not None:
+    if unset and not writable(cache_dir()) and (temp := private_temp()) is not None:
         os.environ["AUTOTUNE_CACHE"] = str(temp)
 
 
@@ -92,7 +92,7 @@ def writable(path: Path) -> bool:
     return False
 
 
-def _private_temp() -> Path | None:
+def private_temp() -> Path | None:
     """``autotune-cache-<uid>`` in the temporary folder, made if need be, where it is a folder
     of this user's that no one else can write (not a link another user planted); None where
     there is no such folder to be had."""

@@ -99,6 +99,7 @@ def test_no_writable_cache_keeps_the_system_setup_and_the_advice_says_why(
     monkeypatch.setattr(runtimes, "installed", lambda: [INTEL])
     monkeypatch.setattr(runtimes, "_hidden", None)
     before = os.environ["OCL_ICD_VENDORS"]
+    monkeypatch.setattr(runtimes.settings, "private_temp", lambda: None)  # and no private one in /tmp
     assert runtimes.register() == [] and os.environ["OCL_ICD_VENDORS"] == before
     advice = runtimes.cpu_fix()
     assert "intel-cpu is not visible" in advice and "AUTOTUNE_CACHE" in advice, advice
@@ -283,18 +284,27 @@ def test_import_in_a_folder_that_is_gone_with_a_relative_cache_does_not_fail(tmp
         gone.mkdir()
 
 
-def test_an_icd_folder_another_user_could_have_written_is_not_used(tmp_path: Path, cache: Path) -> None:
+def test_an_icd_folder_another_user_could_have_written_is_not_used(tmp_path: Path, cache: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Trial 77: in an AUTOTUNE_CACHE shared by a group, another user planted an ICD file beside
-    autotune's in the folder of the expected name, and the loader ran that user's library here."""
+    autotune's in the folder of the expected name, and the loader ran that user's library here;
+    trial 79: a check of that folder alone let its shared parent be swapped."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(runtimes.settings, "private_temp", lambda: private)
     system = _system(tmp_path, nvidia="/usr/lib/libnvidia-opencl.so.1")
-    shared = runtimes.vendors_folder([INTEL], str(system))
-    assert shared is not None and shared.parent.parent == cache
-    (shared / "zz-planted.icd").write_text("/home/other/evil.so\n")
-    private = runtimes.vendors_folder([INTEL], str(system))
-    assert private is not None and private != shared
-    assert sorted(_contents(private)) == ["autotune-intel-cpu.icd", "nvidia.icd"]
-    (shared / "zz-planted.icd").unlink()
-    shared.chmod(0o777)  # others may write it now
-    assert runtimes.vendors_folder([INTEL], str(system)) not in (None, shared)
-    shared.chmod(0o700)
-    assert runtimes.vendors_folder([INTEL], str(system)) == shared  # its own again
+    own = runtimes.vendors_folder([INTEL], str(system))
+    assert own is not None and own.parent.parent == cache
+    (own / "zz-planted.icd").write_text("/home/other/evil.so\n")  # while an older version left it writable
+    own.chmod(0o777)
+    assert runtimes.vendors_folder([INTEL], str(system)) == own  # this user's: tightened, the plant removed
+    assert sorted(_contents(own)) == ["autotune-intel-cpu.icd", "nvidia.icd"] and not own.stat().st_mode & 0o022
+    cache.chmod(0o777)  # a folder above it that others can write: swappable
+    elsewhere = runtimes.vendors_folder([INTEL], str(system))
+    assert elsewhere is not None and elsewhere.parent.parent == private
+    assert sorted(_contents(elsewhere)) == ["autotune-intel-cpu.icd", "nvidia.icd"]
+    assert runtimes.vendors_folder([INTEL], str(system)) == elsewhere, "one private folder, not one a process"
+    cache.chmod(0o755)
+    if os.getuid() == 0:  # another user's folder of the expected name (root can make one)
+        os.chown(own, 65534, -1)
+        assert runtimes.vendors_folder([INTEL], str(system)) == elsewhere

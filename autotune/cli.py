@@ -1071,7 +1071,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     shown, listed = 0, []
     for folder in folders:
         path = profiles.path_for(target.slug, folder)
-        doc = profiles.read(path, check_entries=False)  # a malformed entry is listed, not fatal
+        try:
+            doc = profiles.read(path, check_entries=False)  # a malformed entry is listed, not fatal
+        except ProfileError as exc:
+            if folder == settings.profiles_dir():  # the user's own: theirs to fix, and runs refuse it
+                raise
+            # another's (a site's, trial 79): said, and the other folders still shown
+            _warn(f"{exc} (load_kernel skips it; its owner can fix it)")
+            continue
         for kernel in sorted(doc.get("kernels") or {}):
             if wanted and kernel != wanted:
                 continue

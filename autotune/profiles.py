@@ -142,7 +142,11 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
     ``check_entries=False`` checks the document's shape but not each entry's fields: readers
     that skip a malformed entry (:func:`entries_in` with ``on_error``) still use the others.
     """
-    if not path.exists():
+    try:
+        present = path.exists()
+    except OSError as exc:  # a folder this user cannot enter (trial 79: a site's, 0700): a traceback
+        raise ProfileError(f"{path} cannot be read ({exc.strerror}): its folder is closed to you") from None
+    if not present:
         # the nearest folder above that exists (trial 44: AUTOTUNE_HOME a file, two levels up)
         above = next((a for a in path.parents if a.exists()), None)
         if above is not None and not above.is_dir():  # trial 31: show said "no tuned entries"

@@ -300,3 +300,23 @@ def test_devices_show_and_list_print_json_for_scripts(monkeypatch, capsys) -> No
     kernels = {k["name"]: k for k in json.loads(capsys.readouterr().out)}
     assert set(kernels) == set(specs.builtin_names()) and kernels["reverse"]["problem"] == reverse.default_problem()
     assert "WG" in kernels["reverse"]["parameters"]
+
+
+def test_show_passes_over_a_site_profile_it_cannot_read_and_shows_the_rest(monkeypatch, capsys, tmp_path) -> None:
+    """Trials 77, 79: a site's unreadable or corrupt profile ended `show` with exit 1, the
+    folders after it not shown, and advice its user could not follow."""
+    from autotune import cli, profiles, settings
+
+    found, checks = _found(("CPU", True))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {d.selector: checks[d.selector] for d, _ in f})
+    info = found[0][0]
+    save_winner(info, {"N": 64}, {"WG": 16})
+    site = tmp_path / "site"
+    site.mkdir()
+    profiles.path_for(info.slug, site).write_text("kernels: [\n")  # corrupt
+    monkeypatch.setenv("AUTOTUNE_SITE_PROFILES", str(site))
+    assert cli.main(["show", "-d", "0:0"]) == 0
+    out, err = capsys.readouterr()
+    assert "N=64" in out and f"{profiles.path_for(info.slug, site)}" in err and "its owner can fix it" in err
+    assert settings.profiles_dir() != site

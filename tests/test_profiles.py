@@ -503,3 +503,23 @@ def test_site_profile_folders_are_looked_up_after_the_users_and_before_the_shipp
                                                         data_dir("profiles")]
     monkeypatch.delenv("AUTOTUNE_SITE_PROFILES")
     assert profiles.search_folders(user) == [user, data_dir("profiles")]
+
+
+def test_a_profile_in_a_folder_closed_to_the_user_is_a_profile_error(tmp_path, monkeypatch):
+    """Trial 79: a site profile folder of mode 0700 (root's) gave a PermissionError traceback in
+    show, run, bench and load_kernel; as a ProfileError the readers skip it, saying so."""
+    from pathlib import Path
+
+    path = tmp_path / "site" / "dev.yaml"
+    real = Path.exists
+
+    def closed(self, *args, **kwargs):
+        if self == path:
+            raise PermissionError(13, "Permission denied")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", closed)
+    with pytest.raises(ProfileError, match=r"dev.yaml cannot be read \(Permission denied\): its folder is closed"):
+        profiles.read(path)
+    broken = []
+    assert profiles.collect("mm", "dev", [tmp_path / "site"], broken.append) == [] and len(broken) == 1

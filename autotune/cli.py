@@ -132,7 +132,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         """As argparse's; a usage error whose message cannot be written keeps its status 2."""
-        if message:
+        if message and sys.stderr is not None:  # closed (2>&-): not into stdout (trial 79)
             try:
                 self._print_message(message, sys.stderr)
             except OSError:
@@ -303,13 +303,15 @@ def console() -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
-    if given and given[0].startswith("-") and given[0] not in ("-h", "--help", "--version"):
-        # trial 76: `autotune -d 0:0 show` was "invalid choice: '0:0'"
-        _say(f"autotune: error: {given[0].split('=')[0]} goes after the command: autotune COMMAND "
-             f"{given[0].split('=')[0]} ... (see `autotune --help`)")
+    parser = build_parser()
+    first = given[0].split("=")[0] if given else ""
+    if first in _command_options(parser) and first not in parser._option_string_actions:
+        # trial 76: `autotune -d 0:0 show` was "invalid choice: '0:0'" (an option no command
+        # has is left to argparse: trial 79)
+        _say(f"autotune: error: {first} goes after the command: autotune COMMAND {first} ... (see `autotune --help`)")
         return _EXIT_USAGE
     try:
-        args, unknown = build_parser().parse_known_args(argv)
+        args, unknown = parser.parse_known_args(argv)
     except BrokenPipeError:  # --help's reader left: as for any command's output
         _to_devnull(sys.stdout)
         return 0
@@ -636,6 +638,12 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
         return 0
     _say("autotune: error: no worker found a verified configuration; the summaries above say why")
     return _EXIT_ERROR
+
+
+def _command_options(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string some command takes."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {option for sub in commands.choices.values() for option in sub._option_string_actions}
 
 
 def _rate(report: Any) -> str:

@@ -253,3 +253,18 @@ def test_an_option_with_a_value_before_the_command_is_said_to_go_after_it(capsys
     from autotune import cli
 
     assert cli.main(argv) == 2 and capsys.readouterr().err.startswith(said)
+
+
+def test_an_unknown_option_before_the_command_is_argparses_and_a_closed_stderr_keeps_stdout_clean():
+    """Trial 79: `--frob list` was told to go after the command, which has no --frob; with
+    stderr closed a usage error was written to stdout."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "autotune", "--frob", "list"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and "unrecognized arguments: --frob" in done.stderr, done.stderr
+    closed = subprocess.run([sys.executable, "-m", "autotune", "bogus"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, timeout=60, pass_fds=(), close_fds=True,
+                            preexec_fn=lambda: os.close(2))
+    assert (closed.returncode, closed.stdout) == (2, "")

@@ -573,12 +573,18 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
     if path.is_symlink() and (path.resolve().is_file() or not path.resolve().exists()):
         path = path.resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path) + ".lock")
+    # the lock file shares the profile's mode: a group's members each take it (trial 79: one
+    # member's 0644 lock refused the others, whose error blamed the profile)
+    lock = FileLock(str(path) + ".lock", mode=_mode_for(path))
     try:
         _acquire(lock, path, wait_s)
     except Timeout:  # its strerror is None: "cannot write X (None)" said nothing (trial 72)
         raise OSError(errno.EAGAIN, f"another process has held its lock, {path.name}.lock, for {wait_s:g} s: "
                                     "a run or load_kernel saving to it, or one stuck (`fuser` names it)") from None
+    except PermissionError:
+        raise OSError(errno.EACCES, f"its lock file, {path.name}.lock, cannot be opened by you (Permission "
+                                    "denied); its owner can make it writable to you (chmod g+w with a shared "
+                                    "group), or remove it while no save runs") from None
     try:
         refuse_read_only(path)
         for _ in range(REREADS):
@@ -624,6 +630,7 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
         _take_mode(Path(tmp), path)
         if doc:  # only a file that parsed to a profile may replace the backup
             shutil.copy2(path, backup)
+            _take_mode(Path(backup), path)  # its group too (trial 79: copy2 keeps the mode alone)
         if _state(path) != before:
             Path(tmp).unlink()
             Path(backup).unlink(missing_ok=True)
@@ -636,6 +643,14 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
         Path(backup).unlink(missing_ok=True)
         raise
     return True
+
+
+def _mode_for(path: Path) -> int:
+    """The mode a file beside the profile at ``path`` takes: the profile's, or 0666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode) & 0o666
+    except OSError:
+        return 0o666 & ~_umask()
 
 
 def _take_mode(new: Path, old: Path) -> None:

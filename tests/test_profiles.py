@@ -480,12 +480,16 @@ def test_a_save_keeps_the_profiles_mode(tmp_path):
     path = tmp_path / "dev.yaml"
     profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
     path.chmod(0o664)
+    (tmp_path / "dev.yaml.lock").unlink()
     previous = os.umask(0o022)
     try:
         profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)
     finally:
         os.umask(previous)
     assert stat.S_IMODE(path.stat().st_mode) == 0o664
+    # its lock file and backup too (trial 79: a 0644 lock refused the group's other members)
+    assert stat.S_IMODE((tmp_path / "dev.yaml.lock").stat().st_mode) == 0o664
+    assert stat.S_IMODE((tmp_path / "dev.yaml.bak").stat().st_mode) == 0o664
 
 
 def test_site_profile_folders_are_looked_up_after_the_users_and_before_the_shipped(tmp_path, monkeypatch):

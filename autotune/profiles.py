@@ -693,7 +693,11 @@ def search_folders(user_folder: Path, spec_file: Path | None = None) -> list[Pat
     shipped = data_dir("profiles")
     beside = spec_file.parent / "profiles" if spec_file is not None else None
     found = [user_folder, *([beside] if beside is not None else []), *settings.site_profiles(), shipped]
-    return list(dict.fromkeys(found))  # each once, in that order
+    # each once, in that order, however named (trial 79: a site path through `..` showed the user's twice)
+    seen: dict[str, Path] = {}
+    for folder in found:
+        seen.setdefault(os.path.realpath(folder), folder)
+    return list(seen.values())
 
 
 def collect(kernel: str, slug: str, folders: Iterable[Path],

@@ -505,6 +505,8 @@ def test_site_profile_folders_are_looked_up_after_the_users_and_before_the_shipp
     spec_file = tmp_path / "app" / "k.yaml"
     assert profiles.search_folders(user, spec_file) == [user, spec_file.parent / "profiles", site, other,
                                                         data_dir("profiles")]
+    monkeypatch.setenv("AUTOTUNE_SITE_PROFILES", str(tmp_path / "elsewhere" / ".." / "me"))  # the user's, as named
+    assert profiles.search_folders(user) == [user, data_dir("profiles")]  # once (trial 79)
     monkeypatch.delenv("AUTOTUNE_SITE_PROFILES")
     assert profiles.search_folders(user) == [user, data_dir("profiles")]
 

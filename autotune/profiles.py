@@ -646,11 +646,13 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
 
 
 def _mode_for(path: Path) -> int:
-    """The mode a file beside the profile at ``path`` takes: the profile's, or 0666 less the umask."""
+    """The mode a file beside the profile at ``path`` takes: the profile's, or 0666 less the
+    umask; the owner's read and write always (a lock file needs them: a read-only profile is
+    refused once locked)."""
     try:
-        return stat.S_IMODE(path.stat().st_mode) & 0o666
+        return stat.S_IMODE(path.stat().st_mode) & 0o666 | 0o600
     except OSError:
-        return 0o666 & ~_umask()
+        return 0o666 & ~_umask() | 0o600
 
 
 def _take_mode(new: Path, old: Path) -> None:

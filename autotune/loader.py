@@ -456,6 +456,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
                 f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
                 f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); {fix}")
         return None
+    took_s = time.perf_counter() - t0  # the timing alone, not a wait for the profile's lock (trial 73)
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)
     facts = info.facts()
@@ -478,7 +479,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
     _warn_once(spec, info, problem, "measured", (
         f"{lead}: verified and timed {what} there "
-        f"in {time.perf_counter() - t0:.1f} s{_skipped(wrong)}{_failed(timed.measurements)}{_untimed(timed.untimed)}"
+        f"in {took_s:.1f} s{_skipped(wrong)}{_failed(timed.measurements)}{_untimed(timed.untimed)}"
         f"{_costly(spec, costly)} "
         f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
         "this size"))

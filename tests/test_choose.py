@@ -722,3 +722,20 @@ def test_a_problem_whose_kernel_comes_another_way_later_is_warned_of_again(folde
             origin = loader.choose(MM, FAKE, problem, where, None).origin
         said.append((origin, [str(w.message) for w in caught if issubclass(w.category, loader.AutotuneWarning)]))
     assert [(origin, len(messages)) for origin, messages in said] == [("default", 1), ("nearest", 1)], said
+
+
+def test_first_use_says_how_long_it_timed_without_the_wait_to_save(folders, monkeypatch):
+    """Trial 73: "verified and timed ... in 6.1 s" where 5 s of it was a wait for the profile's lock."""
+    import time
+
+    loader._warned.clear()
+    save = profiles.save
+
+    def slow_save(*args, **kwargs):
+        time.sleep(1.0)  # another process's save holds the lock
+        return save(*args, **kwargs)
+
+    monkeypatch.setattr(profiles, "save", slow_save)
+    with pytest.warns(loader.AutotuneWarning, match=r"verified and timed .* there in 0\.\d s"):
+        loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders,
+                      FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}))

@@ -127,7 +127,13 @@ def site_profiles() -> list[Path]:
     shipped ones; read only (trial 77: a centre had no documented way to publish tuned
     entries of the built-in kernels). Relative or empty parts are left out."""
     given = os.environ.get("AUTOTUNE_SITE_PROFILES", "")
-    return [Path(part) for part in given.split(os.pathsep) if part.strip() and Path(part).is_absolute()]
+    parts = [part for part in given.split(os.pathsep) if part.strip()]
+    left = [part for part in parts if not Path(part).is_absolute()]
+    if left and ("AUTOTUNE_SITE_PROFILES", left[0]) not in _WARNED:  # trial 79: dropped unsaid
+        _WARNED.add(("AUTOTUNE_SITE_PROFILES", left[0]))
+        warn(f"$AUTOTUNE_SITE_PROFILES: {left[0]!r} is not an absolute path (a site's folder is the same wherever "
+             "a process runs): left out")
+    return [Path(part) for part in parts if Path(part).is_absolute()]
 
 
 def measure_untuned() -> bool:

@@ -497,11 +497,14 @@ def test_site_profile_folders_are_looked_up_after_the_users_and_before_the_shipp
     kernels for every user; $AUTOTUNE_SITE_PROFILES names such folders."""
     import os
 
+    from autotune import settings
     from autotune.resources import data_dir
 
+    monkeypatch.setattr(settings, "_WARNED", set())  # once a process: this test's own
     user, site, other = tmp_path / "me", tmp_path / "site", tmp_path / "site2"
     monkeypatch.setenv("AUTOTUNE_SITE_PROFILES", os.pathsep.join([str(site), "relative/ignored", "", str(other)]))
-    assert profiles.search_folders(user) == [user, site, other, data_dir("profiles")]
+    with pytest.warns(AutotuneWarning, match=r"'relative/ignored' is not an absolute path .*: left out"):
+        assert profiles.search_folders(user) == [user, site, other, data_dir("profiles")]
     spec_file = tmp_path / "app" / "k.yaml"
     assert profiles.search_folders(user, spec_file) == [user, spec_file.parent / "profiles", site, other,
                                                         data_dir("profiles")]

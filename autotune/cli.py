@@ -822,7 +822,8 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
                             if report.close_call else "") + _baseline_untimed(report))
             if report.overturned is not None:  # trial 32: the progress lines' best was not what was saved
                 first, again = report.overturned
-                lines.append(f"  overturned  the search's fastest, {first:.4f} ms in its one timing "
+                # "as the study had it": an earlier run's rounds' median, or the search's one timing (trial 74)
+                lines.append(f"  overturned  the search's fastest, {first:.4f} ms as the study had it "
                              f"({_fmt_beside(again.params, best.params, report.spec, report.problem)}), took "
                              f"{again.median_ms:.4f} ms timed again (min {again.spread[0]:.4f}, max "
                              f"{again.spread[1]:.4f}): the best above is the fastest over all rounds")

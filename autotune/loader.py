@@ -245,8 +245,10 @@ def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
                folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
     """:func:`choose`, for one thread at a time."""
     folders = folders or profiles.search_folders(settings.profiles_dir(), spec.path)
-    docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders),
-                                  lambda exc: _warn(f"ignoring profile: {exc}")))
+    user = str(settings.profiles_dir())
+    # one not in the user's folder (a site's) is its owner's to fix (trial 79: "fix it by hand")
+    docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders), lambda exc: _warn(
+        f"ignoring profile: {exc}" + ("" if str(exc).startswith(user) else " (not yours: tell its owner)"))))
     entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))
     found = [(e, p) for e, p in entries if e.spec_hash == spec.spec_hash]
     # tuning runs' entries from another version of the spec: not used as they are, but their

@@ -739,3 +739,22 @@ def test_first_use_says_how_long_it_timed_without_the_wait_to_save(folders, monk
     with pytest.warns(loader.AutotuneWarning, match=r"verified and timed .* there in 0\.\d s"):
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders,
                       FakeTimer({128: 1.0, 64: 0.9, 32: 2.0}))
+
+
+def test_a_corrupt_profile_of_anothers_folder_is_said_to_be_its_owners(folders, tmp_path):
+    """Trial 79: a site's corrupt profile told each user to fix it by hand, which they cannot."""
+    from autotune import settings
+
+    loader._warned.clear()
+    site = tmp_path / "site"
+    site.mkdir()
+    profiles.path_for(FAKE.slug, site).write_text("kernels: [\n")
+    own = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.write_text("kernels: [\n")
+    problem = MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader.choose(MM, FAKE, problem, [settings.profiles_dir(), site, folders[1]], FakeTimer({}))
+    said = [str(w.message) for w in caught if "ignoring profile" in str(w.message)]
+    assert [s.endswith("(not yours: tell its owner)") for s in said] == [False, True], said

@@ -449,7 +449,7 @@ def test_the_leaders_are_timed_again_and_a_lucky_measurement_does_not_win(scale)
     # trial 32: the progress lines' best (B's lucky 0.5 ms) was not what was saved, and nothing said why
     first, again = report.overturned
     assert first == 0.5 and (again.params["WPT"], again.params["WG"], again.median_ms) == (4, 64, 2.0)
-    assert ("  overturned  the search's fastest, 0.5000 ms in its one timing (WPT=4 WG=64 MODE=0), took 2.0000 ms "
+    assert ("  overturned  the search's fastest, 0.5000 ms as the study had it (WPT=4 WG=64 MODE=0), took 2.0000 ms "
             "timed again (min 2.0000, max 2.0000): the best above is the fastest over all rounds") \
         in format_report(report).splitlines(), format_report(report)
     # trial 62: the runner-up was given by its time alone

@@ -72,12 +72,10 @@ def __getattr__(name: str) -> Any:
     module = f"{__name__}.{_LAZY[name]}"
     with _importing:
         loaded = sys.modules.get(module)
-        if loaded is not None and getattr(loaded.__spec__, "_initializing", False):
-            # another thread's `import autotune.tuner` is still running it (trial 73): the import
-            # system waits for it to finish
-            value = getattr(importlib.import_module(module), name)
-        elif loaded is not None:  # no filter change: that shows a warning a loop gave once again
-            value = getattr(loaded, name)
+        # one another thread's `import autotune.tuner` is still running (trial 73) is imported
+        # below: the import system waits for it to finish
+        if loaded is not None and not getattr(loaded.__spec__, "_initializing", False):
+            value = getattr(loaded, name)  # no filter change: that shows a warning a loop gave once again
         else:
             with warnings.catch_warnings():
                 # optuna imports tqdm.auto, which in a notebook without ipywidgets warns of a

@@ -47,7 +47,8 @@ def _handlers_kept() -> Iterator[None]:
     # called again); the crash signals' defaults are left to the runtime
     quit_ = (signal.SIGQUIT,) if hasattr(signal, "SIGQUIT") else ()
     before = {s: signal.getsignal(s) for s in (*stops.signals(), *quit_)}
-    before.update({s: h for s in _catchable() if callable(h := signal.getsignal(s)) or h is signal.SIG_IGN})
+    # (SIGKILL and SIGSTOP read as SIG_DFL: never taken)
+    before.update({s: h for s in signal.valid_signals() if callable(h := signal.getsignal(s)) or h is signal.SIG_IGN})
     before.update({s: signal.SIG_IGN for s in stops.ignored()})  # Intel's runtime sets a handler over it
     try:
         yield
@@ -56,8 +57,3 @@ def _handlers_kept() -> Iterator[None]:
             if handler is not None:  # None: installed outside Python, which cannot put it back
                 signal.signal(s, handler)
 
-
-def _catchable() -> list[int]:
-    """The signals a handler can be set for."""
-    return [s for s in signal.valid_signals() if s not in (getattr(signal, "SIGKILL", None),
-                                                           getattr(signal, "SIGSTOP", None))]

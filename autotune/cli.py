@@ -319,10 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"autotune: error: cannot write standard output ({exc.strerror})")
         _to_devnull(sys.stdout)
         return _EXIT_ERROR
-    if unknown:
-        early = [u for u in unknown if u.split("=")[0] in args.command_parser._option_string_actions]
-        if early:  # trial 71: `autotune --json list` was told list takes no --json
-            args.command_parser.error(f"{early[0]} goes after the command: autotune {args.command} {early[0]} ...")
+    if unknown:  # (an option of a command given before it was answered above)
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     for stream in (sys.stdout, sys.stderr):  # Σ and µ in an ASCII locale: '?', not a traceback (trial 34)
         if isinstance(stream, io.TextIOWrapper):
@@ -1129,10 +1126,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _looked_in(folders: Sequence[Path], slug: str) -> str:
     """Where ``show`` looked, and the other devices' profiles there (trial 72: a mistyped
     AUTOTUNE_HOME, or one set to its profiles/ folder, said only "no tuned entries")."""
-    others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
-                     if p.stem != slug})
     from . import settings
 
+    others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
+                     if p.stem != slug})
     said = f"  looked for {slug}.yaml in {', '.join(str(f) for f in folders)}"
     said += f"; other devices' profiles there: {', '.join(others)}" if others else ""
     home = settings.home()

@@ -1035,11 +1035,11 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         check_saveable(spec, info, prob)
-    if evaluator is None:  # a size its kernel's int cannot hold fails every launch: said before any input
-        check_numbers(spec, prob)
-    workload = None if evaluator is not None else _workload(spec, prob, info, options, t_start)
-    say = progress or (lambda *a: None)
     measures = evaluator is None  # on the device (not a replay's or a test's evaluator)
+    if measures:  # a size its kernel's int cannot hold fails every launch: said before any input
+        check_numbers(spec, prob)
+    workload = _workload(spec, prob, info, options, t_start) if measures else None
+    say = progress or (lambda *a: None)
     with quiet_optuna(), stops.stop_signals() as signals, \
             scratch.run_folder(info.key if measures else None) as folder, ExitStack() as done:
         if measures:

@@ -159,6 +159,8 @@ class Expr:
             tree = ast.parse(source.strip(), mode="eval")
         except SyntaxError as exc:
             c_like = "; write and, or, not" if re.search(r"&&|\|\||!(?!=)", source) else ""  # trial 52
+            if re.search(r"(?<![=!<>])=(?!=)", source):  # trial 80: `ALGO = 'vec'`
+                c_like += "; compare with == (a single = assigns)"
             raise ExpressionError(f"{source!r} is not a valid expression ({exc.msg}{c_like})") from None
         except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, parser limits
             raise ExpressionError(f"{source!r} is not a valid expression ({_one_line(exc)})") from None

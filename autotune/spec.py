@@ -474,8 +474,9 @@ def lint(spec: KernelSpec) -> list[str]:
     # `#if USE_LOCL` left USE_LOCAL mentioned by its default alone, and no warning)
     stripped, defaulted = _DEFAULT_LINES.sub(" ", spec.source), set(_DEFAULT_LINES.findall(spec.source))
     words = set(re.findall(r"[A-Za-z_]\w*", stripped))
-    # a near miss is a name the template uses, not a pragma's own word (`#pragma unroll`)
-    used = re.findall(r"[A-Za-z_]\w*", _PRAGMA.sub(" ", stripped))
+    # a near miss is a name the template uses, not a pragma's own word (`#pragma unroll`) or a
+    # string's (trial 80: `_Pragma("unroll")` was named for UNROLL where `#if UNROL` was the typo)
+    used = re.findall(r"[A-Za-z_]\w*", _STRINGS.sub(" ", _PRAGMA.sub(" ", stripped)))
     upper = {w.upper(): w for w in used}
     geometry = [e for step in spec.launch for e in (*step.global_size, *(step.local_size or ()),
                                                      *((step.when,) if step.when else ()))]
@@ -488,8 +489,8 @@ def lint(spec: KernelSpec) -> list[str]:
         names = [p.name, *(k for v in p.values for k in _macros(p.name, v) if k != p.name)]
         if any(n in words for n in names):
             continue
-        near = [f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper] or [
-            f"{close[0]} (the macro is {n})" for n in names if (close := _near(n, set(used) - set(names)))]
+        near = [f"{close[0]} (the macro is {n})" for n in names if (close := _near(n, set(used) - set(names)))] or [
+            f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper]
         hint = f"; it mentions {', '.join(near)}" if near else ""
         seen = "only gives it a default (#ifndef) and never uses" if p.name in defaulted else "never mentions"
         out.append(f"{spec.path}: parameters.{p.name} has no effect: {spec.template.name} {seen} "
@@ -497,8 +498,48 @@ def lint(spec: KernelSpec) -> list[str]:
     bound = {a for step in spec.launch for a in step.args}
     out += [f"{spec.path}: scratch.{name} is in no launch step's args: it is made and never given to a kernel"
             for name, _ in spec.scratch if name not in bound]  # trial 45: taken silently
-    return (out + list(spec.ignored_settings) + _misnamed_defaults(spec, words) + _overridden(spec) + _unsized(spec)
-            + _stepless(spec) + _failing(spec))
+    never = _never_applies(spec)
+    ignored = [w for w in spec.ignored_settings if not any(f".{name} has no effect: " in w for name in never)]
+    return (out + list(never.values()) + ignored + _misnamed_defaults(spec, words) + _overridden(spec)
+            + _tested_for_definition(spec) + _unsized(spec) + _stepless(spec) + _failing(spec))
+
+
+def _never_applies(spec: KernelSpec, most: int = 10_000) -> dict[str, str]:
+    """Warnings, by parameter, for a ``when`` that holds for no configuration: one that needs a
+    parameter another variant's ``when`` switches off, which has its first value there (trial 80:
+    ``ALGO == 'local' and VW > 2``, where VW applies only to ALGO vec, was never tuned, and the
+    default's warning advised setting VW). Over at most ``most`` combinations; a condition that
+    names a problem key is taken to hold somewhere."""
+    by_name = {p.name: p for p in spec.parameters}
+    out = {}
+    for p in spec.parameters:
+        if p.when is None or not p.when.names <= by_name.keys():
+            continue
+        named, todo = set(), set(p.when.names)
+        while todo:  # the parameters it names, and those that say where they apply
+            named |= todo
+            todo = {n for m in todo if (w := by_name[m].when) is not None for n in w.names} - named
+        if not named <= by_name.keys() or (combinations := _combinations(spec, named, most)) is None:
+            continue
+        if all(_unused(p, _first_where_unused(spec.parameters, spec.complete(c))) for c in combinations):
+            off = [f"{n} applies only where {w.source}" for n in sorted(p.when.names)
+                   if (w := by_name[n].when) is not None]
+            why = f" ({'; '.join(off)}, and has its first value elsewhere)" if off else ""
+            out[p.name] = (f"{spec.path}: parameters.{p.name}.when {p.when.source!r} holds for no configuration"
+                           f"{why}, so {p.name} is never tuned; name only parameters that apply where it should")
+    return out
+
+
+def _tested_for_definition(spec: KernelSpec) -> list[str]:
+    """Warnings for ``#ifdef NAME`` (or an ``#if defined(NAME)``) of a parameter or problem key:
+    autotune defines every one (a boolean as 0 or 1), so the test always holds
+    (trial 80: `#ifdef CACHE_FILT` took the branch for false too, every such configuration wrong)."""
+    given = {p.name for p in spec.parameters if p.flag is None} | {k.name for k in spec.problem}
+    source = C_COMMENTS.sub(" ", spec.source)
+    tested = dict.fromkeys(n for n in _DEFINED_TEST.findall(source) if n in given)
+    return [f"{spec.path}: {spec.template.name} tests whether {name} is defined (#ifdef {name}, or defined({name})), "
+            f"which it always is: autotune passes -D{name}=value for every configuration (0 or 1 for a boolean); "
+            f"test its value instead (#if {name})" for name in tested]
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -653,6 +694,10 @@ def _combinations(spec: KernelSpec, names: Iterable[str], most: int) -> list[dic
 
 
 _PRAGMA = re.compile(r"#\s*pragma\s+\w+")
+_STRINGS = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+#: ``#ifdef NAME``, or an ``#if``/``#elif`` whose whole condition is ``defined(NAME)``.
+_DEFINED_TEST = re.compile(r"^[ \t]*#[ \t]*(?:ifdef[ \t]+|(?:el)?if[ \t]+defined[ \t]*\(?[ \t]*)(\w+)[ \t)]*$",
+                           re.M)
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
 #: OpenCL C comments, for the readers of a template's text (here and in signatures).
 C_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
@@ -772,6 +817,7 @@ class _Validator:
         self.path = path
         #: every name the spec declares, with what it is, for the hint beside an unknown one
         self.declared: dict[str, str] = {}
+        self.values: dict[str, tuple[Value, ...]] = {}  # each parameter's, once they are read
         self.problem_keys: tuple[str, ...] = ()  # once read, for the hint beside a Kernel Tuner name
         self.ignored: list[str] = []  # settings of baseline, default or hints their variant ignores (lint)
 
@@ -783,11 +829,16 @@ class _Validator:
             return f"{name} is derived further down: derived values are read in order, so move it above"
         if what == "itself":
             return f"{name} is the value being defined"
+        if what == "own condition":
+            return (f"{name} is the parameter this condition is for: a when says where {name} applies, so it names "
+                    "only other parameters and problem keys")
         if what is not None:
             return (f"{name} is {what}, and this key may use only the problem's keys and derived values "
                     "of the problem alone")
         if name in _KERNEL_TUNER_NAMES and self.problem_keys:  # trial 63: "did you mean global_mem_size?"
             return _KERNEL_TUNER_NAMES[name].format(keys=", ".join(self.problem_keys))
+        if owners := [p for p, values in self.values.items() if name in values and p in known]:
+            return f"{name} is a value of {owners[0]}: quote it, as in {owners[0]} == '{name}'"
         close = difflib.get_close_matches(name, sorted(known), n=1)
         return f"did you mean {close[0]}?" if close else ""
 
@@ -801,6 +852,9 @@ class _Validator:
             e.check_names(known, f"{self.path}: {key}", lambda name: self.unknown_hint(name, known))
         except ExpressionError as exc:  # fail() puts the file and key first, on one line
             raise self.fail(key, str(exc).removeprefix(f"{self.path}: {key}: ")) from None
+        # wherever a parameter is compared with a string (trial 80: a constraint's `ALGO != 'locl'`
+        # always held, a derived value's `ALGO == 'vector'` never did, and nothing said so)
+        self.possible(key, e, self.values)
         return e
 
     def mapping(self, key: str, raw: Any, allow_empty: bool = False) -> dict[str, Any]:
@@ -1075,20 +1129,15 @@ class _Validator:
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))
         known = {p.name for p in params} | qnames
+        self.values = {p.name: p.values for p in params}  # for the quoted values of expressions
         # a condition must give true or false, as a constraint (trial 45: `when: "WG"` was taken)
-        params = [replace(p, when=self.expr(f"parameters.{p.name}.when", conditions[p.name], known).as_condition())
+        params = [replace(p, when=self.condition_of(p, conditions[p.name], known))
                   if conditions.get(p.name) is not None else p for p in params]
         values = {p.name: p.values for p in params}
         made = {m: p.name for p in params for v in p.values for m in _macros(p.name, v) if m != p.name}
         if clash := sorted(set(made) & (qnames | set(values))):  # trial 45: MODE: [n] and a problem key MODE_N
             raise self.fail(f"parameters.{made[clash[0]]}", f"a value defines the macro {clash[0]} (as 1), which is "
                             f"the name of a {'problem key' if clash[0] in qnames else 'parameter'} too; rename one")
-        for p in params:
-            if p.when is not None and p.name in p.when.names:
-                raise self.fail(f"parameters.{p.name}.when", f"names {p.name} itself: a condition says when "
-                                "the parameter applies, so it can only name other parameters and problem keys")
-            if p.when is not None:
-                self.possible(f"parameters.{p.name}.when", p.when, values)
         for name, flag in self.mapping("build_flags", flags, allow_empty=True).items():
             where = f"build_flags.{name}"
             if not _IDENT.match(str(name)):
@@ -1107,6 +1156,14 @@ class _Validator:
                                     "instead")
             params.append(Parameter(str(name), (False, True), flag=flag))
         return tuple(params)
+
+    def condition_of(self, p: Parameter, source: Any, known: set[str]) -> Expr:
+        """``p``'s ``when``: a condition over the other parameters and the problem keys."""
+        self.declared = {p.name: "own condition"}
+        try:
+            return self.expr(f"parameters.{p.name}.when", source, known - {p.name}).as_condition()
+        finally:
+            self.declared = {}
 
     def possible(self, key: str, when: Expr, values: Mapping[str, tuple[Value, ...]]) -> None:
         """SpecError where ``when`` compares a parameter with a string it never takes (a typo:
@@ -1141,8 +1198,6 @@ class _Validator:
             if not args:
                 raise self.fail(where, "no kernel arguments: set 'args' at the top level or in the step")
             when = self.expr(where + ".when", step["when"], known).as_condition() if "when" in step else None
-            if when is not None:
-                self.possible(where + ".when", when, {p.name: p.values for p in parameters})
             steps.append(LaunchStep(str(step.get("entry", name)), args, glob, local, when,
                                     f"{where}.args" if "args" in step else "args"))
         return tuple(steps)

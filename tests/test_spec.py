@@ -404,6 +404,81 @@ def test_lint_names_a_setting_of_default_baseline_or_hints_that_its_variant_igno
     assert not [w for w in specs.lint(spec) if "hints" in w]  # the hint chose its variant
 
 
+def test_lint_names_a_when_that_holds_for_no_configuration_instead_of_advice_that_cannot_work(tmp_path):
+    """Trial 80: `when: ALGO == 'local' and VW > 2`, where VW applies only to ALGO vec (so it is 2
+    under local), was never tuned without a word, and the default's warning advised setting VW."""
+    from conftest import TEMPLATE_CL
+    params = ("  MODE: [fast, slow]\n  UNROLL: {values: [1, 2], when: \"MODE == 'slow'\"}\n"
+              "  EXTRA: {values: [0, 1], when: \"MODE == 'fast' and UNROLL == 2\"}")
+    template = "#if UNROLL || EXTRA\n#endif\n" + TEMPLATE_CL
+    path = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]", params) + "default: {EXTRA: 1}\n", template=template)
+    warnings = specs.lint(specs.load(path))
+    assert [w for w in warnings if "EXTRA" in w] == [
+        f"{path}: parameters.EXTRA.when \"MODE == 'fast' and UNROLL == 2\" holds for no configuration (UNROLL "
+        "applies only where MODE == 'slow', and has its first value elsewhere), so EXTRA is never tuned; name only "
+        "parameters that apply where it should"], warnings
+    assert "when" not in "".join(specs.lint(specs.load(write_spec(tmp_path, SCALE_YAML.replace(
+        "  MODE: [0]", params.replace("MODE == 'fast' and", "MODE == 'slow' and")), template=template))))
+
+
+def test_lint_names_a_parameter_the_template_tests_for_definition_which_always_holds(tmp_path):
+    """Trial 80: `#ifdef CACHE_FILT` took the cached branch for false too (autotune passes
+    -DCACHE_FILT=0): every such configuration was a wrong result, and nothing said why."""
+    from conftest import TEMPLATE_CL
+    yaml_text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  CACHE: [false, true]\n  TILE: [1, 2]")
+    template = "#ifdef CACHE\n#endif\n#if defined(TILE)\n#endif\n#ifdef MODE_X\n#endif\n" + TEMPLATE_CL
+    path = write_spec(tmp_path, yaml_text, template=template)
+    tested = [w for w in specs.lint(specs.load(path)) if "tests whether" in w]
+    assert tested == [f"{path}: scale.cl tests whether {n} is defined (#ifdef {n}, or defined({n})), which it always "
+                      f"is: autotune passes -D{n}=value for every configuration (0 or 1 for a boolean); test its "
+                      f"value instead (#if {n})" for n in ("CACHE", "TILE")], tested
+    # a default (#ifndef, #if !defined) and a value's own macro are not such tests
+    assert not [w for w in specs.lint(specs.load(write_spec(tmp_path / "ok", yaml_text, template=template.replace(
+        "#ifdef CACHE", "#if CACHE").replace("defined(TILE)", "!defined(TILE)\n#define TILE 1"))))
+        if "tests whether" in w]
+
+
+def test_a_typo_is_named_before_a_word_that_differs_only_in_case_or_sits_in_a_string(tmp_path):
+    """Trial 80: `#if UNROL` was reported as "it mentions unroll", a `_Pragma("unroll")` string."""
+    from conftest import TEMPLATE_CL
+    template = '#define UNROLL_LOOP _Pragma("unroll")\n#if UNROL\n#endif\n' + TEMPLATE_CL
+    path = write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  UNROLL: [0, 1]"), template=template)
+    (warning,) = [w for w in specs.lint(specs.load(path)) if "UNROLL has no effect" in w]
+    assert warning.endswith("it mentions UNROL (the macro is UNROLL)"), warning
+
+
+@pytest.mark.parametrize("key, text", [
+    ("constraints[1]", "constraints:\n  - \"(N // WPT) % WG == 0\"\n  - \"MODE != 'slwo' or WG >= 32\"\n"),
+    ("derived.OX", "derived:\n  OX: \"2 if MODE == 'Slow' else 1\"\n"),
+    ("local_memory", "local_memory: \"4 * WG if MODE == 'fats' else 0\"\n"),
+])
+def test_a_parameter_compared_with_a_value_it_never_takes_is_an_error_in_every_expression(tmp_path, key, text):
+    """Trial 80: caught in a when, but a constraint's `ALGO != 'locl'` always held, a derived
+    value's `ALGO == 'vector'` launched the vec variant with the wrong size, and a local_memory's
+    `ALGO == 'Local'` left the device's limit unchecked, each without a word."""
+    base = SCALE_YAML.replace("  MODE: [0]", "  MODE: [fast, slow]")
+    base = base.replace("constraints:\n  - \"(N // WPT) % WG == 0\"\n", "") + text
+    with pytest.raises(SpecError, match=rf"{re.escape(key)}: MODE is never '\w+' \(its values: fast, slow\); "
+                                        "check the spelling"):
+        specs.load(write_spec(tmp_path, base))
+
+
+@pytest.mark.parametrize("when, message", [
+    ("MODE = 'slow'", r"is not a valid expression \(.*; compare with == \(a single = assigns\)\)"),
+    ("MODE == slow", r"uses unknown name\(s\) slow \(slow is a value of MODE: quote it, as in MODE == 'slow'\); "
+                     r"known names are: MODE, N, WG, WPT$"),
+    ("UNROLL == 1", r"uses unknown name\(s\) UNROLL \(UNROLL is the parameter this condition is for: a when says "
+                    r"where UNROLL applies, so it names only other parameters and problem keys\); known names are: "
+                    r"MODE, N, WG, WPT$"),
+])
+def test_a_when_written_as_a_c_or_python_newcomer_would_says_how_to_fix_it(tmp_path, when, message):
+    """Trial 80: `=` for `==` and an unquoted value said what was wrong but not the fix, and a
+    when's known names listed the parameter it is for, which it then refused."""
+    text = SCALE_YAML.replace("  MODE: [0]", f"  MODE: [fast, slow]\n  UNROLL: {{values: [1, 2], when: \"{when}\"}}")
+    with pytest.raises(SpecError, match=message):
+        specs.load(write_spec(tmp_path, text))
+
+
 def test_a_when_that_compares_a_parameter_with_a_value_it_never_takes_is_a_spec_error(tmp_path):
     unroll = "  UNROLL: {values: [1, 2], when: \"MODE == 'fats'\"}"
     text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [fast, slow]\n" + unroll)

@@ -154,9 +154,10 @@ def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.
         for item in found:
             if built[item[0].selector].ok and wanted in (None, item[0].device_type):
                 return item
-    raise DeviceError("no OpenCL device can run kernels: " + "; ".join(
-        f"{d.selector} {d.name} ({d.platform}): {built[d.selector].message}" for d, _ in found)
-        + f"; {runtimes.cpu_fix()}")
+    failed = [f"{d.selector} {d.name} ({d.platform}): {built[d.selector].message}" for d, _ in found]
+    full = all(any(words in m for words in health.FULL) for m in failed)  # a runtime would not help
+    raise DeviceError("no OpenCL device can run kernels: " + "; ".join(failed) + ("" if full else
+                                                                                  f"; {runtimes.cpu_fix()}"))
 
 
 def require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]],

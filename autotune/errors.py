@@ -88,6 +88,10 @@ class BuildError(AutotuneError):
     """Every configuration fails to build the same way: a broken template or device compiler."""
 
 
+class ScratchError(AutotuneError):
+    """The temporary folder cannot take a run's files (it is full, or cannot be written)."""
+
+
 class WorkerError(AutotuneError):
     """The measuring worker failed in a way that is not a property of one candidate."""
 

@@ -69,11 +69,14 @@ def _write_cache(entries: Mapping[str, BuildCheck]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    except OSError:
+        return  # a read-only cache only costs a probe next time
+    try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({k: asdict(v) for k, v in entries.items()}, f, indent=1)
         os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs a probe next time
+    except OSError:  # a full disk: no part-written file left behind (trial 83)
+        Path(tmp).unlink(missing_ok=True)
 
 
 def checks(devices: Mapping[str, str], recheck: bool = False) -> dict[str, BuildCheck]:
@@ -111,8 +114,15 @@ def _probe(selector: str) -> tuple[BuildCheck, bool]:
         if sel == selector:
             return BuildCheck(bool(ok), str(message)), True
     last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
+    if any(words in last for words in FULL):  # trial 83: "install a CPU OpenCL runtime" followed
+        return BuildCheck(False, f"the build check could not write pyopencl's caches ({last[:200]}): free space "
+                                 "in the cache folder, or set AUTOTUNE_CACHE to a folder with room"), False
     return BuildCheck(False, f"the build check (a trivial kernel, then a 16-wide vector shuffle) crashed: "
                              f"{last[:300]}"), out.returncode < 0
+
+
+#: What a write to a full disk or quota ends with (sqlite's words, and the system's).
+FULL = ("database or disk is full", "No space left on device", "Disk quota exceeded")
 
 
 def build_once(selector: str) -> BuildCheck:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -196,21 +197,25 @@ def _fill_in(folder: Path, icds: dict[str, str]) -> None:
         except OSError:
             pass
         staging = folder / f".{name}.{os.getpid()}.tmp"
-        staging.write_text(text, encoding="utf-8", errors="surrogateescape")
-        os.replace(staging, path)
+        try:
+            staging.write_text(text, encoding="utf-8", errors="surrogateescape")
+            os.replace(staging, path)
+        except OSError:  # a full disk: no part-written file left behind (trial 83)
+            staging.unlink(missing_ok=True)
+            raise
 
 
 def _write_atomically(folder: Path, icds: dict[str, str]) -> None:
     folder.parent.mkdir(mode=0o755, parents=True, exist_ok=True)  # writable by this user alone (_safe)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-    for name, text in icds.items():
-        (staging / name).write_text(text, encoding="utf-8", errors="surrogateescape")
     try:
+        for name, text in icds.items():
+            (staging / name).write_text(text, encoding="utf-8", errors="surrogateescape")
         staging.rename(folder)
-    except OSError:  # another process wrote the same folder first
-        for p in staging.iterdir():
-            p.unlink()
-        staging.rmdir()
+    except OSError:  # another process wrote the same folder first, or the disk is full (trial 83)
+        shutil.rmtree(staging, ignore_errors=True)
+        if not folder.is_dir():
+            raise
 
 
 def register() -> list[Runtime]:

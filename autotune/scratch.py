@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import warn
+from .errors import ScratchError, warn
 from .processes import command_name, gone, owner_name
 
 try:
@@ -57,7 +57,25 @@ def run_folder(device: str | None = None) -> Iterator[Path]:
     killed are removed first (:func:`sweep`). ``device``: what the run measures on, for
     :func:`sharing`."""
     sweep()
-    folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    try:
+        folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    except OSError as exc:
+        raise no_room(Path(tempfile.gettempdir()), exc) from None
+    fd = -1
+    try:
+        try:
+            fd = _hold(folder, device)
+        except OSError as exc:
+            raise no_room(folder, exc) from None
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if fd >= 0:
+            os.close(fd)
+
+
+def _hold(folder: Path, device: str | None) -> int:
+    """Write the lock file in ``folder`` and take its lock (and name ``device``); its descriptor."""
     fd = os.open(folder / OWNER, os.O_CREAT | os.O_WRONLY, 0o600)
     try:
         os.write(fd, owner_name().encode())
@@ -68,10 +86,18 @@ def run_folder(device: str | None = None) -> Iterator[Path]:
                 pass  # (trial 65: every run failed with a traceback)
         if device is not None:  # after the lock: a folder that names a device is held while its run lives
             (folder / DEVICE).write_text(f"{command_name()}\n{device}\n")
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def no_room(path: Path, exc: OSError, needed: int | None = None) -> ScratchError:
+    """The error for a write to a run's folder that failed (trial 83: a full TMPDIR was three
+    chained tracebacks ending in "No space left on device", naming no folder and no fix)."""
+    size = f" (this run's files take {needed / 2**20:.0f} MiB)" if needed else ""
+    return ScratchError(f"cannot write {path} in the temporary folder: {exc.strerror or exc}{size}; free space "
+                        "there, or point TMPDIR at a folder with room")
 
 
 def sweep(where: str | Path | None = None) -> list[Path]:

@@ -66,7 +66,7 @@ def pin_folders() -> None:
     the folder the process is in (``import autotune`` calls this): a later chdir, and the
     processes autotune starts, then use the same folders (trial 40: one process wrote
     profiles into two folders). Where ``$AUTOTUNE_CACHE`` is unset and the user cache folder
-    cannot be written (a read-only home), it is set to :func:`private_temp` (trial 55: the
+    cannot be written (a read-only home) or is full, it is set to :func:`private_temp` (trial 55: the
     bundled runtime was not registered, and pyopencl waited a minute on its cache lock for each
     build)."""
     for variable in ("AUTOTUNE_HOME", "AUTOTUNE_CACHE"):
@@ -80,16 +80,37 @@ def pin_folders() -> None:
         unset = _folder("AUTOTUNE_CACHE") is None
     except OSError:  # relative, and the working folder is gone (trial 58): left to each use
         return
-    if unset and not writable(cache_dir()) and (temp := private_temp()) is not None:
+    if unset and not usable(cache_dir()) and (temp := private_temp()) is not None:
         os.environ["AUTOTUNE_CACHE"] = str(temp)
 
 
 def writable(path: Path) -> bool:
     """Whether ``path``, or the nearest folder above it that exists, can be written."""
-    for folder in (path, *path.parents):
-        if folder.exists():
-            return os.access(folder, os.W_OK)
-    return False
+    folder = _nearest(path)
+    return folder is not None and os.access(folder, os.W_OK)
+
+
+#: Free space below which a cache folder is passed over: pyopencl's and pytools' caches, and the
+#: build check's, fail there with "database or disk is full" (trial 83: a full ~/.cache broke
+#: every command with tracebacks and "install a CPU OpenCL runtime").
+ROOM_BYTES = 32 << 20
+
+
+def usable(path: Path) -> bool:
+    """Whether ``path`` is :func:`writable` and its file system has :data:`ROOM_BYTES` free for
+    this user (a quota that is used up is not seen)."""
+    if not writable(path) or (folder := _nearest(path)) is None:
+        return False
+    try:
+        info = os.statvfs(folder)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize >= ROOM_BYTES
+
+
+def _nearest(path: Path) -> Path | None:
+    """``path``, or the nearest folder above it that exists."""
+    return next((folder for folder in (path, *path.parents) if folder.exists()), None)
 
 
 def private_temp() -> Path | None:

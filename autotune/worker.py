@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from . import capture, stops
+from . import capture, scratch, stops
 from .errors import AutotuneError, WorkerError
 from .measure import Bench, TimingOptions, Workload
 from .result import Measurement, Status
@@ -73,7 +73,11 @@ def save_workload(workload: Workload, folder: Path) -> str:
     arrays = {f"in__{k}": a for k, v in workload.inputs.items() if (a := np.asarray(v)).dtype != object}
     arrays.update({f"ex__{k}": np.asarray(v) for k, v in workload.expected.items()})
     arrays.update({f"bd__{k}": np.asarray(v) for k, v in workload.bounds.items()})
-    np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
+    try:
+        np.savez(path, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
+    except OSError as exc:
+        path.unlink(missing_ok=True)  # a part-written file would only hold the space
+        raise scratch.no_room(path, exc, sum(a.nbytes for a in arrays.values())) from None
     return str(path)
 
 

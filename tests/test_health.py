@@ -110,6 +110,38 @@ def test_no_device_that_builds_and_a_broken_selected_one_are_clear_errors(monkey
         device.select(None)
 
 
+def test_a_build_check_that_cannot_write_to_a_full_cache_says_so_and_not_install_a_runtime(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 83: with a full ~/.cache every command said "the build check ... crashed: sqlite3.
+    OperationalError: database or disk is full; ... install a CPU OpenCL runtime", though one was."""
+    fake_python = tmp_path / "python"
+    fake_python.write_text("#!/bin/sh\necho 'sqlite3.OperationalError: database or disk is full' >&2\nexit 1\n")
+    fake_python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake_python))
+    (full,) = health.checks({"0:0": "intel|1"}).values()
+    assert not full.ok and full.message == (
+        "the build check could not write pyopencl's caches (sqlite3.OperationalError: database or disk is full): "
+        "free space in the cache folder, or set AUTOTUNE_CACHE to a folder with room"), full
+    assert health._read_cache() == {}, "not the device's lasting answer: checked again once there is room"
+    found, _ = _found(("CPU", False))
+    monkeypatch.setattr(device, "list_devices", lambda: found)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {"0:0": full})
+    with pytest.raises(DeviceError) as raised:
+        device.select(None)
+    assert "free space in the cache folder" in str(raised.value) and "pip install" not in str(raised.value)
+
+
+def test_a_cache_write_that_fails_half_way_leaves_no_file_behind(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """Trial 83: on a full cache folder each command left a `.tmp-XXXX` file there, for good."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(health, "_probe", lambda sel: (BuildCheck(True), True))
+    monkeypatch.setattr(health.json, "dump", full)
+    assert health.checks({"0:0": "k"}) == {"0:0": BuildCheck(True)}
+    assert list(cache.iterdir()) == []
+
+
 def test_show_orders_problems_by_size_and_marks_entries_of_another_spec_version(monkeypatch, capsys) -> None:
     from autotune import cli
     from autotune import spec as specs

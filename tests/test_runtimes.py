@@ -227,7 +227,7 @@ def test_pyopencls_caches_go_under_autotunes_where_the_home_cache_cannot_be_writ
     # as platformdirs does: the variable's folder where it is set
     monkeypatch.setattr(caches.platformdirs, "user_cache_dir",
                         lambda *a, **k: os.environ.get("XDG_CACHE_HOME") or str(home_cache))
-    monkeypatch.setattr(caches.settings, "writable", lambda path: not path.is_relative_to(tmp_path / "home"))
+    monkeypatch.setattr(caches.settings, "usable", lambda path: not path.is_relative_to(tmp_path / "home"))
     assert caches.redirect() == tmp_path / "autotune-cache" / "xdg"
     assert os.environ["XDG_CACHE_HOME"] == str(tmp_path / "autotune-cache" / "xdg")
     assert caches.redirect() is None, "a variable naming a writable folder is left as it is"
@@ -235,8 +235,23 @@ def test_pyopencls_caches_go_under_autotunes_where_the_home_cache_cannot_be_writ
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home" / "site-cache"))
     assert caches.redirect() == tmp_path / "autotune-cache" / "xdg"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    monkeypatch.setattr(caches.settings, "writable", lambda path: True)
+    monkeypatch.setattr(caches.settings, "usable", lambda path: True)
     assert caches.redirect() is None and "XDG_CACHE_HOME" not in os.environ
+
+
+def test_a_cache_folder_on_a_full_disk_is_not_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Trial 83: a full ~/.cache (writable, no room) broke every command with pyopencl's and
+    pytools' "database or disk is full" tracebacks; it is passed over as an unwritable one is."""
+    from autotune import settings
+
+    real = os.statvfs(tmp_path)
+    assert settings.usable(tmp_path / "not" / "made") == (real.f_bavail * real.f_frsize >= settings.ROOM_BYTES)
+
+    class Full:
+        f_bavail, f_frsize = 7, 4096
+
+    monkeypatch.setattr(settings.os, "statvfs", lambda path: Full())
+    assert not settings.usable(tmp_path / "not" / "made") and settings.writable(tmp_path / "not" / "made")
 
 
 def test_a_home_whose_cache_cannot_be_written_gets_a_private_temporary_cache(tmp_path: Path,

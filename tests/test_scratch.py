@@ -204,3 +204,36 @@ def test_a_device_file_that_is_no_small_text_file_of_ours_is_passed_over(tmp_dir
         folder.mkdir()
         make(folder / scratch.DEVICE)
     assert scratch.sharing("0:0 X Y") == []
+
+
+def test_a_full_temporary_folder_is_one_error_that_names_it_and_the_fix(tmp_dir, monkeypatch):
+    """Trial 83: a full TMPDIR ended `run` in three chained tracebacks ending in "No space left
+    on device", naming no folder and no fix."""
+    import errno
+
+    import numpy as np
+
+    from autotune import worker
+    from autotune.errors import ScratchError
+    from autotune.measure import Workload
+
+    def full(path, **arrays):
+        Path(path).write_bytes(b"part")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(worker.np, "savez", full)
+    workload = Workload({"x": np.zeros(2**18, np.float32)}, {"y": np.zeros(2**18, np.float32)})
+    with scratch.run_folder() as folder, pytest.raises(ScratchError) as raised:
+        worker.save_workload(workload, folder)
+    assert str(raised.value) == (f"cannot write {folder / 'workload.npz'} in the temporary folder: No space left on "
+                                 "device (this run's files take 2 MiB); free space there, or point TMPDIR at a "
+                                 "folder with room")
+    assert list(tmp_dir.iterdir()) == [], "the part-written file and the run's folder are gone"
+
+    def no_folder(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_folder)
+    with pytest.raises(ScratchError, match=rf"cannot write {tmp_dir} in the temporary folder: No space left"):
+        with scratch.run_folder():
+            pass

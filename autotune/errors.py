@@ -75,6 +75,10 @@ class ProfileNotSaved(ProfileError):
         self.report = report
 
 
+class SaveStopped(ProfileError):
+    """A stop signal came while a save waited for another process's lock on the profile."""
+
+
 class StorageError(AutotuneError):
     """The study's database stopped answering during a run (a lost server, a broken file)."""
 

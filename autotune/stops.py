@@ -199,7 +199,18 @@ def _ignore_stops() -> None:
         signal.signal(s, _note_stop)
 
 
+def stop_count() -> int:
+    """How many stop signals were noted so far: a wait that sees it grow was told to stop
+    (:func:`stop_requested` stays set from the stop that ended the search)."""
+    return _COUNT[0]
+
+
+#: Stop signals noted in this process (see :func:`stop_count`).
+_COUNT = [0]
+
+
 def _note_stop(signum: int, frame: Any) -> None:
+    _COUNT[0] += 1
     if not _REQUESTED.is_set():  # the stop that stopped the run names the status (trial 69: the last did)
         _SIGNAL[0] = signum
     _REQUESTED.set()

@@ -45,6 +45,7 @@ from .errors import (
     ProblemError,
     ProfileError,
     ProfileNotSaved,
+    SaveStopped,
     StorageError,
     TuningInterrupted,
     WorkerError,
@@ -1085,9 +1086,12 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
                                      run.state.measured, [n for n, _ in spec.derived]))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save:
-            report = save_best(report, options.storage,
-                               studied=lambda old: (c := spec.from_stored(old.params, old.build_flags)) is not None
-                               and run.log.get(c) is not None)
+            try:
+                report = save_best(report, options.storage,
+                                   studied=lambda old: (c := spec.from_stored(old.params, old.build_flags))
+                                   is not None and run.log.get(c) is not None)
+            except SaveStopped as exc:  # a stop while it waited for another process's save
+                report, stopped_by, signalled = replace(report, profile_verdict=str(exc)), "interrupted", True
         if lost is not None:
             saved = what_was_saved(report)
             if isinstance(lost, WorkerError):  # trial 76: "resumes" of a study kept in memory
@@ -1241,6 +1245,8 @@ def _save(report: TuneReport, partial: bool, study: str | None,
     try:
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
                                 report.device.profile_header(), path, usable=report.spec.stores, studied=studied)
+    except SaveStopped:
+        raise
     except ProfileError as exc:
         if study is None:
             then = "the study was in memory"

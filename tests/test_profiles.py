@@ -432,6 +432,31 @@ def test_a_profile_whose_lock_another_process_holds_is_said_so(tmp_path):
     assert profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path, wait_s=0.2) == "added"
 
 
+def test_a_stop_while_a_save_waits_for_the_lock_ends_the_wait_and_a_run_exits_as_stopped(tmp_path, monkeypatch):
+    """Trial 83: Ctrl-C or SIGTERM while a run waited for another process's save was noted only:
+    the run waited out the minute, saved, and exited 0."""
+    import fcntl
+    import signal
+    import threading
+    import time
+
+    from autotune import stops
+    from autotune.errors import SaveStopped
+
+    path = tmp_path / "dev.yaml"
+    with open(str(path) + ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        stops._note_stop(signal.SIGINT, None)  # the stop that ended the search: the save still waits for it
+        threading.Timer(1.5, stops._note_stop, (signal.SIGTERM, None)).start()  # a stop during the wait
+        t0 = time.monotonic()
+        with pytest.warns(AutotuneWarning, match="waiting up to 60 s"), pytest.raises(
+                SaveStopped, match=r"^stopped while another process held dev.yaml's lock \(dev.yaml.lock\)$"):
+            profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+        assert 1.5 <= time.monotonic() - t0 < 3, "ended at the stop, not the minute"
+    stops._REQUESTED.clear()
+    assert not path.exists()
+
+
 def test_a_profile_that_cannot_be_read_is_not_called_read_only(tmp_path, monkeypatch):
     """Trial 71: bench on a mode-000 profile said its ceilings were not kept as it is read-only."""
     import os

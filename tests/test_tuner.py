@@ -1629,3 +1629,24 @@ def test_a_run_cut_short_says_what_it_saved_and_not_a_save_the_profile_refused(s
     kept = replace(report, profile_verdict="kept (trial count updated)")
     assert tuner.what_was_saved(kept) == f"nothing was saved: {report.profile_path} keeps its entry (kept (trial " \
                                          "count updated))"
+
+
+def test_a_stop_while_the_save_waits_for_another_processs_lock_stops_the_run(scale):
+    """Trial 83: Ctrl-C while a finished run waited for another process's save was ignored for
+    the rest of the minute, and the command exited 0."""
+    import fcntl
+    import threading
+
+    from autotune import stops
+
+    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        threading.Timer(1.5, stops._note_stop, (signal.SIGTERM, None)).start()
+        with pytest.warns(AutotuneWarning, match="waiting up to 60 s"), pytest.raises(TuningInterrupted) as raised:
+            run(scale, FakeEvaluator(), sampler="grid", trials=3)
+    assert raised.value.signum == signal.SIGTERM and raised.value.signalled
+    assert raised.value.report.profile_path is None and not path.exists()
+    assert raised.value.report.profile_verdict == f"stopped while another process held {path.name}'s lock " \
+                                                  f"({path.name}.lock)"

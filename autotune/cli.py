@@ -337,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stops.stop_signals(), warnings.catch_warnings():  # a SIGTERM before a run starts too
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
+            # its own warnings are the command's messages, whatever -W or PYTHONWARNINGS say
+            # (trial 83: under PYTHONWARNINGS=error each was a traceback, one after a pick was saved)
+            warnings.filterwarnings("default", category=AutotuneWarning)
             if closed:
                 out.write_failed(OSError(errno.EBADF, "standard output is closed"))
             status = _COMMANDS[args.command](args)

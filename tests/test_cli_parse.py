@@ -72,6 +72,26 @@ def test_autotunes_warnings_are_one_line_and_others_keep_their_form(monkeypatch,
     assert others == ["a library's own warning"]
 
 
+@pytest.mark.parametrize("action", ["error", "ignore"])
+def test_autotunes_warnings_are_printed_whatever_the_warnings_filter_says(monkeypatch, capsys, action):
+    """Trial 83: under PYTHONWARNINGS=error every warning of a command was a traceback (bench's
+    after its first-use pick was saved)."""
+    import warnings
+
+    from autotune import cli
+    from autotune.errors import AutotuneWarning
+
+    def warns(args):
+        warnings.warn(AutotuneWarning("another autotune command is measuring on X now"), stacklevel=2)
+        return 0
+
+    monkeypatch.setitem(cli._COMMANDS, "list", warns)
+    with warnings.catch_warnings():
+        warnings.simplefilter(action)
+        assert cli.main(["list"]) == 0
+    assert capsys.readouterr().err == "autotune: warning: another autotune command is measuring on X now\n"
+
+
 def test_one_number_for_several_size_keys_that_the_spec_refuses_says_which_keys_it_set(capsys):
     from autotune import cli
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
 import urllib.parse
 from pathlib import Path
@@ -33,7 +34,14 @@ def default_storage() -> str:
     try:
         return sqlite_url(home() / "studies.db")
     except UnicodeEncodeError:  # bytes that are no UTF-8 text (trial 44: a traceback)
-        raise ProblemError(f"AUTOTUNE_HOME ({os.fsencode(home()).decode('utf-8', 'backslashreplace')}) holds bytes "
+        raw = os.fsencode(home())
+        try:  # trial 83: UTF-8 text, read under an ASCII locale without Python's UTF-8 mode
+            raise ProblemError(f"AUTOTUNE_HOME ({raw.decode('utf-8')}) is not ASCII, and this process reads file "
+                               f"names as {sys.getfilesystemencoding()} (its locale), so a database URL cannot "
+                               "name it; use a UTF-8 locale (LANG=C.UTF-8) or set PYTHONUTF8=1") from None
+        except UnicodeDecodeError:
+            pass
+        raise ProblemError(f"AUTOTUNE_HOME ({raw.decode('utf-8', 'backslashreplace')}) holds bytes "
                            "that are not UTF-8 text, which a database URL cannot name; choose a folder whose "
                            "name is text, or give --storage a database elsewhere") from None
 

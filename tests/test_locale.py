@@ -44,3 +44,18 @@ def test_output_with_characters_the_locale_lacks_is_not_a_traceback(tmp_path: Pa
     done = _python("from autotune.cli import main; raise SystemExit(main(['list']))", tmp_path)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "multi-precision number ? one digit" in done.stdout  # Σ-free, '?' for what ASCII lacks
+
+
+def test_a_utf8_home_under_an_ascii_locale_is_told_to_use_a_utf8_locale_not_called_bytes(tmp_path: Path) -> None:
+    """Trial 83: a valid UTF-8 AUTOTUNE_HOME under LANG=C and PYTHONUTF8=0 was refused as "bytes
+    that are not UTF-8 text"."""
+    home = tmp_path / "h\u00f6me"
+    home.mkdir()
+    code = (f"import os; os.environ['AUTOTUNE_HOME'] = os.fsdecode({os.fsencode(home)!r}); "
+            "import sys\nfrom autotune import settings\ntry: settings.default_storage()\n"
+            "except Exception as e: sys.stdout.buffer.write(str(e).encode())")
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (f"AUTOTUNE_HOME ({home}) is not ASCII, and this process reads file names as ascii "
+                                   "(its locale), so a database URL cannot name it; use a UTF-8 locale "
+                                   "(LANG=C.UTF-8) or set PYTHONUTF8=1"), done.stdout

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, stops
+from . import __version__, settings, stops
 from .errors import (
     AutotuneError,
     AutotuneWarning,
@@ -340,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             # its own warnings are the command's messages, whatever -W or PYTHONWARNINGS say
             # (trial 83: under PYTHONWARNINGS=error each was a traceback, one after a pick was saved)
             warnings.filterwarnings("default", category=AutotuneWarning)
+            for message in settings.passed_over():
+                _warn(message)
             if closed:
                 out.write_failed(OSError(errno.EBADF, "standard output is closed"))
             status = _COMMANDS[args.command](args)
@@ -1129,7 +1131,6 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _looked_in(folders: Sequence[Path], slug: str) -> str:
     """Where ``show`` looked, and the other devices' profiles there (trial 72: a mistyped
     AUTOTUNE_HOME, or one set to its profiles/ folder, said only "no tuned entries")."""
-    from . import settings
 
     others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
                      if p.stem != slug})
@@ -1279,7 +1280,6 @@ def _remedy(why: str, ours: bool) -> str:
     """What replaces an entry load_kernel skips (``why``): a run, where it writes to that profile
     (``ours``) and looks the problem up as it is written (trial 31: said of a shipped entry, and
     of one whose problem was written in part, neither of which a run replaces)."""
-    from . import settings
 
     if why.startswith(("its problem is written", "its problem is not one")):  # no run has that problem
         return "write its problem as the spec has it, or delete the entry"

@@ -92,6 +92,23 @@ def pin_folders() -> None:
         os.environ["AUTOTUNE_CACHE"] = str(temp)
 
 
+def passed_over() -> list[str]:
+    """Warnings for folders the environment names that are not used: an ``$AUTOTUNE_CACHE`` that
+    is no folder (nothing is cached), a ``$TMPDIR`` that is
+    no folder this process can write (Python uses /tmp instead: trial 83, 1.5 GB of a run at
+    8192^3 went there without a word)."""
+    out = []
+    cache = _folder("AUTOTUNE_CACHE")
+    if cache is not None and cache.exists() and not cache.is_dir():
+        out.append(f"AUTOTUNE_CACHE ({cache}) is not a folder, so nothing is cached there (each command checks "
+                   "the devices' builds again); set it to a folder")
+    given = os.environ.get("TMPDIR", "").strip()
+    if given and os.path.realpath(tempfile.gettempdir()) != os.path.realpath(given):
+        out.append(f"TMPDIR ({given}) is not a folder this process can write: temporary files (a run's inputs "
+                   f"and expected outputs) go to {tempfile.gettempdir()} instead; set it to a writable folder")
+    return out
+
+
 def writable(path: Path) -> bool:
     """Whether ``path``, or the nearest folder above it that exists, can be written."""
     folder = _nearest(path)

@@ -288,3 +288,28 @@ def test_an_unknown_option_before_the_command_is_argparses_and_a_closed_stderr_k
                             stderr=subprocess.DEVNULL, text=True, timeout=60, pass_fds=(), close_fds=True,
                             preexec_fn=lambda: os.close(2))
     assert (closed.returncode, closed.stdout) == (2, "")
+
+
+def test_a_tmpdir_or_autotune_cache_that_is_no_usable_folder_is_warned_of(tmp_path, monkeypatch, capsys):
+    """Trial 83: a TMPDIR that is a file or read-only sent a run's files (1.5 GB at matmul 8192^3)
+    to /tmp, and an AUTOTUNE_CACHE that is a file cached nothing, without a word."""
+    import tempfile
+
+    from autotune import cli
+
+    a_file = tmp_path / "afile"
+    a_file.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", None)  # chosen again from the environment
+    monkeypatch.setenv("TMPDIR", str(a_file))
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(a_file))
+    assert cli.main(["list"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"autotune: warning: AUTOTUNE_CACHE ({a_file}) is not a folder, so nothing is cached there (each "
+                   "command checks the devices' builds again); set it to a folder",
+                   f"autotune: warning: TMPDIR ({a_file}) is not a folder this process can write: temporary files (a "
+                   f"run's inputs and expected outputs) go to {tempfile.gettempdir()} instead; set it to a writable "
+                   "folder"], err
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    monkeypatch.setenv("TMPDIR", str(tmp_path) + "/")
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
+    assert cli.main(["list"]) == 0 and capsys.readouterr().err == ""

@@ -274,7 +274,22 @@ def _listed_too_early() -> str | None:
     return (f"the installed runtime {', '.join(r.name for r in missing)} is not among this process's OpenCL "
             "platforms: import autotune before anything lists them (pyopencl.get_platforms, "
             "create_some_context), since the ICD loader reads its list once per process; where autotune "
-            f"came first, the runtime failed to load ({', '.join(str(r.library) for r in missing)})")
+            f"came first, the runtime failed to load ({', '.join(str(r.library) for r in missing)}){_limited()}")
+
+
+def _limited() -> str:
+    """Where the process's address space is limited, that as a likely cause of a runtime that did
+    not load (trial 83: under `ulimit -v 400000` the advice was only about import order)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return ""
+    if soft == resource.RLIM_INFINITY:
+        return ""
+    return (f": this process's address space is limited to {soft / 2**30:.1f} GiB (ulimit -v), which a runtime "
+            "mapping its libraries may exceed; raise the limit")
 
 
 def hidden() -> str | None:

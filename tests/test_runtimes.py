@@ -323,3 +323,15 @@ def test_an_icd_folder_another_user_could_have_written_is_not_used(tmp_path: Pat
     if os.getuid() == 0:  # another user's folder of the expected name (root can make one)
         os.chown(own, 65534, -1)
         assert runtimes.vendors_folder([INTEL], str(system)) == elsewhere
+
+
+def test_a_runtime_that_did_not_load_under_an_address_space_limit_names_the_limit(monkeypatch: pytest.MonkeyPatch):
+    """Trial 83: under `ulimit -v 400000` Intel's runtime did not load, and the advice was only
+    about the order of imports."""
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (400000 * 1024, resource.RLIM_INFINITY))
+    assert runtimes._limited() == (": this process's address space is limited to 0.4 GiB (ulimit -v), which a "
+                                   "runtime mapping its libraries may exceed; raise the limit")
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert runtimes._limited() == ""

@@ -944,7 +944,7 @@ class _Run:
             baseline=s.best if same else s.baseline,
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples), unverified=s.unverified(),
-            study_trials=stored, pruned=s.pruned, valid_space=self.valid_count,
+            study_trials=stored, pruned=s.pruned, valid_space=self._valid_space(),
             runner_up=s.runner_up, confirmed=s.confirmed, unconfirmed=s.unconfirmed, overturned=s.overturned,
             baseline_timed=s.baseline_timed, unsteady=s.unsteady, retime_limit=s.retime_limit,
             elsewhere=s.elsewhere, cut_off=s.cut_off,
@@ -952,6 +952,14 @@ class _Run:
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()),
             wall_s=wall_s, study_name=self.log.study.study_name)
+
+
+    def _valid_space(self) -> int:
+        """The valid configurations' count; an estimate at least as large as the valid ones the
+        study measured (trial 82: "~0 (estimated)" of a space whose one valid one was measured)."""
+        if self.valid_exact:
+            return self.valid_count
+        return max(self.valid_count, sum(m.status is not Status.INVALID for m in self.log.seen.values()))
 
 
 def _refuse_a_namesake(spec: KernelSpec, others: Mapping[str, str]) -> None:
@@ -1032,7 +1040,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
     info = info or devices.select(options.device)[0]
     prob = spec.resolve_problem(problem)
     valid = ValidSpace(spec, prob, info.facts())
-    if valid.first() is None:
+    if valid.first(min(FIRST_LIMIT_S, options.timeout_s or math.inf)) is None:
         raise none_valid(spec, prob, info.facts(), info.name)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         check_saveable(spec, info, prob)
@@ -1107,6 +1115,11 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         # a callback's stop has no signal: not an earlier run's (trial 69)
         raise TuningInterrupted(report, stops.last_stop_signal() if signalled else signal.SIGINT, signalled)
     return report
+
+
+#: How long a run looks for a first valid configuration (at most its --timeout) before it calls
+#: the space too sparse to search (trial 82: a space of 10^8 with none valid ran 400 s unsaid).
+FIRST_LIMIT_S = 20.0
 
 
 def _workload(spec: KernelSpec, problem: dict[str, Any], info: DeviceInfo, options: TuneOptions,

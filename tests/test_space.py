@@ -53,12 +53,13 @@ def test_draws_are_balanced_per_variant_and_reach_every_one():
     assert set(variants) == {"direct", "local", "swept"} and min(variants.values()) >= 30
 
 
-def _sum_spec(tmp_path):
-    """8 parameters of 10 values (10⁸ combinations), valid when they sum to less than 30."""
+def _sum_spec(tmp_path, condition="P0 + P1 + P2 + P3 + P4 + P5 + P6 + P7 < 30"):
+    """8 parameters of 10 values (10⁸ combinations), valid where ``condition`` holds (by
+    default, where they sum to less than 30)."""
     params = "".join(f"  P{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n" for i in range(8))
     text = SCALE_YAML.replace("  MODE: [0]\n", params).replace(
         'constraints:\n  - "(N // WPT) % WG == 0"',
-        'constraints:\n  - "(N // WPT) % WG == 0"\n  - "P0 + P1 + P2 + P3 + P4 + P5 + P6 + P7 < 30"')
+        f'constraints:\n  - "(N // WPT) % WG == 0"\n  - "{condition}"')
     return specs.load(write_spec(tmp_path, text))
 
 
@@ -75,6 +76,34 @@ def test_a_space_too_large_to_count_is_estimated_and_marked(tmp_path):
     rng = random.Random(0)
     draws = [space.draw(rng) for _ in range(50)]
     assert all(c is not None and sum(c[f"P{i}"] for i in range(8)) < 30 for c in draws)
+
+
+def test_a_sparse_or_empty_space_is_bounded_in_time_and_said(tmp_path):
+    """Trial 82: with a constraint on every parameter that none of 10^8 combinations met, `run`
+    walked the space in silence for 400 s, past its --timeout, before saying so."""
+    import time
+
+    from autotune.errors import ProblemError
+
+    empty = _sum_spec(tmp_path, "P0 + P1 + P2 + P3 + P4 + P5 + P6 + P7 == 73")
+    t0 = time.perf_counter()
+    with pytest.raises(ProblemError, match=r"^scale: no valid configuration found in 0.3 s of walking its "
+                                           r"5,000,000,000 combinations: its constraints leave few or none"):
+        ValidSpace(empty, {"N": 256}, FAKE.facts()).first(0.3)
+    count, exact = ValidSpace(empty, {"N": 256}, FAKE.facts()).count(budget_s=0.2)
+    assert time.perf_counter() - t0 < 3 and (count, exact) == (0, False)
+
+
+def test_a_parameter_with_very_many_values_is_estimated_within_its_budget(tmp_path):
+    """Trial 82: 200,000 values of one parameter took 35 s to estimate (200 paths at least, each
+    binding every value), past a 5 s --timeout."""
+    import time
+
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  M: [" + ", ".join(map(str, range(200_000))) + "]")
+    sp = specs.load(write_spec(tmp_path, text))
+    t0 = time.perf_counter()
+    count, exact = ValidSpace(sp, {"N": 256}, FAKE.facts()).count(budget_s=0.2)
+    assert time.perf_counter() - t0 < 3 and not exact and count > 0
 
 
 def test_device_limits_reject_before_building(scale):

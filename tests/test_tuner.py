@@ -1650,3 +1650,13 @@ def test_a_stop_while_the_save_waits_for_another_processs_lock_stops_the_run(sca
     assert raised.value.report.profile_path is None and not path.exists()
     assert raised.value.report.profile_verdict == f"stopped while another process held {path.name}'s lock " \
                                                   f"({path.name}.lock)"
+
+
+def test_an_estimated_valid_space_is_at_least_the_valid_configurations_measured(scale, monkeypatch):
+    """Trial 82: a sparse space's one valid configuration was measured, and the summary said
+    "valid space ~0 (estimated)"."""
+    from autotune import space
+
+    monkeypatch.setattr(space.ValidSpace, "count", lambda self, budget_s=0.5, seed=0: (0, False))
+    report = run(scale, FakeEvaluator(), sampler="random", trials=4)
+    assert report.measured == 4 and not report.valid_space_exact and report.valid_space == 4

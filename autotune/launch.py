@@ -232,6 +232,17 @@ class ProgramCache:
 NO_KERNEL = re.compile(r"no kernel '(\w+)' in ")
 
 
+def _scratch_buffer(ctx: cl.Context, name: str, nbytes: int) -> cl.Buffer:
+    """A scratch buffer; a launch_error where the runtime cannot allocate it (trial 82: 10 GiB,
+    within the device's largest allocation but not the host's memory, was a traceback that ended
+    the run)."""
+    try:
+        return cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
+    except (cl.Error, MemoryError) as exc:
+        raise CandidateError("launch_error", f"scratch.{name}: {nbytes / 2**20:.0f} MiB could not be allocated "
+                                             f"({short(str(exc), 120)})") from None
+
+
 def no_kernel(entry: str, template: str, found: str) -> str:
     """The message for a launch step whose ``entry`` the built program does not hold."""
     return f"no kernel {entry!r} in {template} for this configuration (its kernels: {found})"
@@ -260,10 +271,8 @@ class Launch:
         self._numbers = [self._bound_numbers(kernel, step) for kernel, step in zip(self.kernels, self.geometry.steps,
                                                                                      strict=True)]
         extra = guard or (lambda nbytes: 0)
-        self.scratch = {
-            name: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(nbytes + extra(nbytes), 4))
-            for name, nbytes in self.geometry.scratch
-        }
+        self.scratch = {name: _scratch_buffer(ctx, name, max(nbytes + extra(nbytes), 4))
+                        for name, nbytes in self.geometry.scratch}
         # A call binds arguments to shared kernel objects and then enqueues them: from several
         # threads, one call's arguments could be bound under another's enqueue.
         self._lock = threading.Lock()

@@ -707,3 +707,18 @@ def test_a_worker_that_cannot_write_the_run_folder_is_one_line_not_a_traceback(t
                                           r"directory\): give the run a TMPDIR it can write"):
         evaluator._start()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_scratch_buffer_the_runtime_cannot_allocate_is_that_configurations_launch_error(monkeypatch):
+    """Trial 82: a 10 GiB scratch buffer (within the device's largest allocation, past the host's
+    memory) was a traceback from the worker that ended the run."""
+    from autotune import launch
+
+    def refuse(ctx, flags, nbytes):
+        raise cl.RuntimeError("create_buffer failed: OUT_OF_HOST_MEMORY")
+
+    monkeypatch.setattr(launch.cl, "Buffer", refuse)
+    with pytest.raises(launch.CandidateError) as raised:
+        launch._scratch_buffer(None, "P", 10 << 30)
+    assert raised.value.status == "launch_error"
+    assert str(raised.value) == "scratch.P: 10240 MiB could not be allocated (create_buffer failed: OUT_OF_HOST_MEMORY)"

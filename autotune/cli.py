@@ -1233,7 +1233,7 @@ def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] |
     elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
     _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block, None if block.other else mine)
     for exc in block.broken:
-        print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy('', block.ours)})")
+        print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy(str(exc), block.ours)})")
 
 
 @dataclass(frozen=True)
@@ -1283,6 +1283,8 @@ def _remedy(why: str, ours: bool) -> str:
 
     if why.startswith(("its problem is written", "its problem is not one")):  # no run has that problem
         return "write its problem as the spec has it, or delete the entry"
+    if " is no entry (" in why:  # no problem at all (trial 82): the message says the fix
+        return "delete it"
     if not ours:
         return f"runs write to {settings.profiles_dir()}, whose entry for this size is used first"
     return "the next run of its problem replaces it"

@@ -35,7 +35,7 @@ import yaml
 from filelock import FileLock, Timeout
 
 from . import settings, stops
-from .errors import ProfileError, SaveStopped, warn
+from .errors import ProfileError, SaveStopped, clipped, warn
 from .resources import data_dir
 from .yamlload import load_bytes, read_yaml
 
@@ -86,6 +86,9 @@ class Entry:
     @classmethod
     def from_yaml(cls, raw: Mapping[str, Any], where: str, header: Any = None) -> Entry:
         """The entry ``raw`` of a profile whose device block is ``header``."""
+        if not isinstance(raw, Mapping):
+            raise ProfileError(f"{where}: {clipped(repr(raw), 40)} is no entry (an entry is a mapping of problem, "
+                               "params, time_ms, spec_hash and more); fix or delete that entry")
         missing = [k for k in ("problem", "params", "time_ms", "spec_hash") if k not in raw]
         if missing:
             raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")
@@ -230,9 +233,7 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
         if not isinstance(entries, list):
             raise ProfileError(f"{path}: kernels.{kernel}: expected a list of entries")
         for i, raw in enumerate(entries):
-            if not isinstance(raw, dict):
-                raise ProfileError(f"{path}: kernels.{kernel}[{i}]: expected a mapping")
-            if check_entries:
+            if check_entries:  # one that is no mapping is one malformed entry (trial 82: the whole profile)
                 Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
     return doc
 
@@ -308,8 +309,8 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     return new, "; ".join([verdict, *tidied])
 
 
-def _order(raw: Mapping[str, Any]) -> list[str]:
-    problem = raw.get("problem")
+def _order(raw: Any) -> list[str]:
+    problem = raw.get("problem") if isinstance(raw, dict) else None
     return sorted(map(str, problem.items())) if isinstance(problem, dict) else []
 
 
@@ -338,7 +339,7 @@ def _same_problem(items: list[dict[str, Any]], kernel: str, problem: Mapping[str
     malformed (edited by hand, say) with what is wrong with each."""
     here, broken = {}, []
     for i, raw in enumerate(items):
-        if raw.get("problem") != dict(problem):
+        if not isinstance(raw, dict) or raw.get("problem") != dict(problem):  # no entry: a person's to fix
             continue
         try:
             here[i] = Entry.from_yaml(raw, f"kernels.{kernel}[{i}]")
@@ -417,7 +418,8 @@ def _rehome(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[st
     if "ceilings" in old:
         header.setdefault("ceilings", old["ceilings"])
     was = _device_facts(old) if written_for_another(old, header) else None
-    kernels = {name: [{**raw, "device": dict(was)} if was and "device" not in raw else dict(raw) for raw in items]
+    kernels = {name: [raw if not isinstance(raw, dict) else  # no entry: kept for a person to fix
+                      {**raw, "device": dict(was)} if was and "device" not in raw else dict(raw) for raw in items]
                for name, items in (doc.get("kernels") or {}).items()}
     for items in kernels.values():
         _own_device(items, header)
@@ -428,7 +430,7 @@ def _rehome(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[st
 def _own_device(items: list[dict[str, Any]], header: Mapping[str, Any]) -> None:
     """Drop the device records that name the profile's own device (its block says it)."""
     for i, raw in enumerate(items):
-        if "device" in raw and _device_facts(raw["device"]) == _device_facts(header):
+        if isinstance(raw, dict) and "device" in raw and _device_facts(raw["device"]) == _device_facts(header):
             items[i] = {k: v for k, v in raw.items() if k != "device"}
 
 

@@ -521,6 +521,26 @@ def test_a_malformed_entry_hides_only_itself(folders, monkeypatch):
     assert message.startswith(f"ignoring an entry: {path}: kernels.matmul[") and "malformed entry" in message
 
 
+def test_an_entry_that_is_no_mapping_hides_only_itself_and_a_save_keeps_it(folders, monkeypatch):
+    """Trial 82: a `- 5` among a kernel's entries made show, run and load_kernel refuse the whole
+    profile ("kernels.saxpy[0]: expected a mapping"), every kernel's entries with it."""
+    monkeypatch.setattr(loader, "_warned", set())
+    path = profiles.path_for(FAKE.slug, folders[1])
+    doc = yaml.safe_load(path.read_text())
+    doc["kernels"]["matmul"].insert(0, 5)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024}), folders, FakeTimer({}))
+    assert c.origin == "exact" and c.params == T64
+    (message,) = [str(w.message) for w in caught]
+    assert message == (f"ignoring an entry: {path}: kernels.matmul[0]: 5 is no entry (an entry is a mapping of "
+                       "problem, params, time_ms, spec_hash and more); fix or delete that entry"), message
+    entry = profiles.entries(profiles.read(path, check_entries=False), "matmul", on_error=lambda exc: None)[0]
+    profiles.save(replace(entry, problem={**entry.problem, "M": 999}), "matmul", {"name": "x"}, path)
+    assert yaml.safe_load(path.read_text())["kernels"]["matmul"][0] == 5, "a save leaves it for a person to fix"
+
+
 def test_of_two_copies_of_an_entry_the_faster_is_used_whatever_their_order(folders):
     """A hand edit can leave two entries for one problem and spec version; the first in the
     file was used, though the next run keeps the faster one."""

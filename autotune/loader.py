@@ -382,11 +382,20 @@ def _candidates(spec: KernelSpec, found: list[tuple[profiles.Entry, Path]], prob
         return (not math.isfinite(d), sizes_only, ep[0].spec_hash != spec.spec_hash, ep[0].time_ms)
 
     out: list[tuple[dict[str, Value], profiles.Entry, Path]] = []
-    for entry, path in sorted((ep for ep in found if not ep[0].picked), key=order):
+    for entry, path in sorted((ep for ep in found if not ep[0].picked and _of_a_problem(spec, ep[0])), key=order):
         params = spec.from_stored(entry.params, entry.build_flags, whole=True)
         if params is not None and all(params != c for c, _, _ in out) and _valid(spec, params, problem, facts):
             out.append((params, entry, path))
     return out
+
+
+def _of_a_problem(spec: KernelSpec, entry: profiles.Entry) -> bool:
+    """Whether ``entry``'s problem is one the spec can have, as it resolves it (trial 82: one
+    edited to N=-5, which `show` said load_kernel skips, was used as the nearest size's)."""
+    try:
+        return spec.resolve_problem(entry.problem) == dict(entry.problem)
+    except ProblemError:
+        return False
 
 
 def _tuned_since(pick: profiles.Entry, candidates: Sequence[tuple[dict[str, Value], profiles.Entry, Path]]

@@ -245,6 +245,21 @@ def test_measuring_can_be_turned_off(folders, monkeypatch):
     assert c.origin == "nearest" and c.params == T128 and timer.calls == []  # 4096 is nearest
 
 
+@pytest.mark.parametrize("edit", [{"M": -5}, {"Q": 1}])
+def test_an_entry_whose_problem_the_spec_cannot_have_is_no_candidate(folders, monkeypatch, edit):
+    """Trial 82: an entry edited to N=-5, which `show` said load_kernel skips, was used as the
+    nearest size's configuration (and timed at first use)."""
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    path = profiles.path_for(FAKE.slug, folders[1])
+    doc = yaml.safe_load(path.read_text())
+    for e in doc["kernels"]["matmul"]:
+        if e["problem"]["M"] == 4096:
+            e["problem"].update(edit)
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    c = choose(folders, FakeTimer({}), M=5000, N=5000, K=5000)
+    assert c.origin == "nearest" and c.entry.problem["M"] == 2048  # the 4096 entry, edited, is skipped
+
+
 def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_command_and_device(folders,
                                                                                                monkeypatch):
     monkeypatch.setattr(loader, "_warned", set())

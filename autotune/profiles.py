@@ -154,6 +154,9 @@ def read(path: Path, check_entries: bool = True) -> dict[str, Any]:
         # the nearest folder above that exists (trial 44: AUTOTUNE_HOME a file, two levels up)
         above = next((a for a in path.parents if a.exists()), None)
         if above is not None and not above.is_dir():  # trial 31: show said "no tuned entries"
+            if not path.is_relative_to(settings.home()):  # trial 82: a site folder's was told of AUTOTUNE_HOME
+                raise ProfileError(f"{above} is not a folder, so no profiles can be read from it; name a folder of "
+                                   "profiles in $AUTOTUNE_SITE_PROFILES")
             raise ProfileError(f"{above} is not a folder, and profiles are kept in it; move it aside "
                                "(a run makes the folder), or set AUTOTUNE_HOME to another folder")
         return {}

@@ -1386,6 +1386,9 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
                         "save it as UTF-8") from None
     except OSError as exc:  # trial 71: a template without read permission was a traceback
         raise SpecError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if (nul := text.find("\0")) >= 0:  # trial 82: the compiler stopped there, "no kernel 'saxpy'" followed
+        raise SpecError(f"{path}:{text.count(chr(10), 0, nul) + 1}: holds a NUL byte (offset {nul}), where the "
+                        "compiler would stop reading; remove it")
     depth = 0  # of #if blocks around this line
     commented = False  # whether this line starts inside a /* */ comment (trial 40: its #if counted)
     for n, line in enumerate(text.splitlines(), 1):
@@ -1406,6 +1409,8 @@ def expand_includes(path: Path, within: tuple[Path, ...] = ()) -> str:
         shared = data_dir("kernel_templates") / m.group(1)
         if not included.is_file() and m.group(1).endswith(".h") and shared.is_file():
             included = shared.resolve()  # autotune's own headers (autotune.h), for any template
+        if _exists(included) and not included.is_file():  # trial 82: a FIFO or /dev/zero was "not found"
+            raise SpecError(f"{path}:{n}: #include \"{m.group(1)}\" is {_not_a_file(included)}: include a file")
         if not included.is_file() and depth > 0:
             # in a branch the compiler may skip (#ifdef SOME_VENDOR): left for it, as a
             # preprocessor would (trial 36: the spec was refused); taken, its own error says so

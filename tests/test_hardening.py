@@ -659,7 +659,8 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
                                         "one expression each here"),
     (("  local: [WG]", "  local: [WG]\n  grid_div_x: [WG]"), "Kernel Tuner's grid_div_x is 'global', in work-items"),
     (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0 && WPT > 0"'), r"invalid syntax; write and, or, not"),
-    (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"), "parameters.MODE.when: names MODE itself"),
+    (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"),
+     "parameters.MODE.when: 'MODE == 1' uses unknown name(s) MODE (MODE is the parameter this condition is for"),
     (("  MODE: [0]", "  MODE: [0]\n  WG: [16]"), "scale.yaml:11: invalid YAML (key 'WG' given twice (first on line 9)"),
 ])
 def test_spec_mistakes_that_ran_silently_wrong_are_one_line(tmp_path, capsys, edit, message):

@@ -695,3 +695,20 @@ def test_a_quoted_boolean_in_a_stored_entry_is_told_to_lose_its_quotes():
                                         "the YAML)")
     assert reverse._outside({**reverse.default_config, "WG": "64"}) == \
         "WG: '64' is text, not the value 64 (remove its quotes in the YAML)"
+
+
+def test_a_template_with_a_nul_byte_or_an_include_that_is_no_file_is_refused_and_said(tmp_path):
+    """Trial 82: a NUL byte cut the source there ("no kernel 'saxpy' ... its kernels: none" at
+    every build), and an #include of a FIFO or /dev/zero was "not found beside it"."""
+    import os
+
+    from conftest import TEMPLATE_CL
+    path = write_spec(tmp_path, SCALE_YAML, template="// a\n// \0 nul\n" + TEMPLATE_CL)
+    with pytest.raises(SpecError, match=r"scale.cl:2: holds a NUL byte \(offset 8\), where the compiler would stop "
+                                        r"reading; remove it"):
+        specs.load(path)
+    os.mkfifo(tmp_path / "pipe.h")
+    path.parent.joinpath("scale.cl").write_text('#include "pipe.h"\n' + TEMPLATE_CL)
+    with pytest.raises(SpecError, match=r'scale.cl:1: #include "pipe.h" is not a regular file \(a pipe or device, '
+                                        r'say\): include a file'):
+        specs.load(path)

@@ -159,7 +159,7 @@ class Expr:
             tree = ast.parse(source.strip(), mode="eval")
         except SyntaxError as exc:
             c_like = "; write and, or, not" if re.search(r"&&|\|\||!(?!=)", source) else ""  # trial 52
-            if re.search(r"(?<![=!<>])=(?!=)", source):  # trial 80: `ALGO = 'vec'`
+            if re.search(r"(?<![=!<>])=(?![=<>])", source):  # trial 80: `ALGO = 'vec'` (trial 84: not `=>`)
                 c_like += "; compare with == (a single = assigns)"
             raise ExpressionError(f"{source!r} is not a valid expression ({exc.msg}{c_like})") from None
         except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, parser limits

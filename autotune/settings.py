@@ -38,7 +38,7 @@ def default_storage() -> str:
         try:  # trial 83: UTF-8 text, read under an ASCII locale without Python's UTF-8 mode
             raise ProblemError(f"AUTOTUNE_HOME ({raw.decode('utf-8')}) is not ASCII, and this process reads file "
                                f"names as {sys.getfilesystemencoding()} (its locale), so a database URL cannot "
-                               "name it; use a UTF-8 locale (LANG=C.UTF-8) or set PYTHONUTF8=1") from None
+                               "name it; use a UTF-8 locale (LC_ALL=C.UTF-8) or set PYTHONUTF8=1") from None
         except UnicodeDecodeError:
             pass
         raise ProblemError(f"AUTOTUNE_HOME ({raw.decode('utf-8', 'backslashreplace')}) holds bytes "
@@ -94,8 +94,8 @@ def pin_folders() -> None:
 
 def passed_over() -> list[str]:
     """Warnings for folders the environment names that are not used: an ``$AUTOTUNE_CACHE`` that
-    is no folder (nothing is cached), a ``$TMPDIR`` that is
-    no folder this process can write (Python uses /tmp instead: trial 83, 1.5 GB of a run at
+    is no folder (nothing is cached), a ``$TMPDIR`` that this process cannot write in (Python
+    uses /tmp instead: trial 83, 1.5 GB of a run at
     8192^3 went there without a word)."""
     out = []
     cache = _folder("AUTOTUNE_CACHE")
@@ -104,8 +104,9 @@ def passed_over() -> list[str]:
                    "the devices' builds again); set it to a folder")
     given = os.environ.get("TMPDIR", "").strip()
     if given and os.path.realpath(tempfile.gettempdir()) != os.path.realpath(given):
-        out.append(f"TMPDIR ({given}) is not a folder this process can write: temporary files (a run's inputs "
-                   f"and expected outputs) go to {tempfile.gettempdir()} instead; set it to a writable folder")
+        out.append(f"TMPDIR ({given}) cannot be written (not a folder, read-only, or full): temporary files (a "
+                   f"run's inputs and expected outputs) go to {tempfile.gettempdir()} instead; set it to a writable "
+                   "folder with room")
     return out
 
 

@@ -489,7 +489,10 @@ def lint(spec: KernelSpec) -> list[str]:
         names = [p.name, *(k for v in p.values for k in _macros(p.name, v) if k != p.name)]
         if any(n in words for n in names):
             continue
-        near = [f"{close[0]} (the macro is {n})" for n in names if (close := _near(n, set(used) - set(names)))] or [
+        # a typo is no other parameter's or problem key's macro, nor a derived name (trial 84:
+        # BLOCK_SIZE_Y, used rightly, was named for BLOCK_SIZE_X where block_size_x was the slip)
+        others = set(used) - set(_macro_owners(spec)) - {d for d, _ in spec.derived}
+        near = [f"{close[0]} (the macro is {n})" for n in names if (close := _near(n, others))] or [
             f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper]
         hint = f"; it mentions {', '.join(near)}" if near else ""
         seen = "only gives it a default (#ifndef) and never uses" if p.name in defaulted else "never mentions"
@@ -504,7 +507,7 @@ def lint(spec: KernelSpec) -> list[str]:
             + _tested_for_definition(spec) + _unsized(spec) + _stepless(spec) + _failing(spec))
 
 
-def _never_applies(spec: KernelSpec, most: int = 10_000) -> dict[str, str]:
+def _never_applies(spec: KernelSpec, most: int = 2_000) -> dict[str, str]:
     """Warnings, by parameter, for a ``when`` that holds for no configuration: one that needs a
     parameter another variant's ``when`` switches off, which has its first value there (trial 80:
     ``ALGO == 'local' and VW > 2``, where VW applies only to ALGO vec, was never tuned, and the
@@ -518,15 +521,19 @@ def _never_applies(spec: KernelSpec, most: int = 10_000) -> dict[str, str]:
         named, todo = set(), set(p.when.names)
         while todo:  # the parameters it names, and those that say where they apply
             named |= todo
-            todo = {n for m in todo if (w := by_name[m].when) is not None for n in w.names} - named
+            todo = {n for m in todo if m in by_name and (w := by_name[m].when) is not None for n in w.names} - named
+        # (trial 84: a chain that reached a problem key was a KeyError in every command)
         if not named <= by_name.keys() or (combinations := _combinations(spec, named, most)) is None:
             continue
-        if all(_unused(p, _first_where_unused(spec.parameters, spec.complete(c))) for c in combinations):
+        chain = [by_name[n] for n in sorted(named)]
+        if all(_unused(p, _first_where_unused(chain, {q.name: c.get(q.name, q.values[0]) for q in chain}))
+               for c in combinations):
             off = [f"{n} applies only where {w.source}" for n in sorted(p.when.names)
                    if (w := by_name[n].when) is not None]
-            why = f" ({'; '.join(off)}, and has its first value elsewhere)" if off else ""
-            out[p.name] = (f"{spec.path}: parameters.{p.name}.when {p.when.source!r} holds for no configuration"
-                           f"{why}, so {p.name} is never tuned; name only parameters that apply where it should")
+            why = (f" ({'; '.join(off)}, and has its first value elsewhere), so {p.name} is never tuned; name only "
+                   "parameters that apply where it should") if off else \
+                f" (none of the values it names satisfies it), so {p.name} is never tuned; correct the condition"
+            out[p.name] = f"{spec.path}: parameters.{p.name}.when {p.when.source!r} holds for no configuration{why}"
     return out
 
 
@@ -534,12 +541,20 @@ def _tested_for_definition(spec: KernelSpec) -> list[str]:
     """Warnings for ``#ifdef NAME`` (or an ``#if defined(NAME)``) of a parameter or problem key:
     autotune defines every one (a boolean as 0 or 1), so the test always holds
     (trial 80: `#ifdef CACHE_FILT` took the branch for false too, every such configuration wrong)."""
-    given = {p.name for p in spec.parameters if p.flag is None} | {k.name for k in spec.problem}
+    values = {p.name: p.values for p in spec.parameters if p.flag is None}
+    values |= {k.name: (k.default, *k.choices) for k in spec.problem}
     source = C_COMMENTS.sub(" ", spec.source)
-    tested = dict.fromkeys(n for n in _DEFINED_TEST.findall(source) if n in given)
+    tested = dict.fromkeys(n for n in _DEFINED_TEST.findall(source) if n in values)
     return [f"{spec.path}: {spec.template.name} tests whether {name} is defined (#ifdef {name}, or defined({name})), "
             f"which it always is: autotune passes -D{name}=value for every configuration (0 or 1 for a boolean); "
-            f"test its value instead (#if {name})" for name in tested]
+            f"test its value instead ({_value_test(name, values[name])})" for name in tested]
+
+
+def _value_test(name: str, values: tuple[Any, ...]) -> str:
+    """How a template tests a value of ``name``: ``#if NAME``, or for a word such as ``vec`` its
+    own macro, ``#if NAME_VEC`` (trial 84: `#if ALGO` is 0 whatever the word)."""
+    own = [m for v in values for m in _macros(name, v) if m != name]
+    return f"#if {own[0]}" if own else f"#if {name}"
 
 
 def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
@@ -1437,8 +1452,16 @@ def _foreign_literal(source: str, values: Mapping[str, tuple[Value, ...]]) -> tu
         if not isinstance(node, ast.Compare):
             continue
         sides = [node.left, *node.comparators]
-        for a, b in zip(sides, sides[1:], strict=False):  # each adjacent pair of a chain
-            for name, const in ((a, b), (b, a)):
+        for op, a, b in zip(node.ops, sides, sides[1:], strict=False):  # each adjacent pair of a chain
+            # equality, and membership in a list of values; not `'_db' in ALGO` or `ALGO < 'v'`,
+            # which test a string's parts or order (trial 84: refused as typos)
+            if isinstance(op, (ast.Eq, ast.NotEq)):
+                pairs = [(a, b), (b, a)]
+            elif isinstance(op, (ast.In, ast.NotIn)) and isinstance(b, (ast.Tuple, ast.List, ast.Set)):
+                pairs = [(a, item) for item in b.elts]
+            else:
+                continue
+            for name, const in pairs:
                 if (isinstance(name, ast.Name) and name.id in values and isinstance(const, ast.Constant)
                         and isinstance(const.value, str) and const.value not in values[name.id]):
                     return name.id, const.value

@@ -306,9 +306,9 @@ def test_a_tmpdir_or_autotune_cache_that_is_no_usable_folder_is_warned_of(tmp_pa
     err = capsys.readouterr().err.splitlines()
     assert err == [f"autotune: warning: AUTOTUNE_CACHE ({a_file}) is not a folder, so nothing is cached there (each "
                    "command checks the devices' builds again); set it to a folder",
-                   f"autotune: warning: TMPDIR ({a_file}) is not a folder this process can write: temporary files (a "
-                   f"run's inputs and expected outputs) go to {tempfile.gettempdir()} instead; set it to a writable "
-                   "folder"], err
+                   f"autotune: warning: TMPDIR ({a_file}) cannot be written (not a folder, read-only, or full): "
+                   f"temporary files (a run's inputs and expected outputs) go to {tempfile.gettempdir()} instead; set "
+                   "it to a writable folder with room"], err
     monkeypatch.setattr(tempfile, "tempdir", None)
     monkeypatch.setenv("TMPDIR", str(tmp_path) + "/")
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))

@@ -58,4 +58,4 @@ def test_a_utf8_home_under_an_ascii_locale_is_told_to_use_a_utf8_locale_not_call
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (f"AUTOTUNE_HOME ({home}) is not ASCII, and this process reads file names as ascii "
                                    "(its locale), so a database URL cannot name it; use a UTF-8 locale "
-                                   "(LANG=C.UTF-8) or set PYTHONUTF8=1"), done.stdout
+                                   "(LC_ALL=C.UTF-8) or set PYTHONUTF8=1"), done.stdout

@@ -419,6 +419,16 @@ def test_lint_names_a_when_that_holds_for_no_configuration_instead_of_advice_tha
         "parameters that apply where it should"], warnings
     assert "when" not in "".join(specs.lint(specs.load(write_spec(tmp_path, SCALE_YAML.replace(
         "  MODE: [0]", params.replace("MODE == 'fast' and", "MODE == 'slow' and")), template=template))))
+    # trial 84: a condition no value meets is told to be corrected, and a chain that reaches a
+    # problem key (which may hold at another size) is no KeyError
+    never = params.replace("MODE == 'fast' and UNROLL == 2", "WG > 1000")
+    (warning,) = [w for w in specs.lint(specs.load(write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]", never),
+                                                              template=template))) if "EXTRA" in w]
+    assert warning.endswith("parameters.EXTRA.when 'WG > 1000' holds for no configuration (none of the values it "
+                            "names satisfies it), so EXTRA is never tuned; correct the condition"), warning
+    chain = params.replace("when: \"MODE == 'slow'\"", "when: \"N > 1000\"")
+    assert not [w for w in specs.lint(specs.load(write_spec(tmp_path, SCALE_YAML.replace("  MODE: [0]", chain),
+                                                            template=template))) if "when" in w]
 
 
 def test_lint_names_a_parameter_the_template_tests_for_definition_which_always_holds(tmp_path):
@@ -712,3 +722,38 @@ def test_a_template_with_a_nul_byte_or_an_include_that_is_no_file_is_refused_and
     with pytest.raises(SpecError, match=r'scale.cl:1: #include "pipe.h" is not a regular file \(a pipe or device, '
                                         r'say\): include a file'):
         specs.load(path)
+
+
+def test_a_strings_parts_or_order_may_be_tested_but_a_list_of_values_is_checked(tmp_path):
+    """Trial 84: `'_db' not in ALGO` (a substring) and `ALGO < 'v'` were refused as typos, while
+    `ALGO in ('vec', 'lokal')` passed."""
+    base = SCALE_YAML.replace("  MODE: [0]", "  MODE: [fast, fast_db, slow]")
+    for fine in ("'_db' not in MODE or WG >= 32", "MODE < 'g' or WG >= 32"):
+        specs.load(write_spec(tmp_path, base.replace('constraints:\n  - "(N // WPT) % WG == 0"',
+                                                     f'constraints:\n  - "{fine}"')))
+    with pytest.raises(SpecError, match=r"constraints\[0\]: MODE is never 'sloow'"):
+        specs.load(write_spec(tmp_path, base.replace('constraints:\n  - "(N // WPT) % WG == 0"',
+                                                     'constraints:\n  - "MODE in (\'fast\', \'sloow\') or WG > 16"')))
+
+
+def test_a_near_miss_is_no_other_parameters_macro_and_a_words_test_is_its_own_macro(tmp_path):
+    """Trial 84: BLOCK_SIZE_X was said to be mentioned as BLOCK_SIZE_Y (another parameter, used
+    rightly) where block_size_x was the slip; `#ifdef ALGO` was told `#if ALGO`, which is 0."""
+    template = ("__kernel void scale(__global const float* x, __global float* y) {\n"
+                "  const int i = get_global_id(0) + 0 * block_size_x + 0 * BLOCK_SIZE_Y;\n#ifdef MODE\n#endif\n"
+                "  y[i] = 2.0f * x[i];\n}\n")
+    yaml_text = SCALE_YAML.replace("  MODE: [0]",
+                                   "  MODE: [fast, slow]\n  BLOCK_SIZE_X: [1, 2]\n  BLOCK_SIZE_Y: [1, 2]")
+    warnings = specs.lint(specs.load(write_spec(tmp_path, yaml_text, template=template)))
+    (near,) = [w for w in warnings if "BLOCK_SIZE_X has no effect" in w]
+    assert near.endswith("it mentions block_size_x (the macro is BLOCK_SIZE_X)"), near
+    (tested,) = [w for w in warnings if "tests whether MODE" in w]
+    assert tested.endswith("test its value instead (#if MODE_FAST)"), tested
+
+
+def test_a_greater_or_equal_written_backwards_gets_no_assignment_hint(tmp_path):
+    """Trial 84: `B => 1` was told to compare with == (a single = assigns)."""
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0, 1]\n  UNROLL: {values: [1, 2], when: \"MODE => 1\"}")
+    with pytest.raises(SpecError) as raised:
+        specs.load(write_spec(tmp_path, text))
+    assert "is not a valid expression" in str(raised.value) and "single =" not in str(raised.value)

@@ -26,7 +26,15 @@ from typing import Any
 
 from . import stops
 from .device import DeviceInfo
-from .errors import AutotuneError, AutotuneWarning, ProblemError, ProfileNotSaved, TuningInterrupted, warn
+from .errors import (
+    AutotuneError,
+    AutotuneWarning,
+    ProblemError,
+    ProfileNotSaved,
+    SaveStopped,
+    TuningInterrupted,
+    warn,
+)
 from .processes import WORKER_PREFIX
 from .result import Measurement
 from .spec import KernelSpec
@@ -118,6 +126,7 @@ def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResu
     """``results`` with each study's best saved from the report of the worker that found it
     (its ``error`` says why, where the profile could not take it)."""
     out = list(results)
+    stopped: str | None = None  # why saving stopped: a stop while a save waited for the profile's lock
     for slug in dict.fromkeys(r.info.slug for r in results):
         found = [(r.report.best.median_ms, i, r.report) for i, r in enumerate(out)
                  if r.info.slug == slug and r.report is not None and r.report.best is not None]
@@ -125,7 +134,13 @@ def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResu
             continue
         _, i, report = min(found, key=lambda f: f[:2])
         try:
+            if stopped is not None:
+                raise SaveStopped(stopped)
             out[i] = replace(out[i], report=save_best(report, options.storage))
+        except SaveStopped as exc:  # as a run on one device (trial 84: exit 1, every summary lost)
+            stopped = stopped or f"the command was stopped before it saved this study's best ({exc})"
+            out[i] = replace(out[i], report=replace(report, profile_verdict=str(exc)),
+                             signum=out[i].signum or stops.last_stop_signal())
         except ProfileNotSaved as exc:
             assert isinstance(exc.report, TuneReport)
             out[i] = replace(out[i], report=exc.report, error=str(exc))

@@ -1660,3 +1660,24 @@ def test_an_estimated_valid_space_is_at_least_the_valid_configurations_measured(
     monkeypatch.setattr(space.ValidSpace, "count", lambda self, budget_s=0.5, seed=0: (0, False))
     report = run(scale, FakeEvaluator(), sampler="random", trials=4)
     assert report.measured == 4 and not report.valid_space_exact and report.valid_space == 4
+
+
+def test_several_devices_stopped_while_a_save_waits_for_the_lock_end_as_stopped_with_their_reports(scale):
+    """Trial 84: with `-d 0:0,0:0` a stop during that wait exited 1 with a bare error, every
+    summary lost."""
+    import fcntl
+    import threading
+
+    from autotune import fleet, stops
+
+    report = run(scale, FakeEvaluator(), sampler="grid", trials=3, save=False)
+    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        threading.Timer(1.5, stops._note_stop, (signal.SIGINT, None)).start()
+        with pytest.warns(AutotuneWarning, match="waiting up to 60 s"):
+            (result,) = fleet._saved([fleet.WorkerResult("0:0", FAKE, report)], TuneOptions(storage=":memory:"))
+    stops._REQUESTED.clear()
+    assert result.signum == signal.SIGINT and result.error is None and result.report.profile_path is None
+    assert result.report.profile_verdict == f"stopped while another process held {path.name}'s lock ({path.name}.lock)"

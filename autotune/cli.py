@@ -33,6 +33,7 @@ from .errors import (
     ProfileNotSaved,
     TuningInterrupted,
     clipped,
+    own_warnings,
 )
 from .proposer import Sampler
 
@@ -337,9 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with stops.stop_signals(), warnings.catch_warnings():  # a SIGTERM before a run starts too
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
-            # its own warnings are the command's messages, whatever -W or PYTHONWARNINGS say
-            # (trial 83: under PYTHONWARNINGS=error each was a traceback, one after a pick was saved)
-            warnings.filterwarnings("default", category=AutotuneWarning)
+            own_warnings()  # the command's messages, whatever -W or PYTHONWARNINGS say
             for message in settings.passed_over():
                 _warn(message)
             if closed:

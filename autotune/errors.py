@@ -37,6 +37,14 @@ def warn(message: str) -> None:
     warnings.warn(AutotuneWarning(message), stacklevel=level)
 
 
+def own_warnings() -> None:
+    """autotune's warnings printed whatever ``-W`` or ``PYTHONWARNINGS`` say, in a process or
+    ``warnings.catch_warnings()`` block of autotune's own: its warnings are messages of the
+    command (trial 83: under PYTHONWARNINGS=error each was a traceback; trial 84: the measuring
+    worker inherited the filter and failed to start)."""
+    warnings.filterwarnings("default", category=AutotuneWarning)
+
+
 class SpecError(AutotuneError):
     """A kernel spec (search-space YAML) or its template/reference is missing or malformed."""
 

@@ -33,6 +33,7 @@ from .errors import (
     ProfileNotSaved,
     SaveStopped,
     TuningInterrupted,
+    own_warnings,
     warn,
 )
 from .processes import WORKER_PREFIX
@@ -229,6 +230,7 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
             shown(message, category, filename, lineno, file, line)
 
     warnings.showwarning = to_parent
+    own_warnings()
     try:
         for s in stops.signals():
             signal.signal(s, stops.raise_interrupt)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import settings
+from .errors import own_warnings
 
 #: A trivial kernel, and a 16-wide shuffle launched once (PoCL compiles a kernel for the device
 #: at its first launch). On an AMD Zen 4, PoCL 3.0 (the ``cpu`` extra; LLVM 14) builds the first
@@ -195,6 +196,7 @@ def _shuffles(ctx: Any, program: Any) -> BuildCheck:
 
 
 def _main(selectors: list[str]) -> None:
+    own_warnings()
     for sel in selectors:
         result = build_once(sel)
         print(json.dumps([sel, result.ok, result.message]), flush=True)

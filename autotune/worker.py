@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from . import capture, scratch, stops
-from .errors import AutotuneError, WorkerError
+from .errors import AutotuneError, WorkerError, own_warnings
 from .measure import Bench, TimingOptions, Workload
 from .result import Measurement, Status
 from .spec import KernelSpec, Value
@@ -165,6 +165,7 @@ def _worker_main(conn: Connection, setup: Setup) -> None:
     # a build log is normal for tuned variants; catch_warnings in build threads is not
     # thread-safe, so the worker (autotune's own process) ignores them for good
     warnings.simplefilter("ignore", cl.CompilerWarning)
+    own_warnings()
     try:
         if setup.stderr_file:
             _redirect_stderr(Path(setup.stderr_file))

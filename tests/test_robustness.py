@@ -722,3 +722,15 @@ def test_a_scratch_buffer_the_runtime_cannot_allocate_is_that_configurations_lau
         launch._scratch_buffer(None, "P", 10 << 30)
     assert raised.value.status == "launch_error"
     assert str(raised.value) == "scratch.P: 10240 MiB could not be allocated (create_buffer failed: OUT_OF_HOST_MEMORY)"
+
+
+def test_a_run_under_pythonwarnings_error_prints_its_warnings_and_its_worker_measures(tmp_path):
+    """Trial 84: the measuring worker inherited PYTHONWARNINGS=error, so one of autotune's own
+    warnings there was a traceback and the run failed; the command's filter was its own."""
+    path = write_spec(tmp_path, SCALE_YAML)
+    env = dict(os.environ, PYTHONWARNINGS="error", AUTOTUNE_SYSTEM_OPENCL="maybe")
+    done = subprocess.run(_cli(path, "--trials", "3", "--storage", ":memory:", "--no-save"), capture_output=True,
+                          text=True, timeout=300, env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "$AUTOTUNE_SYSTEM_OPENCL='maybe' is neither on" in done.stderr
+    assert "3 measured this run" in done.stdout

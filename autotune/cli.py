@@ -1023,7 +1023,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
     else:
         _print_devices(found, built, default or set())
     if default is None:
-        raise AutotuneError(f"no device can run OpenCL kernels; {runtimes.cpu_fix()}")
+        raise AutotuneError("no device can run OpenCL kernels" + device.fix_for([b.message for b in built.values()]))
     if trouble is not None:  # after the table, which is what it asks the user to look at
         raise trouble
     return 0

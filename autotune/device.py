@@ -155,9 +155,14 @@ def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.
             if built[item[0].selector].ok and wanted in (None, item[0].device_type):
                 return item
     failed = [f"{d.selector} {d.name} ({d.platform}): {built[d.selector].message}" for d, _ in found]
-    full = all(any(words in m for words in health.FULL) for m in failed)  # a runtime would not help
-    raise DeviceError("no OpenCL device can run kernels: " + "; ".join(failed) + ("" if full else
-                                                                                  f"; {runtimes.cpu_fix()}"))
+    raise DeviceError("no OpenCL device can run kernels: " + "; ".join(failed) + fix_for(failed))
+
+
+def fix_for(failures: list[str]) -> str:
+    """What to add to build-check ``failures``: the advice to install a runtime, or nothing where
+    a full cache is among them (its message says the fix; trial 83: "install a CPU OpenCL runtime"
+    where one was installed)."""
+    return "" if any(words in m for m in failures for words in health.FULL) else f"; {runtimes.cpu_fix()}"
 
 
 def require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]],
@@ -171,9 +176,9 @@ def require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceI
     built = build_checks(found)  # one look (or probe) for all the others
     others = [f"{o.selector} ({o.name}, {o.platform})" for o, _ in found
               if o.selector != d.selector and built[o.selector].ok]
-    fix = f"{use} {' or '.join(others)}" if others else runtimes.cpu_fix()
+    fix = f"; {use} {' or '.join(others)}" if others else fix_for([check.message])
     raise DeviceError(f"{d.name} ({d.platform}, driver {d.driver}) cannot run OpenCL kernels: "
-                      f"{check.message}; {fix}")
+                      f"{check.message}{fix}")
 
 
 def select(selector: str | None = None, require_build: bool = True) -> tuple[DeviceInfo, cl.Device]:

@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from . import settings
 from .errors import own_warnings
 
@@ -116,8 +118,9 @@ def _probe(selector: str) -> tuple[BuildCheck, bool]:
             return BuildCheck(bool(ok), str(message)), True
     last = (out.stderr.strip().splitlines() or [f"exit status {out.returncode}"])[-1]
     if any(words in last for words in FULL):  # trial 83: "install a CPU OpenCL runtime" followed
-        return BuildCheck(False, f"the build check could not write pyopencl's caches ({last[:200]}): free space "
-                                 "in the cache folder, or set AUTOTUNE_CACHE to a folder with room"), False
+        where = platformdirs.user_cache_dir()
+        return BuildCheck(False, f"the build check could not write pyopencl's caches in {where} ({last[:200]}): "
+                                 "free space there, or set AUTOTUNE_CACHE to a folder with room"), False
     return BuildCheck(False, f"the build check (a trivial kernel, then a 16-wide vector shuffle) crashed: "
                              f"{last[:300]}"), out.returncode < 0
 

@@ -118,17 +118,21 @@ def test_a_build_check_that_cannot_write_to_a_full_cache_says_so_and_not_install
     fake_python.write_text("#!/bin/sh\necho 'sqlite3.OperationalError: database or disk is full' >&2\nexit 1\n")
     fake_python.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(fake_python))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "full"))
     (full,) = health.checks({"0:0": "intel|1"}).values()
     assert not full.ok and full.message == (
-        "the build check could not write pyopencl's caches (sqlite3.OperationalError: database or disk is full): "
-        "free space in the cache folder, or set AUTOTUNE_CACHE to a folder with room"), full
+        f"the build check could not write pyopencl's caches in {tmp_path / 'full'} (sqlite3.OperationalError: "
+        "database or disk is full): free space there, or set AUTOTUNE_CACHE to a folder with room"), full
     assert health._read_cache() == {}, "not the device's lasting answer: checked again once there is room"
-    found, _ = _found(("CPU", False))
+    # trial 84: with another device failing for a reason of its own, and with the device named
+    found, _ = _found(("CPU", False), ("CPU", False))
+    other = BuildCheck(False, "error: unknown target CPU 'generic'")
     monkeypatch.setattr(device, "list_devices", lambda: found)
-    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {"0:0": full})
-    with pytest.raises(DeviceError) as raised:
-        device.select(None)
-    assert "free space in the cache folder" in str(raised.value) and "pip install" not in str(raised.value)
+    monkeypatch.setattr(device, "build_checks", lambda f, recheck=False: {"0:0": full, "1:0": other})
+    for selector in (None, "0:0"):
+        with pytest.raises(DeviceError) as raised:
+            device.select(selector)
+        assert "free space there" in str(raised.value) and "pip install" not in str(raised.value), raised.value
 
 
 def test_a_cache_write_that_fails_half_way_leaves_no_file_behind(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:

@@ -1459,8 +1459,11 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any], u
                     print(f"    not {label(other)}: {why}")
             for other, start in zip(used, starts, strict=True):
                 if replay.not_recorded(rec, start):
+                    then = ("a recorded configuration one parameter away is measured instead"
+                            if replay.recorded_beside(rec, start) else
+                            "nor is any configuration one parameter away, so it is not used")
                     print(f"    {label(other)}: its winner is not recorded here (it did not build, or was not "
-                          "measured); a recorded configuration one parameter away is measured instead")
+                          f"measured); {then}")
         seeds = range(args.seed, args.seed + args.seeds)
         summary = replay.replay_seeds(rec, args.trials, seeds, Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target), starts=starts)

@@ -161,11 +161,23 @@ def _parse(text: str, path: Path) -> Any:
         raw = None
     cache = raw.get("cache") if isinstance(raw, dict) else None
     if not isinstance(cache, dict):  # closed, it is no cache either (trial 33: cut short, it warned first)
-        raise ProblemError(f"{path} is not a JSON cache file ({problem})")
+        raise ProblemError(f"{path} is not a JSON cache file ({problem}){_why_not(text, path)}")
     warn(f"{path}: the cache was left open, as Kernel Tuner leaves it while a run appends to it: "
          f"{len(cache) if isinstance(cache, dict) else 0} entries read; if that run did not finish, "
          "the optimum replays aim at is only the best it had measured")
     return raw
+
+
+def _why_not(text: str, path: Path) -> str:
+    """What a text that is no JSON cache file likely is (trial 85: an empty file, a .gz name on
+    a plain file and a file cut short were all "Expecting value ...", with no fix)."""
+    if not text.strip():
+        return ": it is empty; copy or download it again"
+    if path.suffix.lower() == ".gz":
+        return ": its name ends in .gz, but it is not gzip data"
+    if text.lstrip().startswith("{"):
+        return ": it ends before its JSON does (cut short?); copy or download it again"
+    return ""
 
 
 def _first_of_each(repeated: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
@@ -260,8 +272,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
              f"not a positive number ({some}); replayed as failures")
     if misnamed:
         warn(f"{_some(misnamed)}: {'its key does' if len(misnamed) == 1 else 'their keys do'} not spell "
-             "the values (Kernel Tuner's key is the values in 'tune_params' order, joined by commas); "
-             "the values are replayed")
+             "the values (Kernel Tuner's key is the values in the order of 'tune_params_keys', else of "
+             "'tune_params', joined by commas); the values are replayed")
     if unnamed:
         warn(f"{_some(unnamed)}: not a time nor an error Kernel Tuner records ({', '.join([*_ERRORS, _INVALID])}); "
              "replayed as failures")
@@ -481,6 +493,14 @@ def not_recorded(rec: Recorded, start: Mapping[str, Value]) -> bool:
     return rec.outcome(start) in (None, _INVALID)
 
 
+def recorded_beside(rec: Recorded, start: Mapping[str, Value]) -> bool:
+    """Whether a configuration one parameter from ``start`` is recorded as built: the one the
+    tuner measures where ``start`` is not (:func:`not_recorded`); without one, the start is
+    dropped (trial 85: said to be measured "one parameter away" all the same)."""
+    return any(v != start[name] and rec.outcome({**start, name: v}) not in (None, _INVALID)
+               for name, values in rec.parameters for v in values)
+
+
 def unusable(rec: Recorded, other: Recorded) -> str | None:
     """Why ``other``'s winner cannot start a replay of ``rec``; None when it can."""
     if set(other.names) != set(rec.names):  # a recording says no more of its kernel
@@ -489,6 +509,9 @@ def unusable(rec: Recorded, other: Recorded) -> str | None:
         return "the recording being replayed"
     if other.device == rec.device and rec.device != UNKNOWN_DEVICE:
         return "a recording of the same device, whose winner would be the answer"
+    # trial 85: a copy of an unnamed device's recording gave the answer (named ones are told apart above)
+    if UNKNOWN_DEVICE in (rec.device, other.device) and other.outcomes == rec.outcomes:
+        return "the same recording as the one replayed (a copy), whose winner would be the answer"
     if rec.adopt(other.winner) is None:
         return "its winner holds a value this space does not list"
     return None

@@ -129,6 +129,22 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
         replay.load(tmp_path / "kt_gemm__RTX_3090.json.gz")
 
 
+@pytest.mark.parametrize("name, content, message", [
+    ("empty.json", "", "is not a JSON cache file (Expecting value: line 1 column 1 (char 0)): it is empty; copy or "
+                       "download it again"),
+    ("plain.json.gz", "this is not gzip", "its name ends in .gz, but it is not gzip data"),
+    ("cut.json", '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.0}, "2": {"X": 2, "ti',
+     "it ends before its JSON does (cut short?); copy or download it again"),
+])
+def test_an_empty_cut_or_misnamed_cache_file_says_what_it_is(tmp_path, name, content, message):
+    """Trial 85: each was "is not a JSON cache file (Expecting value ...)", with no fix."""
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ProblemError) as raised:
+        replay.load(path)
+    assert str(raised.value).endswith(message), raised.value
+
+
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read"),
     ("{not json", "is not a JSON cache file"),
@@ -249,6 +265,18 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
         assert cli.main(["replay", str(target), "--warm-start", str(near)]) == 0
     assert "    sibling: its winner is not recorded here (it did not build, or was not measured); a recorded " \
            "configuration one parameter away is measured instead" in capsys.readouterr().out
+    # trial 85: with no recorded configuration one parameter away either, the start is dropped: said
+    for key in [k for k in doc["cache"] if k.startswith("11,") or k.endswith(",2")]:
+        del doc["cache"][key]
+    target.write_text(json.dumps(doc))
+    assert cli.main(["replay", str(target), "--warm-start", str(near)]) == 0
+    assert "    sibling: its winner is not recorded here (it did not build, or was not measured); nor is any " \
+           "configuration one parameter away, so it is not used" in capsys.readouterr().out
+    # trial 85: a copy of a recording of an unnamed device handed over the answer
+    copy = tmp_path / "elsewhere" / "blank_copy.json"
+    copy.write_text(blank.read_text())
+    assert cli.main(["replay", str(blank), "-n", "5", "--warm-start", str(copy)]) == 0
+    assert "not blank_copy: the same recording as the one replayed (a copy)" in capsys.readouterr().out
     # trial 43: one warm-start file that cannot be read (a glob's) ended the replay
     failed = tmp_path / "failed.json"
     failed.write_text('{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": "InvalidConfig"}}}')

@@ -220,7 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Run the tuning loop against each recorded space: a Kernel Tuner "
                         "cache file (.json or .json.gz) answers every measurement, so search "
                         "strategies can be compared in seconds. Reports how many configurations "
-                        "were measured until the best came within --target of the recorded optimum.")
+                        "were measured until the best came within --target of the recorded optimum. "
+                        "A space's valid configurations are those the file records as built, its "
+                        "recorded build and launch failures included (a search may measure them); "
+                        "'measured' counts distinct configurations, failures included.")
     rp.add_argument("cache", nargs="*", metavar="CACHE_FILE")  # at least one: _cmd_replay says where it went
     rp.add_argument("-n", "--trials", type=_number(int), default=400,
                     help="stop a search after this many measured configurations (default 400); as run's "

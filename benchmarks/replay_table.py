@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import cache
@@ -27,12 +28,26 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 from autotune import replay  # noqa: E402  (numpy reads the settings above when it loads)
+from autotune.errors import AutotuneError  # noqa: E402
 from autotune.proposer import Sampler  # noqa: E402
 
 
 @cache
 def _recording(path: str) -> replay.Recorded:
     return replay.load(path)  # once per process
+
+
+def _readable(paths: list[str]) -> tuple[str, ...]:
+    """The warm-start recordings that can be read; the others said and left out, as
+    `autotune replay` does (one unreadable file in a glob ended the table)."""
+    out = []
+    for path in paths:
+        try:
+            _recording(path)
+            out.append(path)
+        except AutotuneError as exc:
+            print(f"warm start: not {path}: {exc}", file=sys.stderr)
+    return tuple(out)
 
 
 def _one(path: str, trials: int, sampler: Sampler, seed: int, ahead: int | None,
@@ -54,10 +69,22 @@ def main() -> None:
     ap.add_argument("--warm-start", nargs="+", default=[], metavar="CACHE_FILE",
                     help="other devices' recordings whose winners each search measures first")
     args = ap.parse_args()
-    warm = tuple(args.warm_start)
-    samplers = [Sampler(s) for s in args.samplers.split(",")]
-    print("| space | valid | " + " | ".join(f"{s.value}: median n to 5% / within 100 / within {args.trials}"
-                                         for s in samplers) + " |")
+    for name, least in (("seeds", 1), ("trials", 1), ("jobs", 1)):
+        if getattr(args, name) < least:
+            ap.error(f"--{name} must be at least {least} (got {getattr(args, name)})")
+    try:
+        samplers = [Sampler(s.strip()) for s in args.samplers.split(",")]
+    except ValueError as exc:
+        ap.error(f"--samplers: {exc}; choose among {', '.join(s.value for s in Sampler)}")
+    try:
+        for path in args.cache:
+            _recording(path)
+    except AutotuneError as exc:
+        raise SystemExit(f"replay_table.py: error: {exc}") from None
+    warm = _readable(args.warm_start)
+    budgets = sorted({min(100, args.trials), args.trials})  # no share past the budget (trial 85)
+    within = " / ".join(f"within {n}" for n in budgets)
+    print("| space | valid | " + " | ".join(f"{s.value}: median n to 5% / {within}" for s in samplers) + " |")
     print("|---|---|" + "---|" * len(samplers))
     with ProcessPoolExecutor(args.jobs) as pool:
         for path in args.cache:
@@ -71,7 +98,7 @@ def main() -> None:
                                    [args.compile_ahead] * n, [warm] * n)
                 summary = replay.Summary(tuple(results), 0.05)
                 med = summary.median_within()
-                shares = f"{summary.share_within(100):.0%} / {summary.share_within(args.trials):.0%}"
+                shares = " / ".join(f"{summary.share_within(n):.0%}" for n in budgets)
                 cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")
                              else f"> {args.trials} / {shares}")
             start = f" from {', '.join(o.name for o in used)}" if warm else ""

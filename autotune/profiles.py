@@ -233,6 +233,9 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
         )
     _check_device_block(doc.get("device"), path)
     for kernel, entries in (doc.get("kernels") or {}).items():
+        if not isinstance(kernel, str):  # (an entry that is no mapping is one malformed entry, below)
+            raise ProfileError(f"{path}: kernels: {clipped(repr(kernel), 40)} is no kernel name (a name is text); "
+                               "fix it or move the profile away; autotune will not overwrite it")
         if not isinstance(entries, list):
             raise ProfileError(f"{path}: kernels.{kernel}: expected a list of entries")
         for i, raw in enumerate(entries):

@@ -44,6 +44,8 @@ BUILTIN_FILE = "builtin"
 
 #: The largest problem size: far past any device's memory, small enough for every expression.
 MAX_SIZE = 2**40
+#: The longest kernel name: it names files (a report's) and profile keys.
+MAX_NAME = 100
 
 #: Names that constraints and launch expressions may use besides parameters and problem keys.
 DEVICE_FACTS = (
@@ -294,8 +296,8 @@ class KernelSpec:
             if key.is_size:
                 try:
                     size = 0 if isinstance(value, bool) else int(value)  # True is not a size
-                except (TypeError, ValueError, OverflowError):
-                    size = 0
+                except (TypeError, ValueError, OverflowError):  # past Python's 4,300 digits too (trial 82)
+                    size = MAX_SIZE + 1 if str(value).strip().isdigit() else 0
                 if not 0 < size <= MAX_SIZE or (isinstance(value, float) and value != size):
                     shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
                     # the bound only where it is what is wrong: a kernel's own `requires` may be
@@ -902,10 +904,14 @@ class _Validator:
             if required and key not in raw:
                 raise self.fail(key, "missing required key (see the spec format in README.md)")
         name = str(raw["kernel"])
+        if len(name) > MAX_NAME:  # trial 82: 5,000 characters were saved, and `report` could not name its file
+            raise self.fail("kernel", f"a name of {len(name)} characters: give one of at most {MAX_NAME}")
         if not _IDENT.match(name):
             raise self.fail("kernel", f"{name!r} must be an identifier (letters, digits, _)")
         template = self.template(raw["template"])
         problem = self.problem(raw["problem"])
+        # a string key's choices, for the check of quoted values (trial 84: `layout == 'rwo'` passed)
+        self.values = {k.name: tuple(dict.fromkeys((k.default, *k.choices))) for k in problem if not k.is_size}
         qnames = {k.name for k in problem}
         self.problem_keys = tuple(k.name for k in problem)
         parameters = self.parameters(raw["parameters"], raw.get("build_flags"), qnames)
@@ -1144,7 +1150,7 @@ class _Validator:
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))
         known = {p.name for p in params} | qnames
-        self.values = {p.name: p.values for p in params}  # for the quoted values of expressions
+        self.values |= {p.name: p.values for p in params}  # for the quoted values of expressions
         # a condition must give true or false, as a constraint (trial 45: `when: "WG"` was taken)
         params = [replace(p, when=self.condition_of(p, conditions[p.name], known))
                   if conditions.get(p.name) is not None else p for p in params]

@@ -757,3 +757,16 @@ def test_a_greater_or_equal_written_backwards_gets_no_assignment_hint(tmp_path):
     with pytest.raises(SpecError) as raised:
         specs.load(write_spec(tmp_path, text))
     assert "is not a valid expression" in str(raised.value) and "single =" not in str(raised.value)
+
+
+def test_a_problem_keys_word_is_checked_and_a_long_name_or_number_is_said_so(tmp_path):
+    """Trial 84: `layout == 'rwo'` passed (a parameter's word was checked); trial 82: a kernel
+    name of 5,000 characters was saved, and a size of 5,000 nines was "not a positive integer"."""
+    base = SCALE_YAML.replace("problem: {N: 256}", "problem: {N: 256, layout: {default: row, choices: [row, col]}}")
+    with pytest.raises(SpecError, match=r"constraints\[0\]: layout is never 'rwo' \(its values: row, col\)"):
+        specs.load(write_spec(tmp_path, base.replace('"(N // WPT) % WG == 0"', '"layout == \'rwo\' or WG > 16"')))
+    with pytest.raises(SpecError, match=r"kernel: a name of 101 characters: give one of at most 100"):
+        specs.load(write_spec(tmp_path, base.replace("kernel: scale", "kernel: " + "k" * 101)))
+    spec = specs.load(write_spec(tmp_path, base))
+    with pytest.raises(ProblemError, match=r"scale's N must be at most 2\*\*40"):
+        spec.resolve_problem({"N": "9" * 5000})

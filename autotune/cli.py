@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import __version__, settings, stops
+from . import __version__, _entry, settings, stops
 from .errors import (
     AutotuneError,
     AutotuneWarning,
@@ -340,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("sqlalchemy").addHandler(quiet_sql)
     try:
         with stops.stop_signals(), warnings.catch_warnings():  # a SIGTERM before a run starts too
+            _entry.command_started()  # its handlers are set: a stop after them changes no outcome
             warnings.showwarning = _one_line_warnings(warnings.showwarning)
             own_warnings()  # the command's messages, whatever -W or PYTHONWARNINGS say
             for message in settings.passed_over():

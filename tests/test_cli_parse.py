@@ -313,3 +313,18 @@ def test_a_tmpdir_or_autotune_cache_that_is_no_usable_folder_is_warned_of(tmp_pa
     monkeypatch.setenv("TMPDIR", str(tmp_path) + "/")
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
     assert cli.main(["list"]) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_stop_after_the_command_set_its_handlers_is_no_interruption_of_the_first_code(monkeypatch):
+    """A Ctrl-C that landed as a finished command returned (its handlers put back to the first
+    code's) exited 130, "interrupted", under load (a suite run on a busy machine)."""
+    import signal
+
+    from autotune import _entry, cli
+
+    monkeypatch.setattr(_entry, "_COMMAND_STARTED", [False])
+    with pytest.raises(_entry._Stopped):
+        _entry._stop(signal.SIGINT, None)  # while the modules load: the command has not started
+    monkeypatch.setitem(cli._COMMANDS, "list", lambda args: 0)
+    assert cli.main(["list"]) == 0 and _entry._COMMAND_STARTED == [True]
+    _entry._stop(signal.SIGINT, None)  # after: its outcome stands

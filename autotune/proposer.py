@@ -64,6 +64,8 @@ class Proposer:
         self.upcoming: list[Config] = []  # drawn early, announced for compile ahead
 
     def _draw(self, seen: Callable[[Config], bool]) -> Config | None:
+        from .space import WalkTimeout  # loaded with the space this proposer draws from
+
         if self._grid is None:  # random: draws while they find new configurations
             for _ in range(_REDRAWS):
                 c = self.space.sample(self.rng)
@@ -72,7 +74,11 @@ class Proposer:
                 if not seen(c) and c not in self.upcoming:
                     return c
             self._grid = iter(self.space)  # nearly all measured: walk to the ones left
-        return next((c for c in self._grid if not seen(c) and c not in self.upcoming), None)
+        try:
+            return next((c for c in self._grid if not seen(c) and c not in self.upcoming), None)
+        except WalkTimeout:  # the walk ended there: the next one starts afresh (it skips the seen)
+            self._grid = iter(self.space)
+            raise
 
     def next(self, seen: Callable[[Config], bool]) -> Config | None:
         """The next unmeasured configuration, or None when every valid one was measured."""

@@ -381,6 +381,9 @@ class ValidSpace:
                 lambda env: _local_memory(spec, env, facts) is None)
         self._env = spec.env(problem, facts=facts)  # with the derived values of the problem alone
         self._dead: set[tuple[Value, ...]] = set()  # prefixes of values with no valid completion
+        #: When (``time.perf_counter()``) walks and draws give up with WalkTimeout: a run's search
+        #: deadline (trial 86: a space sparse after its first valid configuration ran 4x past -t)
+        self.deadline = math.inf
 
     def _bind(self, level: int, value: Value) -> bool:
         """Bind parameter ``level`` to ``value``: whether the constraints known by now hold."""
@@ -403,11 +406,12 @@ class ValidSpace:
             return None
 
     def __iter__(self) -> Iterator[dict[str, Value]]:
-        return self._walk(math.inf)
+        return self._walk(None)
 
-    def _walk(self, deadline: float) -> Iterator[dict[str, Value]]:
-        """The valid configurations in order; :class:`_OutOfTime` once ``deadline`` (a
-        ``time.perf_counter()``) has passed, looked at every 4,096 values bound: in a sparse space
+    def _walk(self, deadline: float | None) -> Iterator[dict[str, Value]]:
+        """The valid configurations in order; :class:`WalkTimeout` once ``deadline`` (a
+        ``time.perf_counter()``; None: :attr:`deadline` as it is then, which a run sets after a
+        grid's walk began) has passed, looked at every 4,096 values bound: in a sparse space
         (a constraint that names every parameter is checked only at the leaves) a walk can go on
         for minutes between two valid configurations (trial 82)."""
         binds = 0
@@ -416,8 +420,8 @@ class ValidSpace:
             nonlocal binds
             for value in self.spec.parameters[level].values:
                 binds += 1
-                if binds % 4096 == 0 and time.perf_counter() > deadline:
-                    raise _OutOfTime
+                if binds % 4096 == 0 and time.perf_counter() > (self.deadline if deadline is None else deadline):
+                    raise WalkTimeout
                 if not self._bind(level, value):
                     continue
                 if level + 1 < len(self.names):
@@ -432,7 +436,7 @@ class ValidSpace:
         was found in ``limit_s`` seconds (the walk had not finished)."""
         try:
             return next(self._walk(time.perf_counter() + limit_s), None)
-        except _OutOfTime:
+        except WalkTimeout:
             raise ProblemError(
                 f"{self.spec.name}: no valid configuration found in {limit_s:g} s of walking its "
                 f"{space_size(self.spec):,} combinations: its constraints leave few or none, and one that names "
@@ -446,10 +450,16 @@ class ValidSpace:
         """A random valid configuration, drawn parameter by parameter: each value uniformly
         among those that still have a valid completion, so a variant with few configurations
         (the naive kernel) is drawn as often as one with thousands. None if there is none."""
+        binds = 0
+
         def walk(level: int, prefix: tuple[Value, ...]) -> dict[str, Value] | None:
+            nonlocal binds
             values = list(self.spec.parameters[level].values)
             rng.shuffle(values)  # the first value with a completion is uniform among those that have one
             for value in values:
+                binds += 1
+                if binds % 4096 == 0 and time.perf_counter() > self.deadline:
+                    raise WalkTimeout
                 here = (*prefix, value)
                 if here in self._dead or not self._bind(level, value):
                     continue
@@ -488,8 +498,8 @@ class ValidSpace:
             for i, _ in enumerate(self._walk(deadline)):
                 total += 1
                 if i % 256 == 0 and time.perf_counter() > deadline:
-                    raise _OutOfTime
-        except _OutOfTime:
+                    raise WalkTimeout
+        except WalkTimeout:
             return self._estimate(random.Random(seed), deadline + budget_s / 2), False
         return total, True
 
@@ -514,8 +524,9 @@ class ValidSpace:
         return round(total / probes)
 
 
-class _OutOfTime(Exception):
-    """A walk of the valid space passed its deadline (internal to ValidSpace)."""
+class WalkTimeout(Exception):
+    """A walk of the valid space passed its deadline (:attr:`ValidSpace.deadline`, or one of its
+    own): a space too sparse to find a configuration in the time left."""
 
 
 def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mapping[str, Any],

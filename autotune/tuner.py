@@ -24,8 +24,8 @@ import random
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
 from .signatures import check_numbers
-from .space import ValidSpace, canonical, check, config_key, geometry, none_valid, space_size
+from .space import ValidSpace, WalkTimeout, canonical, check, config_key, geometry, none_valid, space_size
 from .spec import BUILTIN_FILE, KernelSpec, Value, config_label, problem_label
 from .study import IN_MEMORY, StudyId, StudyLog, quiet_optuna
 from .warmstart import other_devices, previous_winners
@@ -672,6 +672,8 @@ class _Run:
         # again, the search goes on past a wrong result that all share so far
         fresh = self.log.measured_total == 0 and self.due[:1] == [self.baseline]
         wrong = SameWrongResult() if fresh else None
+        if (nearer := self._nearer_deadline()) is not None:  # a sparse space's draws end there too
+            self.valid.deadline = time.perf_counter() + nearer[1]
         try:
             while True:
                 if stop_requested():  # a stop signal whose KeyboardInterrupt was lost
@@ -697,7 +699,7 @@ class _Run:
                     self.near = cand.params  # look next to it instead
                     continue
                 if self.ahead > 0 and self.state.measured + 1 < self.options.trials:
-                    upcoming = self.propose()
+                    upcoming = self._ahead()
                 self._prefetch(evaluator, upcoming)
                 best = self.state.best
                 try:
@@ -732,9 +734,31 @@ class _Run:
                         return "broken"
                 if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
                     return "same wrong result"
+        except WalkTimeout:  # no configuration found in the time left (trial 86: 4x past -t)
+            return nearer[0] if nearer is not None else "timeout"
         finally:
             left, upcoming = upcoming, None
             self.drop(left)
+
+    def _ahead(self) -> _Candidate | None:
+        """The next candidate, chosen while this one builds (:meth:`_briefly`), else None: it is
+        then chosen after this one is measured."""
+        with self._briefly():
+            return self.propose()
+        return None  # the draws took too long
+
+    @contextmanager
+    def _briefly(self) -> Iterator[None]:
+        """Draws for compile ahead within :data:`AHEAD_LIMIT_S`, given up past it: in a sparse
+        space one can take the search's time left, and the candidate in hand went unmeasured."""
+        deadline = self.valid.deadline
+        self.valid.deadline = min(deadline, time.perf_counter() + AHEAD_LIMIT_S)
+        try:
+            yield
+        except WalkTimeout:
+            pass
+        finally:
+            self.valid.deadline = deadline
 
     def _contrast(self, failed: Sequence[Mapping[str, Value]], draws: int = 200) -> dict[str, Value] | None:
         """Of ``draws`` unmeasured valid configurations, one with the most parameters at a value
@@ -756,7 +780,10 @@ class _Run:
         later = [upcoming.params] if upcoming is not None else []
         startup = self.options.sampler is not Sampler.TPE or self.log.measured_total + 1 < self.n_startup
         left = self.options.trials - self.state.measured - 1  # what this run can still measure after this one
-        ahead = self.proposer.ahead(min(self.ahead, left), self._seen) if startup else []
+        ahead: list[dict[str, Value]] = []
+        if startup:
+            with self._briefly():
+                ahead = self.proposer.ahead(min(self.ahead, left), self._seen)
         evaluator.prefetch((later + self.due + ahead)[:max(left, 0)])
 
     def measure(self, evaluator: Evaluator, cand: _Candidate) -> Measurement:
@@ -1116,6 +1143,9 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         raise TuningInterrupted(report, stops.last_stop_signal() if signalled else signal.SIGINT, signalled)
     return report
 
+
+#: How long the next candidate may take to choose while the current one builds (compile ahead).
+AHEAD_LIMIT_S = 2.0
 
 #: How long a run looks for a first valid configuration (at most its --timeout) before it calls
 #: the space too sparse to search (trial 82: a space of 10^8 with none valid ran 400 s unsaid).

@@ -1681,3 +1681,27 @@ def test_several_devices_stopped_while_a_save_waits_for_the_lock_end_as_stopped_
     stops._REQUESTED.clear()
     assert result.signum == signal.SIGINT and result.error is None and result.report.profile_path is None
     assert result.report.profile_verdict == f"stopped while another process held {path.name}'s lock ({path.name}.lock)"
+
+
+@pytest.mark.parametrize("sampler", ["random", "grid", "tpe"])
+def test_a_space_sparse_after_its_first_valid_configuration_ends_at_the_timeout(tmp_path, sampler):
+    """Trial 86: with (0, 0, 0) valid and then nothing until late in 16 million combinations,
+    a run of -t 30 ran 131 s: only the search for the first configuration had a deadline."""
+    import time
+
+    params = ("  A: [" + ", ".join(map(str, range(400))) + "]\n  B: [" + ", ".join(map(str, range(400)))
+              + "]\n  C: [" + ", ".join(map(str, range(100))) + "]")
+    text = SCALE_YAML.replace("  WPT: [1, 2, 4, 8, 16]\n  WG: [16, 32, 64, 128, 512]\n  MODE: [0]", params)
+    text = text.replace('"(N // WPT) % WG == 0"', '"A + B + C == 0 or A + B + C == 897"').replace(
+        'global: ["N // WPT"]', 'global: ["N"]').replace("local: [WG]", "local: [16]").replace(
+        "build_flags:\n  mad: -cl-mad-enable\n", "").replace("baseline: {WPT: 1, WG: 16}", "baseline: {}")
+    sp = specs.load(write_spec(tmp_path, text))
+
+    class Flat(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            return Measurement(Status.OK, "", (1.0, 1.0, 1.0), 0.0, 0.0, 0.01)
+
+    t0 = time.perf_counter()
+    report = run(sp, Flat(), sampler=sampler, trials=10, timeout_s=6.0, prune=0)
+    assert time.perf_counter() - t0 < 12 and report.stopped_by == "timeout", report.stopped_by
+    assert report.measured >= 1

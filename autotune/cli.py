@@ -1236,7 +1236,9 @@ def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] |
     elsewhere = f"  (written for {block.other}: load_kernel uses it here, with a warning)" if block.other else ""
     _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block, None if block.other else mine)
     for exc in block.broken:
-        print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it; {_remedy(str(exc), block.ours)})")
+        # no entry at all (`- 5`): its message says the fix, and no run replaces it
+        remedy = "" if " is no entry (" in str(exc) else f"; {_remedy(str(exc), block.ours)}"
+        print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it{remedy})")
 
 
 @dataclass(frozen=True)
@@ -1286,8 +1288,6 @@ def _remedy(why: str, ours: bool) -> str:
 
     if why.startswith(("its problem is written", "its problem is not one")):  # no run has that problem
         return "write its problem as the spec has it, or delete the entry"
-    if " is no entry (" in why:  # no problem at all (trial 82): the message says the fix
-        return "delete it"
     if not ours:
         return f"runs write to {settings.profiles_dir()}, whose entry for this size is used first"
     return "the next run of its problem replaces it"
@@ -1462,12 +1462,9 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any], u
                     why = replay.unusable(rec, other) or "its winner is another's, or more than enough came first"
                     print(f"    not {label(other)}: {why}")
             for other, start in zip(used, starts, strict=True):
-                if replay.not_recorded(rec, start):
-                    then = ("a recorded configuration one parameter away is measured instead"
-                            if replay.recorded_beside(rec, start) else
-                            "nor is any configuration one parameter away, so it is not used")
+                if replay.not_recorded(rec, start):  # (with no recorded neighbour it is not used)
                     print(f"    {label(other)}: its winner is not recorded here (it did not build, or was not "
-                          f"measured); {then}")
+                          "measured); a recorded configuration one parameter away is measured instead")
         seeds = range(args.seed, args.seed + args.seeds)
         summary = replay.replay_seeds(rec, args.trials, seeds, Sampler(args.sampler),
                                       args.target / 100, each=_replayed(args.target), starts=starts)

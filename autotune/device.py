@@ -159,10 +159,12 @@ def _default(found: list[tuple[DeviceInfo, cl.Device]]) -> tuple[DeviceInfo, cl.
 
 
 def fix_for(failures: list[str]) -> str:
-    """What to add to build-check ``failures``: the advice to install a runtime, or nothing where
-    a full cache is among them (its message says the fix; trial 83: "install a CPU OpenCL runtime"
-    where one was installed)."""
-    return "" if any(words in m for m in failures for words in health.FULL) else f"; {runtimes.cpu_fix()}"
+    """What to add to build-check ``failures``: the advice to install a runtime, or where a full
+    cache is among them, to make room (trial 83: "install a CPU OpenCL runtime" where one was
+    installed; trial 86: `devices`, which lists the checks above, then gave no fix)."""
+    if any(words in m for m in failures for words in health.FULL):
+        return "; free space in the cache folder the build check names, or set AUTOTUNE_CACHE to a folder with room"
+    return f"; {runtimes.cpu_fix()}"
 
 
 def require_builds(item: tuple[DeviceInfo, cl.Device], found: list[tuple[DeviceInfo, cl.Device]],

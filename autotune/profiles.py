@@ -333,7 +333,8 @@ def _tidy(items: list[dict[str, Any]], kernel: str, entry: Entry) -> tuple[dict[
         return here, []
     drop = {id(raw) for raw, _ in broken} | {id(items[i]) for i in copies[1:]}
     items[:] = [raw for raw in items if id(raw) not in drop]
-    said = [f"removed a malformed entry for its problem ({broken[0][1]})"] if broken else []
+    # each named (trial 86: of two, the second went unsaid)
+    said = [f"removed a malformed entry for its problem ({why})" for _, why in broken]
     if len(copies) > 1:
         said.append(f"removed {len(copies) - 1} more entr{'y' if len(copies) == 2 else 'ies'} of its problem")
     return _same_problem(items, kernel, entry.problem)[0], said

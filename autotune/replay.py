@@ -173,11 +173,11 @@ def _why_not(text: str, path: Path) -> str:
     a plain file and a file cut short were all "Expecting value ...", with no fix)."""
     if not text.strip():
         return ": it is empty; copy or download it again"
+    if text.lstrip().startswith("{"):  # (gzip data too, once unpacked: trial 86)
+        return ": it ends before its JSON does (cut short?); copy or download it again"
     if path.suffix.lower() == ".gz":
         return ": its name ends in .gz, but it is not gzip data"
-    if text.lstrip().startswith("{"):
-        return ": it ends before its JSON does (cut short?); copy or download it again"
-    return ""
+    return ": give a Kernel Tuner cache file (.json or .json.gz)"
 
 
 def _first_of_each(repeated: list[str]) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
@@ -512,8 +512,11 @@ def unusable(rec: Recorded, other: Recorded) -> str | None:
     # trial 85: a copy of an unnamed device's recording gave the answer (named ones are told apart above)
     if UNKNOWN_DEVICE in (rec.device, other.device) and other.outcomes == rec.outcomes:
         return "the same recording as the one replayed (a copy), whose winner would be the answer"
-    if rec.adopt(other.winner) is None:
+    if (start := rec.adopt(other.winner)) is None:
         return "its winner holds a value this space does not list"
+    if not_recorded(rec, start) and not recorded_beside(rec, start):  # trial 86: announced, then dropped
+        return ("its winner is not recorded here (it did not build, or was not measured), nor is any "
+                "configuration one parameter away")
     return None
 
 

@@ -297,7 +297,7 @@ class KernelSpec:
                 try:
                     size = 0 if isinstance(value, bool) else int(value)  # True is not a size
                 except (TypeError, ValueError, OverflowError):  # past Python's 4,300 digits too (trial 82)
-                    size = MAX_SIZE + 1 if str(value).strip().isdigit() else 0
+                    size = MAX_SIZE + 1 if str(value).strip().removeprefix("+").isdigit() else 0
                 if not 0 < size <= MAX_SIZE or (isinstance(value, float) and value != size):
                     shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
                     # the bound only where it is what is wrong: a kernel's own `requires` may be

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import profiles, spec
+from autotune.errors import AutotuneError
 
 
 def preprocess(path: Path, options: list[str]) -> list[str]:
@@ -29,8 +30,9 @@ def preprocess(path: Path, options: list[str]) -> list[str]:
 def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
     sp = spec.load(kernel)
     path = Path(profile)
-    doc = profiles.read(path)
-    entries = [e for e in profiles.entries(doc, kernel) if e.spec_hash == old_hash]
+    doc = profiles.read(path, check_entries=False)  # an entry another kernel's or malformed: not ours to judge
+    entries = [e for e in profiles.entries(doc, kernel, str(path), lambda exc: print(f"skipped: {exc}"))
+               if e.spec_hash == old_hash]
     for e in entries:
         params = sp.from_stored(e.params, e.build_flags)
         if params is None:
@@ -46,7 +48,7 @@ def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
         """Every re-keyed entry names all its parameters: the first values the old template
         compiled to are what was measured, and load_kernel uses only entries that name them."""
         for raw in (doc.get("kernels") or {}).get(kernel, []):
-            if raw.get("spec_hash") == old_hash:
+            if isinstance(raw, dict) and raw.get("spec_hash") == old_hash and _well_formed(raw):
                 full = sp.from_stored(raw["params"], raw.get("build_flags") or ())
                 assert full is not None  # checked above
                 raw["params"] = sp.without_flags(full)
@@ -58,9 +60,21 @@ def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
     return 0
 
 
+def _well_formed(raw: dict[str, Any]) -> bool:
+    """Whether ``raw`` is an entry load_kernel reads (a malformed one was skipped above)."""
+    try:
+        profiles.Entry.from_yaml(raw, "")
+    except AutotuneError:
+        return False
+    return True
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])  # trial 78: --help was a TypeError
     for name in ("kernel", "old_template", "profile", "old_hash"):
         ap.add_argument(name)
     a = ap.parse_args()
-    sys.exit(main(a.kernel, a.old_template, a.profile, a.old_hash))
+    try:
+        sys.exit(main(a.kernel, a.old_template, a.profile, a.old_hash))
+    except AutotuneError as exc:  # trial 86: a profile error was a traceback
+        sys.exit(f"rekey_profile.py: error: {exc}")

@@ -219,6 +219,15 @@ def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     assert doc["kernels"]["mm"][0]["time_ms"] == 5.0 and doc["kernels"]["mm"][0]["trials"] == 25
 
 
+def test_every_malformed_entry_a_save_removes_is_named():
+    """Trial 86: of two malformed entries of one problem, both were removed and one was named."""
+    doc, _ = profiles.merge({}, "mm", entry({"N": 64}, float("nan")))
+    doc["kernels"]["mm"].append({**doc["kernels"]["mm"][0], "time_ms": "fast"})
+    doc, verdict = profiles.merge(doc, "mm", entry({"N": 64}, 5.0))
+    assert verdict.count("removed a malformed entry for its problem") == 2 and "fast" in verdict, verdict
+    assert [e["time_ms"] for e in doc["kernels"]["mm"]] == [5.0]
+
+
 def test_a_first_use_pick_leaves_a_malformed_entry_of_its_problem_for_a_person_to_fix():
     """Trial 72: a tuned entry with a mistyped time (``time_ms: 0,0015``) was replaced by the pick
     load_kernel made without it, 4.4x slower, while the warning said to fix that entry."""

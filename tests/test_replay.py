@@ -133,6 +133,7 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
     ("empty.json", "", "is not a JSON cache file (Expecting value: line 1 column 1 (char 0)): it is empty; copy or "
                        "download it again"),
     ("plain.json.gz", "this is not gzip", "its name ends in .gz, but it is not gzip data"),
+    ("hello.json", "hello", ": give a Kernel Tuner cache file (.json or .json.gz)"),
     ("cut.json", '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.0}, "2": {"X": 2, "ti',
      "it ends before its JSON does (cut short?); copy or download it again"),
 ])
@@ -266,12 +267,14 @@ def test_a_warm_start_measures_other_devices_winners_first(tmp_path, capsys):
     assert "    sibling: its winner is not recorded here (it did not build, or was not measured); a recorded " \
            "configuration one parameter away is measured instead" in capsys.readouterr().out
     # trial 85: with no recorded configuration one parameter away either, the start is dropped: said
-    for key in [k for k in doc["cache"] if k.startswith("11,") or k.endswith(",2")]:
-        del doc["cache"][key]
-    target.write_text(json.dumps(doc))
-    assert cli.main(["replay", str(target), "--warm-start", str(near)]) == 0
-    assert "    sibling: its winner is not recorded here (it did not build, or was not measured); nor is any " \
-           "configuration one parameter away, so it is not used" in capsys.readouterr().out
+    lonely = tmp_path / "lonely.json"
+    lonely.write_text(json.dumps({**doc, "cache": {k: v for k, v in doc["cache"].items()
+                                                   if not (k.startswith("11,") or k.endswith(",2"))}}))
+    assert cli.main(["replay", str(lonely), "--warm-start", str(near)]) == 0
+    out = capsys.readouterr().out
+    assert "starting from the winners of none of the --warm-start recordings (0 of 1 used)" in out, out
+    assert "    not sibling: its winner is not recorded here (it did not build, or was not measured), nor is any " \
+           "configuration one parameter away" in out, out
     # trial 85: a copy of a recording of an unnamed device handed over the answer
     copy = tmp_path / "elsewhere" / "blank_copy.json"
     copy.write_text(blank.read_text())

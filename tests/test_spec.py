@@ -768,5 +768,6 @@ def test_a_problem_keys_word_is_checked_and_a_long_name_or_number_is_said_so(tmp
     with pytest.raises(SpecError, match=r"kernel: a name of 101 characters: give one of at most 100"):
         specs.load(write_spec(tmp_path, base.replace("kernel: scale", "kernel: " + "k" * 101)))
     spec = specs.load(write_spec(tmp_path, base))
-    with pytest.raises(ProblemError, match=r"scale's N must be at most 2\*\*40"):
-        spec.resolve_problem({"N": "9" * 5000})
+    for digits in ("9" * 5000, "+" + "9" * 5000):  # trial 86: with a + it was "not a positive integer"
+        with pytest.raises(ProblemError, match=r"scale's N must be at most 2\*\*40"):
+            spec.resolve_problem({"N": digits})

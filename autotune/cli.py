@@ -896,6 +896,10 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
                  f"{stop.get(report.stopped_by, report.stopped_by)}")
     if report.stopped_by.endswith("timeout") and report.cut_off is not None:
         lines.append(f"              {_cut_off(report)}")
+    if report.walked_out:  # trial 87: "0 measured" runs, again and again, with no word why
+        lines.append("              the time went on looking for an unmeasured valid configuration: the constraints "
+                     "leave few, scattered ones (each is checked once every parameter it names is chosen, so a walk "
+                     "passes over most of the space); relax them, or narrow the parameters' values")
     if report.claimed:  # trial 28: a killed run's claims stopped the next under budget, unsaid
         lines.append(f"              {report.claimed} of them claimed, not stored yet: being measured by another "
                      f"worker, or left by a run that ended mid-trial (a claim lapses {report.claim_s:.0f} s after "
@@ -946,6 +950,9 @@ def _cut_off(report: Any) -> str:
         return (f"{what} was being measured: a later run of the study measures it first, once its --study-timeout "
                 "(counted from the study's first worker) leaves it time for its limit per configuration "
                 f"({limit:.3g} s in this run)")
+    if report.storage == ":memory:":  # no next run of it (trial 87: one was promised)
+        return (f"{what} was being measured when the run's time was up; the study was in memory, so a run that "
+                f"should measure it needs a --timeout of at least {enough} s for a limit of {limit:.3g} s")
     return (f"{what} was being measured: the next run of the study measures it first, for up to its limit per "
             f"configuration ({limit:.3g} s in this run), so give that run a --timeout of at least {enough} s "
             "for that limit")

@@ -111,8 +111,9 @@ def vendors_folder(runtimes: list[Runtime], source: str | None) -> Path | None:
     # other user can change, up to the root (trial 77: a planted .icd in a group-shared
     # AUTOTUNE_CACHE; trial 79: a check of the folder alone let its shared parent be swapped)
     failed: OSError | None = None
-    for base in (settings.cache_dir() / "icd", _private_base()):
-        if base is None:
+    # the private folder made only where the cache's is no good (trial 87: made at every import)
+    for where in (lambda: settings.cache_dir() / "icd", _private_base):
+        if (base := where()) is None:
             continue
         try:
             folder = _written(base / digest, icds)

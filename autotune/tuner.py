@@ -235,6 +235,7 @@ class TuneReport:
     # variants that never ran correctly in this run: (parameter, value, failures by status)
     unverified: tuple[tuple[str, Value, Mapping[str, int]], ...] = ()
     fully_timed: int = 0  # the study's verified configurations timed in full (not pruned)
+    walked_out: bool = False  # the search's time ran out looking for an unmeasured valid configuration
     storage: str | None = None  # the run's --storage (None: the default), for the report command
 
     def __repr__(self) -> str:
@@ -387,6 +388,7 @@ class _Run:
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))
         self.valid = valid
+        self.walked_out = False  # see TuneReport.walked_out
         self.proposer = Proposer(Sampler(options.sampler), valid, options.seed)
         self.model = ParzenSearch(valid, options.seed, listable=self.valid_count <= POOL_ALL) \
             if options.sampler is Sampler.TPE else None
@@ -735,6 +737,7 @@ class _Run:
                 if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
                     return "same wrong result"
         except WalkTimeout:  # no configuration found in the time left (trial 86: 4x past -t)
+            self.walked_out = True
             return nearer[0] if nearer is not None else "timeout"
         finally:
             left, upcoming = upcoming, None
@@ -977,7 +980,7 @@ class _Run:
             elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
-            fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()),
+            fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
             wall_s=wall_s, study_name=self.log.study.study_name)
 
 

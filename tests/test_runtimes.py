@@ -45,6 +45,16 @@ def test_the_folder_keeps_every_system_icd_and_adds_the_runtime(tmp_path: Path) 
     assert runtimes.vendors_folder([INTEL], str(system)) == folder, "same content, same folder"
 
 
+def test_the_private_temporary_cache_is_made_only_where_the_caches_folder_is_no_good(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trial 87: `import autotune` made an empty autotune-cache-<uid> in the temporary folder
+    at every import, though the user's cache was fine."""
+    made: list[bool] = []
+    monkeypatch.setattr(runtimes.settings, "private_temp", lambda: made.append(True) or None)
+    assert runtimes.vendors_folder([INTEL], str(_system(tmp_path, nvidia="/usr/lib/x.so"))) is not None
+    assert made == []
+
+
 def test_files_a_cache_cleaner_removed_from_the_folder_are_written_again(tmp_path: Path) -> None:
     """Trial 39: a cleaner that deletes old files and leaves folders removed the runtime's ICD
     file; the folder existed, so it was never refilled, and Intel's runtime was gone for good."""

@@ -142,6 +142,10 @@ def test_a_candidate_cut_off_by_the_runs_timeout_is_named_and_measured_first_nex
     assert (f"{config_label(first.hung)} was being measured: the next run of the study measures it first, for up "
             "to its limit per configuration (30 s in this run), so give that run a --timeout of at least 39 s for "
             "that limit") in text, text  # 39 s less a tenth for the re-timing leaves 35: 30 and start-up
+    # trial 87: a study in memory has no next run to promise
+    kept = run(scale, Hangs(), sampler="grid", trials=50, timeout_s=20.0, storage=":memory:")
+    assert "the study was in memory, so a run that should measure it needs a --timeout of at least 39 s" in \
+        format_report(kept) and "next run of the study" not in format_report(kept)
     second = Hangs(first.hung)
     again = run(scale, second, sampler="grid", trials=3, storage=None)
     assert second.calls[0] == first.hung and second.limits[0] == 30.0
@@ -1705,3 +1709,6 @@ def test_a_space_sparse_after_its_first_valid_configuration_ends_at_the_timeout(
     report = run(sp, Flat(), sampler=sampler, trials=10, timeout_s=6.0, prune=0)
     assert time.perf_counter() - t0 < 12 and report.stopped_by == "timeout", report.stopped_by
     assert report.measured >= 1
+    # trial 87: runs of "0 measured" with no word why
+    assert report.walked_out and "the time went on looking for an unmeasured valid configuration" in \
+        format_report(report)

@@ -117,6 +117,11 @@ class _LogKernel:
         return col
 
 
+#: How long the pool may take to list a small valid space before it is drawn instead, and to
+#: draw the configurations it adds at a time.
+LIST_LIMIT_S = 2.0
+
+
 class ParzenSearch:
     """Proposes valid configurations by TPE's rule; learns from every measured configuration."""
 
@@ -182,10 +187,15 @@ class ParzenSearch:
         self._proposals += 1
         if len(self._pool) == 0:
             listed: list[Config] = []
-            for c in self.space if self._listable else ():
-                listed.append(c)
-                if len(listed) > POOL_ALL:
-                    break
+            complete = False
+            with self.space.within(LIST_LIMIT_S):
+                for c in self.space if self._listable else ():
+                    listed.append(c)
+                    if len(listed) > POOL_ALL:
+                        break
+                complete = True
+            if not complete:  # a sparse space: drawn instead (trial 88: its listing took 69 s, cut
+                self._listable = False  # short at the run's deadline and begun again by each run)
             if self._listable and len(listed) <= POOL_ALL:
                 self._complete = True
                 self._add_to_pool(listed)
@@ -195,12 +205,15 @@ class ParzenSearch:
             self._add_to_pool(self._draws(POOL_GROWTH))
 
     def _draws(self, count: int) -> list[Config]:
-        out = []
-        for _ in range(count):
-            c = self.space.sample(self._draw_rng)
-            if c is None:
-                break
-            out.append(c)
+        """Up to ``count`` valid configurations drawn at random, as many as :data:`LIST_LIMIT_S`
+        allows (in a sparse space a draw can take a second: the pool grows as the search goes)."""
+        out: list[Config] = []
+        with self.space.within(LIST_LIMIT_S):
+            for _ in range(count):
+                c = self.space.sample(self._draw_rng)
+                if c is None:
+                    break
+                out.append(c)
         return out
 
     def observe(self, config: Mapping[str, Value], value: float) -> None:

@@ -60,7 +60,7 @@ class Proposer:
     def __init__(self, sampler: Sampler, space: ValidSpace, seed: int | None) -> None:
         self.sampler, self.space = sampler, space
         self.rng = random.Random(seed)
-        self._grid: Iterator[Config] | None = iter(space) if sampler is Sampler.GRID else None
+        self._grid: Iterator[Config | None] | None = space.paused_walk() if sampler is Sampler.GRID else None
         self.upcoming: list[Config] = []  # drawn early, announced for compile ahead
 
     def _draw(self, seen: Callable[[Config], bool]) -> Config | None:
@@ -73,12 +73,13 @@ class Proposer:
                     return None
                 if not seen(c) and c not in self.upcoming:
                     return c
-            self._grid = iter(self.space)  # nearly all measured: walk to the ones left
-        try:
-            return next((c for c in self._grid if not seen(c) and c not in self.upcoming), None)
-        except WalkTimeout:  # the walk ended there: the next one starts afresh (it skips the seen)
-            self._grid = iter(self.space)
-            raise
+            self._grid = self.space.paused_walk()  # nearly all measured: walk to the ones left
+        for c in self._grid:
+            if c is None:  # the deadline passed: the walk goes on from here when asked again
+                raise WalkTimeout
+            if not seen(c) and c not in self.upcoming:
+                return c
+        return None
 
     def next(self, seen: Callable[[Config], bool]) -> Config | None:
         """The next unmeasured configuration, or None when every valid one was measured."""

@@ -23,6 +23,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -381,12 +382,14 @@ class ValidSpace:
                 lambda env: _local_memory(spec, env, facts) is None)
         self._env = spec.env(problem, facts=facts)  # with the derived values of the problem alone
         self._dead: set[tuple[Value, ...]] = set()  # prefixes of values with no valid completion
+        self._bound_by: object | None = None  # the walk whose values _env holds (see _walk)
         #: When (``time.perf_counter()``) walks and draws give up with WalkTimeout: a run's search
         #: deadline (trial 86: a space sparse after its first valid configuration ran 4x past -t)
         self.deadline = math.inf
 
     def _bind(self, level: int, value: Value) -> bool:
         """Bind parameter ``level`` to ``value``: whether the constraints known by now hold."""
+        self._bound_by = None  # (a walk marks the values its own: see _walk)
         env = self._env
         env[self.names[level]] = value
         try:
@@ -408,28 +411,60 @@ class ValidSpace:
     def __iter__(self) -> Iterator[dict[str, Value]]:
         return self._walk(None)
 
-    def _walk(self, deadline: float | None) -> Iterator[dict[str, Value]]:
-        """The valid configurations in order; :class:`WalkTimeout` once ``deadline`` (a
-        ``time.perf_counter()``; None: :attr:`deadline` as it is then, which a run sets after a
-        grid's walk began) has passed, looked at every 4,096 values bound: in a sparse space
-        (a constraint that names every parameter is checked only at the leaves) a walk can go on
-        for minutes between two valid configurations (trial 82)."""
-        binds = 0
+    def paused_walk(self) -> Iterator[dict[str, Value] | None]:
+        """The valid configurations in order, with None where :attr:`deadline` passed: the walk
+        goes on from there when asked again (a grid's, whose restart walked the same stretch
+        again each time a draw for compile ahead was cut short: trial 88)."""
+        return self._walk(None, pause=True)
 
-        def walk(level: int) -> Iterator[dict[str, Value]]:
+    @contextmanager
+    def within(self, seconds: float) -> Iterator[None]:
+        """Where the space has a :attr:`deadline` (a run's --timeout), walks and draws inside
+        give up (WalkTimeout, caught here) after ``seconds``, or at that deadline if sooner (that
+        one's WalkTimeout is let through). Without one nothing is cut short: a replay gives the
+        same result for a seed however busy the machine."""
+        deadline = self.deadline
+        if math.isinf(deadline):
+            yield
+            return
+        self.deadline = min(deadline, time.perf_counter() + seconds)
+        try:
+            yield
+        except WalkTimeout:
+            if time.perf_counter() > deadline:
+                raise
+        finally:
+            self.deadline = deadline
+
+    def _walk(self, deadline: float | None, pause: bool = False) -> Iterator[Any]:
+        """The valid configurations in order; :class:`WalkTimeout` (or with ``pause`` a None,
+        after which it goes on) once ``deadline`` (a ``time.perf_counter()``; None: :attr:`deadline`
+        as it is then) has passed, looked at every 4,096 values bound: in a sparse space (a
+        constraint that names every parameter is checked only at the leaves) a walk can go on
+        for minutes between two valid configurations (trial 82)."""
+        binds, mine = 0, object()
+
+        def walk(level: int, prefix: tuple[Value, ...]) -> Iterator[Any]:
             nonlocal binds
             for value in self.spec.parameters[level].values:
                 binds += 1
                 if binds % 4096 == 0 and time.perf_counter() > (self.deadline if deadline is None else deadline):
-                    raise WalkTimeout
-                if not self._bind(level, value):
+                    if not pause:
+                        raise WalkTimeout
+                    yield None
+                if self._bound_by is not mine:  # a draw or another walk bound values since it yielded
+                    for i, v in enumerate(prefix):
+                        self._bind(i, v)
+                fits = self._bind(level, value)
+                self._bound_by = mine
+                if not fits:
                     continue
                 if level + 1 < len(self.names):
-                    yield from walk(level + 1)
+                    yield from walk(level + 1, (*prefix, value))
                 elif (leaf := self._leaf()) is not None:
                     yield leaf
 
-        return walk(0) if self.names else iter(())
+        return walk(0, ()) if self.names else iter(())
 
     def first(self, limit_s: float = math.inf) -> dict[str, Value] | None:
         """The first valid configuration, or None where there is none; ProblemError where none
@@ -529,6 +564,10 @@ class WalkTimeout(Exception):
     own): a space too sparse to find a configuration in the time left."""
 
 
+#: How long closest_valid walks the valid configurations, past its budget of nearby checks.
+CLOSEST_LIMIT_S = 10.0
+
+
 def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mapping[str, Any],
                   facts: Facts, budget: int = 20_000) -> dict[str, Value] | None:
     """The valid configuration most like ``target``: the fewest parameters changed, then the
@@ -561,8 +600,15 @@ def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mappin
                 checks += 1
                 if check(spec, config, problem, facts) is None:
                     found.append(config)
-                if checks >= budget:
-                    valid = enumerate_valid(spec, problem, facts, limit=budget * 10)
+                if checks >= budget:  # the valid ones walked in order, for a bounded time (trial 88:
+                    valid: list[dict[str, Value]] = []  # load_kernel took 64 s in a sparse space)
+                    space = ValidSpace(spec, problem, facts)
+                    space.deadline = time.perf_counter() + CLOSEST_LIMIT_S
+                    try:
+                        for c in itertools.islice(space, budget * 10):
+                            valid.append(c)
+                    except WalkTimeout:
+                        pass
                     return min(found + valid, key=cost, default=None)
         if found:
             return min(found, key=cost)

@@ -24,8 +24,8 @@ import random
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -744,24 +744,12 @@ class _Run:
             self.drop(left)
 
     def _ahead(self) -> _Candidate | None:
-        """The next candidate, chosen while this one builds (:meth:`_briefly`), else None: it is
-        then chosen after this one is measured."""
-        with self._briefly():
+        """The next candidate, chosen while this one builds, within :data:`AHEAD_LIMIT_S` (in a
+        sparse space a draw can take the search's time left, and the candidate in hand went
+        unmeasured), else None: it is then chosen after this one is measured."""
+        with self.valid.within(AHEAD_LIMIT_S):
             return self.propose()
         return None  # the draws took too long
-
-    @contextmanager
-    def _briefly(self) -> Iterator[None]:
-        """Draws for compile ahead within :data:`AHEAD_LIMIT_S`, given up past it: in a sparse
-        space one can take the search's time left, and the candidate in hand went unmeasured."""
-        deadline = self.valid.deadline
-        self.valid.deadline = min(deadline, time.perf_counter() + AHEAD_LIMIT_S)
-        try:
-            yield
-        except WalkTimeout:
-            pass
-        finally:
-            self.valid.deadline = deadline
 
     def _contrast(self, failed: Sequence[Mapping[str, Value]], draws: int = 200) -> dict[str, Value] | None:
         """Of ``draws`` unmeasured valid configurations, one with the most parameters at a value
@@ -785,7 +773,7 @@ class _Run:
         left = self.options.trials - self.state.measured - 1  # what this run can still measure after this one
         ahead: list[dict[str, Value]] = []
         if startup:
-            with self._briefly():
+            with self.valid.within(AHEAD_LIMIT_S):
                 ahead = self.proposer.ahead(min(self.ahead, left), self._seen)
         evaluator.prefetch((later + self.due + ahead)[:max(left, 0)])
 

@@ -94,6 +94,27 @@ def test_a_sparse_or_empty_space_is_bounded_in_time_and_said(tmp_path):
     assert time.perf_counter() - t0 < 3 and (count, exact) == (0, False)
 
 
+def test_a_paused_walk_goes_on_where_it_stopped_whatever_was_drawn_meanwhile(tmp_path):
+    """Trial 88: a grid walk cut short by a draw's time limit began again from the start each
+    time. Paused instead, it goes on from there, and draws between its steps (which bind other
+    values) must not change what it yields."""
+    sp = _sum_spec(tmp_path)
+    plain = list(itertools.islice(ValidSpace(sp, {"N": 256}, FAKE.facts()), 3000))
+    space = ValidSpace(sp, {"N": 256}, FAKE.facts())
+    walk, rng, got, paused = space.paused_walk(), random.Random(0), [], 0
+    while len(got) < 3000:
+        space.deadline = 0.0 if not paused else float("inf")  # passed: it pauses at its next look
+        c = next(walk)
+        if c is None:
+            paused += 1
+            continue
+        got.append(c)
+        space.deadline = float("inf")
+        if len(got) % 10 == 0:
+            space.draw(rng)  # binds values of its own in the same space
+    assert paused == 1 and got == plain
+
+
 def test_a_parameter_with_very_many_values_is_estimated_within_its_budget(tmp_path):
     """Trial 82: 200,000 values of one parameter took 35 s to estimate (200 paths at least, each
     binding every value), past a 5 s --timeout."""

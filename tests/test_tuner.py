@@ -1712,3 +1712,30 @@ def test_a_space_sparse_after_its_first_valid_configuration_ends_at_the_timeout(
     # trial 87: runs of "0 measured" with no word why
     assert report.walked_out and "the time went on looking for an unmeasured valid configuration" in \
         format_report(report)
+
+
+def test_tpe_on_a_sparse_space_draws_its_pool_where_listing_it_would_take_the_run(tmp_path):
+    """Trial 88: 789 valid configurations scattered in 16 million: the estimate (~3) let TPE
+    list the space, a 69 s walk that each run's deadline cut short and the next began again, so
+    resumed runs measured nothing while random and grid measured 20."""
+    import time
+
+    params = ("  P: [" + ", ".join(map(str, range(1, 401))) + "]\n  Q: [" + ", ".join(map(str, range(1, 401)))
+              + "]\n  R: [" + ", ".join(map(str, range(1, 101))) + "]")
+    text = SCALE_YAML.replace("  WPT: [1, 2, 4, 8, 16]\n  WG: [16, 32, 64, 128, 512]\n  MODE: [0]", params)
+    text = text.replace('"(N // WPT) % WG == 0"', '"(P * 1000003 + Q * 7919 + R * 104729) % 20011 == 0"').replace(
+        'global: ["N // WPT"]', 'global: ["N"]').replace("local: [WG]", "local: [16]").replace(
+        "build_flags:\n  mad: -cl-mad-enable\n", "").replace("baseline: {WPT: 1, WG: 16}\n", "")
+    sp = specs.load(write_spec(tmp_path, text))
+
+    class Flat(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            t = 1.0 + params["P"] / 1000
+            return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    first = run(sp, Flat(), trials=6, timeout_s=20.0, storage=storage, prune=0)
+    t0 = time.perf_counter()
+    again = run(sp, Flat(), trials=4, timeout_s=20.0, storage=storage, prune=0)
+    assert first.measured >= 3 and again.measured >= 2, (first.measured, again.measured, again.stopped_by)
+    assert time.perf_counter() - t0 < 25

@@ -1687,26 +1687,33 @@ def test_several_devices_stopped_while_a_save_waits_for_the_lock_end_as_stopped_
     assert result.report.profile_verdict == f"stopped while another process held {path.name}'s lock ({path.name}.lock)"
 
 
+def _sparse(tmp_path, names, sizes, constraint):
+    """A spec of three parameters of ``sizes`` values (``names``, from ``first``) valid where
+    ``constraint`` holds, and an evaluator whose time grows with the first parameter."""
+    params = "\n".join(f"  {n}: [" + ", ".join(map(str, range(first, first + size))) + "]"
+                       for n, (first, size) in zip(names, sizes, strict=True))
+    text = SCALE_YAML.replace("  WPT: [1, 2, 4, 8, 16]\n  WG: [16, 32, 64, 128, 512]\n  MODE: [0]", params)
+    text = text.replace('"(N // WPT) % WG == 0"', f'"{constraint}"').replace(
+        'global: ["N // WPT"]', 'global: ["N"]').replace("local: [WG]", "local: [16]").replace(
+        "build_flags:\n  mad: -cl-mad-enable\n", "").replace("baseline: {WPT: 1, WG: 16}\n", "")
+
+    class Flat(QuietEvaluator):
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            t = 1.0 + params[names[0]] / 1000
+            return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
+
+    return specs.load(write_spec(tmp_path, text)), Flat()
+
+
 @pytest.mark.parametrize("sampler", ["random", "grid", "tpe"])
 def test_a_space_sparse_after_its_first_valid_configuration_ends_at_the_timeout(tmp_path, sampler):
     """Trial 86: with (0, 0, 0) valid and then nothing until late in 16 million combinations,
     a run of -t 30 ran 131 s: only the search for the first configuration had a deadline."""
     import time
 
-    params = ("  A: [" + ", ".join(map(str, range(400))) + "]\n  B: [" + ", ".join(map(str, range(400)))
-              + "]\n  C: [" + ", ".join(map(str, range(100))) + "]")
-    text = SCALE_YAML.replace("  WPT: [1, 2, 4, 8, 16]\n  WG: [16, 32, 64, 128, 512]\n  MODE: [0]", params)
-    text = text.replace('"(N // WPT) % WG == 0"', '"A + B + C == 0 or A + B + C == 897"').replace(
-        'global: ["N // WPT"]', 'global: ["N"]').replace("local: [WG]", "local: [16]").replace(
-        "build_flags:\n  mad: -cl-mad-enable\n", "").replace("baseline: {WPT: 1, WG: 16}", "baseline: {}")
-    sp = specs.load(write_spec(tmp_path, text))
-
-    class Flat(QuietEvaluator):
-        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
-            return Measurement(Status.OK, "", (1.0, 1.0, 1.0), 0.0, 0.0, 0.01)
-
+    sp, flat = _sparse(tmp_path, "ABC", [(0, 400), (0, 400), (0, 100)], "A + B + C == 0 or A + B + C == 897")
     t0 = time.perf_counter()
-    report = run(sp, Flat(), sampler=sampler, trials=10, timeout_s=6.0, prune=0)
+    report = run(sp, flat, sampler=sampler, trials=10, timeout_s=6.0, prune=0)
     assert time.perf_counter() - t0 < 12 and report.stopped_by == "timeout", report.stopped_by
     assert report.measured >= 1
     # trial 87: runs of "0 measured" with no word why
@@ -1720,22 +1727,11 @@ def test_tpe_on_a_sparse_space_draws_its_pool_where_listing_it_would_take_the_ru
     resumed runs measured nothing while random and grid measured 20."""
     import time
 
-    params = ("  P: [" + ", ".join(map(str, range(1, 401))) + "]\n  Q: [" + ", ".join(map(str, range(1, 401)))
-              + "]\n  R: [" + ", ".join(map(str, range(1, 101))) + "]")
-    text = SCALE_YAML.replace("  WPT: [1, 2, 4, 8, 16]\n  WG: [16, 32, 64, 128, 512]\n  MODE: [0]", params)
-    text = text.replace('"(N // WPT) % WG == 0"', '"(P * 1000003 + Q * 7919 + R * 104729) % 20011 == 0"').replace(
-        'global: ["N // WPT"]', 'global: ["N"]').replace("local: [WG]", "local: [16]").replace(
-        "build_flags:\n  mad: -cl-mad-enable\n", "").replace("baseline: {WPT: 1, WG: 16}\n", "")
-    sp = specs.load(write_spec(tmp_path, text))
-
-    class Flat(QuietEvaluator):
-        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
-            t = 1.0 + params["P"] / 1000
-            return Measurement(Status.OK, "", (t, t, t), 0.0, 0.0, 0.01)
-
+    sp, flat = _sparse(tmp_path, "PQR", [(1, 400), (1, 400), (1, 100)],
+                       "(P * 1000003 + Q * 7919 + R * 104729) % 20011 == 0")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
-    first = run(sp, Flat(), trials=6, timeout_s=20.0, storage=storage, prune=0)
+    first = run(sp, flat, trials=6, timeout_s=20.0, storage=storage, prune=0)
     t0 = time.perf_counter()
-    again = run(sp, Flat(), trials=4, timeout_s=20.0, storage=storage, prune=0)
+    again = run(sp, flat, trials=4, timeout_s=20.0, storage=storage, prune=0)
     assert first.measured >= 3 and again.measured >= 2, (first.measured, again.measured, again.stopped_by)
     assert time.perf_counter() - t0 < 25

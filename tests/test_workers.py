@@ -560,7 +560,7 @@ def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypat
     report = tune(scale, TuneOptions(timeout_s=None, trials=2, storage=":memory:", save=False),
                   evaluator=Slow([], threading.Lock()), info=FAKE)
     slow = changed(report, best=changed(report.best, times_ms=(9.0,) * 3), stopped_by="timeout",
-                   cut_off=(dict(report.best.params, WG=999), 30.0, None))
+                   cut_off=(dict(report.best.params, WG=999), 30.0, None), storage=None)  # workers' is shared
     two = changed(FAKE, selector="1:0")
     results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report), fleet.WorkerResult("1:0", two, report=slow)]
     monkeypatch.setattr(fleet, "tune_together", lambda *a: results)

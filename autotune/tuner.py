@@ -415,9 +415,11 @@ class _Run:
             why = check(spec, canonical(spec, config, self.problem, self.facts), self.problem, self.facts)
             if why is None:
                 continue
-            also = ", and load_kernel without a profile does too" if what == "default" else ""
+            # (trial 88: said where none was, and the suggestion was dropped)
+            also = "; load_kernel without a profile uses the nearest valid one" if what == "default" else ""
             warn(f"{spec.name}'s {what} is not valid for its own default problem on {self.info.name} ({why}): "
-                 f"the run measures a valid configuration one parameter away instead{also}; fix the spec's {what}")
+                 f"the run measures a valid configuration one parameter away instead, where there is one{also}; "
+                 f"fix the spec's {what}")
 
     def _take_in(self, found: list[Measurement]) -> None:
         """Measurements from the study (earlier runs, other workers): the best, the baseline,

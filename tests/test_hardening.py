@@ -1105,7 +1105,8 @@ def test_a_default_not_valid_for_the_default_problem_is_named_in_a_warning(tmp_p
     options = TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False)
     with pytest.warns(AutotuneWarning, match=r"scale's default is not valid for its own default problem on .* "
                       r"\(constraint 'N > 1000 or WPT < 16'\): the run measures a valid configuration one parameter "
-                      r"away instead, and load_kernel without a profile does too; fix the spec's default"):
+                      r"away instead, where there is one; load_kernel without a profile uses the nearest valid one; "
+                      r"fix the spec's default"):
         tune(str(path), options, evaluator=Fast(), info=FAKE)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -1119,7 +1120,7 @@ def test_a_hint_not_valid_for_the_default_problem_is_named_in_a_warning(tmp_path
     options = TuneOptions(trials=3, seed=0, timeout_s=None, storage=":memory:", save=False)
     with pytest.warns(AutotuneWarning, match=r"^scale's hints\[1\] is not valid for its own default problem on "
                       r".* \(constraint '\(N // WPT\) % WG == 0'\): the run measures a valid configuration one "
-                      r"parameter away instead; fix the spec's hints\[1\]$") as caught:
+                      r"parameter away instead, where there is one; fix the spec's hints\[1\]$") as caught:
         tune(str(path), options, evaluator=Fast(), info=FAKE)
     assert len([w for w in caught if "hints" in str(w.message)]) == 1, "hints[0] is valid"
 

@@ -95,8 +95,7 @@ def pin_folders() -> None:
 def passed_over() -> list[str]:
     """Warnings for folders the environment names that are not used: an ``$AUTOTUNE_CACHE`` that
     is no folder (nothing is cached), a ``$TMPDIR`` that this process cannot write in (Python
-    uses /tmp instead: trial 83, 1.5 GB of a run at
-    8192^3 went there without a word)."""
+    uses /tmp instead: trial 83, where 1.5 GB of a run at 8192^3 would go without a word)."""
     out = []
     cache = _folder("AUTOTUNE_CACHE")
     if cache is not None and cache.exists() and not cache.is_dir():

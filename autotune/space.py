@@ -448,7 +448,7 @@ class ValidSpace:
             nonlocal binds
             for value in self.spec.parameters[level].values:
                 binds += 1
-                if binds % 4096 == 0 and time.perf_counter() > (self.deadline if deadline is None else deadline):
+                if _late(binds, self.deadline if deadline is None else deadline):
                     if not pause:
                         raise WalkTimeout
                     yield None
@@ -493,7 +493,7 @@ class ValidSpace:
             rng.shuffle(values)  # the first value with a completion is uniform among those that have one
             for value in values:
                 binds += 1
-                if binds % 4096 == 0 and time.perf_counter() > self.deadline:
+                if _late(binds, self.deadline):
                     raise WalkTimeout
                 here = (*prefix, value)
                 if here in self._dead or not self._bind(level, value):
@@ -528,15 +528,10 @@ class ValidSpace:
         then the number is Knuth's estimate: the mean over random paths down the pruned tree of
         the product of the branching factors (unbiased; each leaf is checked against the device)."""
         deadline = time.perf_counter() + budget_s
-        total = 0
         try:
-            for i, _ in enumerate(self._walk(deadline)):
-                total += 1
-                if i % 256 == 0 and time.perf_counter() > deadline:
-                    raise WalkTimeout
+            return sum(1 for _ in self._walk(deadline)), True
         except WalkTimeout:
             return self._estimate(random.Random(seed), deadline + budget_s / 2), False
-        return total, True
 
     def _estimate(self, rng: random.Random, deadline: float) -> int:
         """Knuth's estimate: the mean weight of random paths, as many as fit before ``deadline``,
@@ -557,6 +552,12 @@ class ValidSpace:
             if weight and self._leaf() is not None:
                 total += weight
         return round(total / probes)
+
+
+def _late(binds: int, deadline: float) -> bool:
+    """Whether ``deadline`` (a ``time.perf_counter()``) has passed, looked at once every 4,096
+    values a walk binds (a clock read at each would cost more than the binding)."""
+    return binds % 4096 == 0 and time.perf_counter() > deadline
 
 
 class WalkTimeout(Exception):

@@ -112,6 +112,11 @@ class ProblemKey:
     def is_size(self) -> bool:
         return isinstance(self.default, int)
 
+    @property
+    def values(self) -> tuple[int | str, ...]:
+        """The values it can take that the spec names: its default, then its other choices."""
+        return tuple(dict.fromkeys((self.default, *self.choices)))
+
 
 @dataclass(frozen=True)
 class Parameter:
@@ -484,6 +489,9 @@ def lint(spec: KernelSpec) -> list[str]:
                                                      *((step.when,) if step.when else ()))]
     geometry += [e for _, e in spec.scratch]
     shaped = {n for e in geometry for n in e.names}  # parameters that shape the launch count too
+    # a typo is no other parameter's or problem key's macro, nor a derived name (trial 84:
+    # BLOCK_SIZE_Y, used rightly, was named for BLOCK_SIZE_X where block_size_x was the slip)
+    others = set(used) - set(_macro_owners(spec)) - {d for d, _ in spec.derived}
     out = []
     for p in spec.parameters:
         if p.flag is not None or p.name in shaped:
@@ -491,9 +499,6 @@ def lint(spec: KernelSpec) -> list[str]:
         names = [p.name, *(k for v in p.values for k in _macros(p.name, v) if k != p.name)]
         if any(n in words for n in names):
             continue
-        # a typo is no other parameter's or problem key's macro, nor a derived name (trial 84:
-        # BLOCK_SIZE_Y, used rightly, was named for BLOCK_SIZE_X where block_size_x was the slip)
-        others = set(used) - set(_macro_owners(spec)) - {d for d, _ in spec.derived}
         near = [f"{close[0]} (the macro is {n})" for n in names if (close := _near(n, others))] or [
             f"{upper[n.upper()]} (the macro is {n})" for n in names if n.upper() in upper]
         hint = f"; it mentions {', '.join(near)}" if near else ""
@@ -544,7 +549,7 @@ def _tested_for_definition(spec: KernelSpec) -> list[str]:
     autotune defines every one (a boolean as 0 or 1), so the test always holds
     (trial 80: `#ifdef CACHE_FILT` took the branch for false too, every such configuration wrong)."""
     values = {p.name: p.values for p in spec.parameters if p.flag is None}
-    values |= {k.name: (k.default, *k.choices) for k in spec.problem}
+    values |= {k.name: k.values for k in spec.problem}
     source = C_COMMENTS.sub(" ", spec.source)
     tested = dict.fromkeys(n for n in _DEFINED_TEST.findall(source) if n in values)
     return [f"{spec.path}: {spec.template.name} tests whether {name} is defined (#ifdef {name}, or defined({name})), "
@@ -584,7 +589,7 @@ def _misnamed_defaults(spec: KernelSpec, words: set[str]) -> list[str]:
 def _macro_owners(spec: KernelSpec) -> dict[str, str]:
     """Each macro a value of a parameter (flags' too) or a problem key defines, and whose it is."""
     owners = {n: p.name for p in spec.parameters for v in p.values for n in _macros(p.name, v)}
-    owners |= {n: k.name for k in spec.problem for v in (k.default, *k.choices) for n in _macros(k.name, v)}
+    owners |= {n: k.name for k in spec.problem for v in k.values for n in _macros(k.name, v)}
     return owners
 
 
@@ -834,7 +839,7 @@ class _Validator:
         self.path = path
         #: every name the spec declares, with what it is, for the hint beside an unknown one
         self.declared: dict[str, str] = {}
-        self.values: dict[str, tuple[Value, ...]] = {}  # each parameter's, once they are read
+        self.values: dict[str, tuple[Value, ...]] = {}  # each parameter's and string problem key's, once read
         self.problem_keys: tuple[str, ...] = ()  # once read, for the hint beside a Kernel Tuner name
         self.ignored: list[str] = []  # settings of baseline, default or hints their variant ignores (lint)
 
@@ -871,7 +876,7 @@ class _Validator:
             raise self.fail(key, str(exc).removeprefix(f"{self.path}: {key}: ")) from None
         # wherever a parameter is compared with a string (trial 80: a constraint's `ALGO != 'locl'`
         # always held, a derived value's `ALGO == 'vector'` never did, and nothing said so)
-        self.possible(key, e, self.values)
+        self.possible(key, e)
         return e
 
     def mapping(self, key: str, raw: Any, allow_empty: bool = False) -> dict[str, Any]:
@@ -911,7 +916,7 @@ class _Validator:
         template = self.template(raw["template"])
         problem = self.problem(raw["problem"])
         # a string key's choices, for the check of quoted values (trial 84: `layout == 'rwo'` passed)
-        self.values = {k.name: tuple(dict.fromkeys((k.default, *k.choices))) for k in problem if not k.is_size}
+        self.values = {k.name: k.values for k in problem if not k.is_size}
         qnames = {k.name for k in problem}
         self.problem_keys = tuple(k.name for k in problem)
         parameters = self.parameters(raw["parameters"], raw.get("build_flags"), qnames)
@@ -1186,14 +1191,14 @@ class _Validator:
         finally:
             self.declared = {}
 
-    def possible(self, key: str, when: Expr, values: Mapping[str, tuple[Value, ...]]) -> None:
-        """SpecError where ``when`` compares a parameter with a string it never takes (a typo:
-        the condition can never hold, or always does)."""
-        if (missing := _foreign_literal(when.source, values)) is not None:
+    def possible(self, key: str, e: Expr) -> None:
+        """SpecError where ``e`` compares a parameter or string problem key (:attr:`values`, as read
+        so far) with a string it never takes (a typo: the condition can never hold, or always does)."""
+        if (missing := _foreign_literal(e.source, self.values)) is not None:
             name, literal = missing
-            fix = ("it is a number: compare without quotes" if not any(isinstance(v, str) for v in values[name])
+            fix = ("it is a number: compare without quotes" if not any(isinstance(v, str) for v in self.values[name])
                    else "check the spelling")
-            listed = ", ".join(map(str, values[name]))
+            listed = ", ".join(map(str, self.values[name]))
             raise self.fail(key, f"{name} is never {literal!r} (its values: {listed}); {fix}")
 
     def launch(self, raw: Any, name: str, default_args: tuple[str, ...], known: set[str],

@@ -973,7 +973,6 @@ class _Run:
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
             wall_s=wall_s, study_name=self.log.study.study_name)
 
-
     def _valid_space(self) -> int:
         """The valid configurations' count; an estimate at least as large as the valid ones the
         study measured (trial 82: "~0 (estimated)" of a space whose one valid one was measured)."""

@@ -73,6 +73,30 @@ def test_report_writes_one_page_with_figures_and_the_same_pngs(scale, tmp_path, 
     assert f"wrote {out / 'index.html'}" in capsys.readouterr().out
 
 
+def test_a_report_that_cannot_be_written_in_full_leaves_the_earlier_one_whole(scale, tmp_path, capsys,
+                                                                              monkeypatch):
+    """Trial 83: on a full disk the error came, but after a 0-byte PNG was left in the folder and
+    the earlier report's figures were removed."""
+    tune_fake(scale)
+    out = tmp_path / "out"
+    assert main(["report", str(scale.path), "-o", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real, writes = Path.write_bytes, []
+
+    def full_disk(self, data):
+        writes.append(self)
+        if len(writes) == 2:  # the first file is written, the second finds the disk full
+            self.touch()
+            raise OSError(28, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    assert main(["report", str(scale.path), "-o", str(out)]) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    err = capsys.readouterr().err
+    assert f"cannot write the report to {out} (No space left on device)" in err and "Traceback" not in err
+
+
 def test_section_records_what_the_study_holds(scale):
     counted = {}  # configuration → its number in the run's progress lines ([  7/40])
     run = tune_fake(scale, progress=lambda event, rec, state: event != "trial" or counted.setdefault(

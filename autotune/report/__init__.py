@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,23 +39,36 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
     plots.require_matplotlib()
     sections = find_sections(spec, storage, problem, device)
     figures = [_figures(s) for s in sections]
+    files = {out / f"{i + 1:02d}-{_stem(s)}-{kind}.png": png
+             for i, (s, figs) in enumerate(zip(sections, figures, strict=True)) for kind, png in figs.items()}
+    source = shown_url(storage or settings.default_storage())
+    files[out / "index.html"] = page.render(spec.name, sections, figures, source, [
+        _notes(s, f) for s, f in zip(sections, figures, strict=True)]).encode("utf-8")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        _clear(out)
-        written = []
-        for i, (s, figs) in enumerate(zip(sections, figures, strict=True)):
-            for kind, png in figs.items():
-                path = out / f"{i + 1:02d}-{_stem(s)}-{kind}.png"
-                path.write_bytes(png)
-                written.append(path)
-        index = out / "index.html"
-        source = shown_url(storage or settings.default_storage())
-        index.write_text(page.render(spec.name, sections, figures, source, [_notes(s, f) for s, f in
-                                                                           zip(sections, figures, strict=True)]),
-                         encoding="utf-8")
+        _write_all(out, files)
     except OSError as exc:
-        raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder") from None
-    return Written(index, tuple(written), tuple(sections))
+        raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder, "
+                           "or make room there") from None
+    return Written(out / "index.html", tuple(p for p in files if p.suffix == ".png"), tuple(sections))
+
+
+def _write_all(out: Path, files: Mapping[Path, bytes]) -> None:
+    """Write ``files`` beside their places first, then put them in place, so that a write that
+    fails (a full disk) leaves no part of the new report and the earlier one whole (trial 83:
+    a 0-byte PNG, and the earlier report's figures already removed)."""
+    staged: list[Path] = []
+    try:
+        for path, data in files.items():
+            staged.append(path.with_name(f".{path.name}.tmp"))
+            staged[-1].write_bytes(data)
+    except OSError:
+        for tmp in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    _clear(out)
+    for path, tmp in zip(files, staged, strict=True):
+        os.replace(tmp, path)
 
 
 #: The figures a report writes, by name: an earlier report's, left beside a new one in the same

@@ -52,7 +52,10 @@ class Arguments:
         bound = dict(zip(self.arg_names, args, strict=False))  # the rest may come by name
         unknown = [k for k in named if k not in self.arg_names]
         if unknown:
-            raise TypeError(f"{name}: unknown argument(s) {', '.join(unknown)}; it takes {takes}")
+            keys = [k for k in unknown if k in self.problem]  # trial 89: `k(a, b, W=1000)` said no more
+            fixed = f" ({', '.join(keys)}: a problem key, fixed when the kernel was loaded: " \
+                    f"load_kernel(..., {keys[0]}=...) for another size)" if keys else ""
+            raise TypeError(f"{name}: unknown argument(s) {', '.join(unknown)}; it takes {takes}{fixed}")
         twice = [k for k in named if k in bound]
         if twice:
             raise TypeError(f"{name}: argument(s) {', '.join(twice)} given by position and by name")
@@ -133,26 +136,39 @@ class Arguments:
                 else:
                     fix = f"convert its values: .astype(numpy.{need.dtype})" + (
                         f"; or, to keep its bytes as they are, {view}"
-                        if value.nbytes == nbytes and value.nbytes % np.dtype(need.dtype).itemsize == 0 else "")
+                        if value.nbytes == nbytes and value.nbytes % np.dtype(need.dtype).itemsize == 0
+                        and value.dtype.isnative else "")  # trial 90: a view of '>f4' keeps its bytes swapped
                 raise TypeError(f"{where} holds {_dtype_name(value.dtype)}; the kernel takes {need.dtype} ({fix})")
             if value.base_data is None and value.nbytes < nbytes:  # empty: its size is what is wrong (trial 72)
                 shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
                 raise ValueError(f"{where} needs {nbytes} bytes for {shown}; got an empty array")
-            if not isinstance(value.base_data, cl.Buffer):  # empty, or in shared virtual memory
-                raise TypeError(f"{where}: an array without a buffer ({_kind(value.base_data)}) is not supported")
+            if not _is_buffer(value.base_data):  # in shared virtual memory
+                raise TypeError(f"{where}: an array in shared virtual memory ({_kind(value.base_data)}) is not "
+                                "supported; allocate it from a buffer (the default allocator, or a MemoryPool)")
             if not value.flags.forc:  # said before its size, which a strided view also lacks (trial 47)
                 raise ValueError(f"{where}: the array is not contiguous; the kernel reads its buffer in memory order")
-            mem, size = value.base_data, value.nbytes  # the view's bytes, not its base buffer's
-        elif isinstance(value, cl.Buffer):
-            mem, size = value, value.size  # a sub-buffer's size is its own
+            mem, size = _as_buffer(value.base_data), value.nbytes  # the view's bytes, not its base buffer's
+        elif _is_buffer(value):
+            mem, size = _as_buffer(value), value.size  # a sub-buffer's size is its own
         else:
             raise TypeError(f"{where} must be a pyopencl Buffer or pyopencl.array.Array, got {_kind(value)}")
+        self._check_access(where, arg, mem)
         if size < nbytes:
             shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
             raise ValueError(f"{where} needs {nbytes} bytes for {shown}; got a buffer of {size} bytes")
         if mem.context != self._context:  # enqueueing it would fail, on some runtimes by crashing
             raise ValueError(f"{where}: the buffer belongs to another OpenCL context than the queue's")
         return self._array_data(where, value, mem) if isinstance(value, cl_array.Array) else mem
+
+    def _check_access(self, where: str, arg: str, mem: cl.Buffer) -> None:
+        """TypeError where the kernels would write a READ_ONLY buffer or read a WRITE_ONLY one,
+        which OpenCL leaves undefined (trial 90: accepted, and right on one runtime)."""
+        written, read = arg in self.spec.outputs, arg not in self.spec.outputs or arg in self.spec.inplace
+        for flag, needed, does in ((cl.mem_flags.READ_ONLY, written, "writes"),
+                                   (cl.mem_flags.WRITE_ONLY, read, "reads")):
+            if needed and mem.flags & flag:
+                raise TypeError(f"{where}: its buffer was made {cl.mem_flags.to_string(flag)}, and the kernel {does} "
+                                f"it; make it with mem_flags.READ_WRITE")
 
     def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer) -> cl.Buffer:
         """The buffer that starts where ``array`` (held in ``mem``) does: an argument has no offset."""
@@ -300,12 +316,32 @@ class _ShapeRng:
         return draw
 
 
+def _is_buffer(mem: Any) -> bool:
+    """Whether ``mem`` is an OpenCL buffer: a pyopencl Buffer, or a memory pool's PooledBuffer."""
+    return isinstance(mem, cl.MemoryObjectHolder) and mem.type == cl.mem_object_type.BUFFER
+
+
+def _as_buffer(mem: cl.MemoryObjectHolder) -> cl.Buffer:
+    """``mem`` as a Buffer (a PooledBuffer has no sub-buffers; trial 90: a memory pool's arrays
+    were refused), holding a reference of its own to the same memory."""
+    return mem if isinstance(mem, cl.Buffer) else cl.Buffer.from_int_ptr(mem.int_ptr, retain=True)
+
+
+#: The "buffer" that host memory lies in, for :func:`_extent`: buffers made over the
+#: application's own memory (``USE_HOST_PTR``) share memory where their host ranges overlap.
+HOST = 0
+
+
 def _extent(value: Any) -> tuple[int, int, int]:
     """(the buffer it lies in, first byte, end) of a checked buffer or array argument; a
-    sub-buffer lies in its parent, an array where its offset and size say."""
+    sub-buffer lies in its parent, an array where its offset and size say, and a buffer over
+    host memory in that memory (trial 90: two over one numpy array were not seen to share it)."""
     if isinstance(value, cl_array.Array):
-        root, start, _ = _extent(value.base_data)
+        root, start, _ = _extent(_as_buffer(value.base_data))
         return root, start + value.offset, start + value.offset + value.nbytes
+    if value.flags & cl.mem_flags.USE_HOST_PTR:
+        start = value.get_host_array((1,), np.uint8).__array_interface__["data"][0]
+        return HOST, start, start + value.size
     parent = value.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
     start = value.get_info(cl.mem_info.OFFSET) if parent is not None else 0
     return (parent or value).int_ptr, start, start + value.size
@@ -315,6 +351,8 @@ def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:
     """``value`` as the numpy scalar the kernel takes; TypeError unless it is a number of that kind."""
     integral = dtype.kind in "iu"
     # numbers.Real for a float: a complex number has no float to pass (float() raised a bare TypeError)
+    if isinstance(value, np.ndarray) and value.ndim == 0:  # trial 90: told to pass a[0], which a 0-d array has not
+        value = value[()]
     if isinstance(value, bool) or not isinstance(value, numbers.Integral if integral else numbers.Real):
         got = (f"a numpy array of shape {value.shape} (pass one element, e.g. a[0], or a number)"
                if isinstance(value, np.ndarray) else _kind(value))  # _kind's advice is for buffers

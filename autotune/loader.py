@@ -330,6 +330,9 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
         else:
             why = spec.unusable(entry) or "its configuration is not valid for this problem on this device"
             lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({why})"
+    elif miswritten := [ep for ep in found if _written_otherwise(spec, ep[0], problem)]:
+        entry, path = miswritten[0]  # trial 90: `M: "256"` by hand was passed over without a word
+        lead = f"the {spec.name} entry for {problem_label(problem)} in {path} cannot be used ({spec.unusable(entry)})"
     elif older_here:
         entry, path = older_here[0]
         lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned "
@@ -354,6 +357,15 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     if candidates:
         return _nearest(spec, info, problem, *candidates[0], lead)
     return _fallback(spec, info, problem, facts, lead)
+
+
+def _written_otherwise(spec: KernelSpec, entry: profiles.Entry, problem: Mapping[str, Any]) -> bool:
+    """Whether ``entry``'s problem is ``problem`` written another way (a size as text), which
+    no lookup matches (:meth:`KernelSpec.unusable`)."""
+    try:
+        return dict(entry.problem) != dict(problem) and spec.resolve_problem(entry.problem) == dict(problem)
+    except AutotuneError:
+        return False
 
 
 def _usable_params(spec: KernelSpec, entry: profiles.Entry, problem: Mapping[str, Any],
@@ -649,7 +661,7 @@ def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.Dev
     return " ".join(words + (["-d", quote(info.selector)] if info.selector else []))
 
 
-def load_kernel(name: str | os.PathLike[str], queue: cl.CommandQueue, **problem: Any) -> TunedKernel:
+def load_kernel(name: str | os.PathLike[str], queue: cl.CommandQueue, *sizes: Any, **problem: Any) -> TunedKernel:
     """The tuned ``name`` kernel (built-in name or spec path) for ``queue``'s device.
 
     Problem keys not given take the spec's defaults. Raises AutotuneError for bad input
@@ -663,7 +675,14 @@ def load_kernel(name: str | os.PathLike[str], queue: cl.CommandQueue, **problem:
     if not isinstance(getattr(queue, "device", None), cl.Device):  # a queue's, not a context's or None
         raise TypeError(f"load_kernel({name!r}, queue): queue must be a pyopencl.CommandQueue, "
                         f"not {type(queue).__name__}")
+    if not isinstance(name, str | os.PathLike):  # trial 90: os.fspath's "expected str, bytes or os.PathLike"
+        raise TypeError(f"load_kernel({name!r}, queue): the kernel is a built-in kernel's name or a spec's path, "
+                        f"not {type(name).__name__}")
     spec = load_spec(os.fspath(name))
+    if sizes:  # trial 89: `load_kernel(spec, queue, 1024, 1024)` got Python's "takes 2 positional arguments"
+        named = ", ".join(f"{k.name}={v!r}" for k, v in zip(spec.problem, sizes, strict=False))
+        raise TypeError(f"load_kernel({name!r}, queue, {', '.join(map(repr, sizes))}): give the problem by name: "
+                        f"load_kernel({name!r}, queue, {named})")
     prob = spec.resolve_problem(problem)
     check_numbers(spec, prob)  # a size its kernel's int cannot hold: before any input is drawn
     input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)

@@ -266,13 +266,21 @@ def host_inputs(spec: KernelSpec, problem: Mapping[str, Any], rng: Any) -> dict[
     return as_kernel_scalars(spec, _mapping(spec, "inputs", _call(spec, spec.host_module().inputs, dict(problem), rng)))
 
 
+#: The parameters of the reference module's functions, as :func:`_call` passes them.
+_PARAMETERS = {"inputs": ("problem", "rng"), "reference": ("problem", "arrays"), "error_bound": ("problem", "arrays")}
+
+
 def _call(spec: KernelSpec, fn: Any, *args: Any) -> Any:
     try:
         return fn(*args)
     except MemoryError:
         raise
     except Exception as exc:  # the user's module: report it, with its file  # noqa: BLE001
-        raise SpecError(f"{spec.reference}: {fn.__name__}() raised {raised_in(exc, spec.reference)}") \
+        # raised by the call itself, not inside: its parameters are not (problem, arrays) or (problem, rng)
+        form = f"; define it as {fn.__name__}({', '.join(_PARAMETERS[fn.__name__])})" \
+            if isinstance(exc, TypeError) and exc.__traceback__ is not None and exc.__traceback__.tb_next is None \
+            and fn.__name__ in _PARAMETERS else ""  # trial 89: `def inputs(problem)` got Python's words alone
+        raise SpecError(f"{spec.reference}: {fn.__name__}() raised {raised_in(exc, spec.reference)}{form}") \
             from exc
     except SystemExit as exc:  # trial 45: sys.exit(3) there ended autotune with status 3 and no word
         raise SpecError(f"{spec.reference}: {fn.__name__}() called sys.exit({exc.code!r}); return its "

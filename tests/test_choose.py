@@ -427,6 +427,23 @@ def test_an_exact_entry_that_leaves_out_a_parameter_is_not_used_and_the_warning_
                               "(it does not name KSPLIT, which its configuration uses)"), message
 
 
+def test_an_entry_whose_problem_is_written_as_text_is_named_where_first_use_passes_it_over(folders, monkeypatch):
+    """Trial 90: `M: "256"` by hand: load_kernel timed a pick 10x slower without a word, where
+    `show` said the entry was skipped and why."""
+    monkeypatch.setattr(loader, "_warned", set())
+    path = profiles.path_for(FAKE.slug, folders[1])
+    text = path.read_text()
+    assert "M: 1024," in text
+    path.write_text(text.replace("M: 1024,", "M: '1024',", 1))
+    timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        c = loader.choose(MM, FAKE, MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024}), folders, timer)
+    assert c.origin == "measured"
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"the matmul entry for M=1024,N=1024,K=1024,layout=row in {path} cannot be used "
+                              "(its problem is written {'M': '1024', "), message
+
+
 def test_an_entry_of_another_spec_version_is_named_timed_first_and_the_pick_saved_beside_it(folders, monkeypatch):
     """After a template edit the tuned entry for a size is stale: first use says so (not "no
     tuned matmul"), times its configuration first, and keeps the tuning run's entry in the

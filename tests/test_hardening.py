@@ -454,6 +454,9 @@ def test_a_geometry_that_fails_for_one_value_makes_that_configuration_invalid(tm
     # trial 45: autotune ended with the module's status and no word
     ("import sys\ndef inputs(problem, rng):\n    sys.exit(3)\n", "inputs() called sys.exit(3); return its result"),
     ("import sys\nsys.exit(0)\ndef inputs(problem, rng):\n    return {}\n", "scale_ref.py:3: SystemExit: 0"),
+    # trial 89: Python's words alone, without the form autotune calls it in
+    ("def inputs(problem):\n    return {}\n", "takes 1 positional argument but 2 were given; define it as "
+                                               "inputs(problem, rng)"),
     ("import no_such_helper\n", "failed: {folder}/scale_ref.py:2: ModuleNotFoundError: No module named "
                                 "'no_such_helper'"),
     ("def inputs(problem, rng:\n", "failed: {folder}/scale_ref.py:2: SyntaxError: "),

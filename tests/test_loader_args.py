@@ -133,7 +133,7 @@ def test_an_argument_of_the_wrong_kind_is_a_type_error(mm, queue, enqueued, valu
 
 
 @needs_opencl
-@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.float16])
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.float16, ">f4"])
 def test_an_array_of_another_element_type_is_a_type_error(mm, queue, enqueued, dtype):
     """Its bytes would be read as float32: wrong numbers and no error (a Buffer cannot be told)."""
     a = cl_array.zeros(queue, M * K, dtype)
@@ -143,7 +143,9 @@ def test_an_array_of_another_element_type_is_a_type_error(mm, queue, enqueued, d
     assert enqueued == []
     # trial 16: for the same bytes under another type, .astype would change every value; .view keeps them
     view = "; or, to keep its bytes as they are, a view: .view(numpy.float32))"
-    assert str(caught.value).endswith(view) == (np.dtype(dtype).itemsize == 4), str(caught.value)
+    # trial 90: the view of big-endian numbers kept their bytes swapped: wrong numbers
+    assert str(caught.value).endswith(view) == (np.dtype(dtype).itemsize == 4 and np.dtype(dtype).isnative), \
+        str(caught.value)
 
 
 @needs_opencl
@@ -165,6 +167,9 @@ def test_unknown_and_repeated_keywords_are_type_errors(mm, queue, enqueued):
         mm(a, b, c=c, alpha=1.0)
     with pytest.raises(TypeError, match=r"unknown argument\(s\) alpha"):
         mm(a, b, c, alpha=1.0)
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) M; it takes A, B, C \(M: a problem key, fixed "
+                       r"when the kernel was loaded: load_kernel\(..., M=...\) for another size\)"):
+        mm(a, b, c, M=M)  # trial 89
     with pytest.raises(TypeError, match=r"argument\(s\) A given by position and by name"):
         mm(a, b, c, A=a)
     with pytest.raises(TypeError, match=r"missing argument\(s\) C"):
@@ -186,6 +191,12 @@ def test_a_bad_wait_for_or_queue_is_a_type_error_that_says_what_it_takes(mm, que
             autotune.load_kernel("matmul", bad)
     with pytest.raises(TypeError, match=r"the arguments are the other way round: load_kernel\('matmul', queue"):
         autotune.load_kernel(queue, "matmul")  # trial 70
+    with pytest.raises(TypeError, match=r"load_kernel\('matmul', queue, 64, 32\): give the problem by name: "
+                       r"load_kernel\('matmul', queue, M=64, N=32\)"):
+        autotune.load_kernel("matmul", queue, 64, 32)  # trial 89: Python's "takes 2 positional arguments"
+    with pytest.raises(TypeError, match=r"load_kernel\(None, queue\): the kernel is a built-in kernel's name or a "
+                       r"spec's path, not NoneType"):
+        autotune.load_kernel(None, queue)  # trial 90
 
 
 @needs_opencl
@@ -289,6 +300,8 @@ def test_a_scalar_argument_must_be_a_number_that_fits(queue, enqueued):
     assert enqueued == []
     m1(x, z, -5)
     assert enqueued[0]["k"] == -5 and isinstance(enqueued[0]["k"], np.int32)
+    m1(x, z, np.array(7))  # trial 90: a 0-d array was refused and told to pass a[0], which it has not
+    assert enqueued[1]["k"] == 7 and isinstance(enqueued[1]["k"], np.int32)
 
 
 @needs_opencl
@@ -441,6 +454,60 @@ def test_an_output_that_shares_memory_with_another_argument_is_refused(queue, en
     with pytest.raises(ValueError, match="arguments B and C share memory"):
         mm(a, c, c)
     assert len(enqueued) == 3
+
+
+@needs_opencl
+def test_buffers_over_one_host_array_share_its_memory(queue, enqueued):
+    """Trial 90: two USE_HOST_PTR buffers over one numpy array passed the check, and reverse wrote
+    over what it still had to read: a wrong result, no error."""
+    rev = load("reverse", queue, N=1024)
+    flags, host = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR, np.zeros(8192, np.uint8)
+    with pytest.raises(ValueError, match="arguments src and dst share memory"):
+        rev(cl.Buffer(queue.context, flags, hostbuf=host[:1024]), cl.Buffer(queue.context, flags, hostbuf=host[512:]))
+    assert enqueued == []
+    rev(cl.Buffer(queue.context, flags, hostbuf=host[:1024]), cl.Buffer(queue.context, flags, hostbuf=host[4096:]))
+    assert len(enqueued) == 1
+
+
+@needs_opencl
+def test_a_buffer_made_for_the_other_direction_is_refused(queue, enqueued):
+    """Trial 90: a READ_ONLY output and a WRITE_ONLY input were accepted; OpenCL leaves them undefined."""
+    rev = load("reverse", queue, N=1024)
+
+    def made(flag: int) -> cl.Buffer:
+        return cl.Buffer(queue.context, flag, 1024)
+
+    with pytest.raises(TypeError, match=r"argument dst: its buffer was made READ_ONLY, and the kernel writes it; "
+                                        r"make it with mem_flags.READ_WRITE$"):
+        rev(made(cl.mem_flags.READ_ONLY), made(cl.mem_flags.READ_ONLY))
+    with pytest.raises(TypeError, match=r"argument src: its buffer was made WRITE_ONLY, and the kernel reads it"):
+        rev(made(cl.mem_flags.WRITE_ONLY), made(cl.mem_flags.WRITE_ONLY))
+    assert enqueued == []
+    rev(made(cl.mem_flags.READ_ONLY), made(cl.mem_flags.WRITE_ONLY))
+    assert len(enqueued) == 1
+
+
+@needs_opencl
+def test_arrays_and_buffers_of_a_memory_pool_are_taken_and_computed_right(queue):
+    """Trial 90: refused as "an array without a buffer (PooledBuffer)", although memory pools are
+    pyopencl's own allocator."""
+    import pyopencl.tools as cl_tools
+
+    pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(queue))
+    rev = load("reverse", queue, N=1000)
+    x = (np.arange(4096) % 251).astype(np.uint8)
+    src = cl_array.to_device(queue, x, allocator=pool)
+    dst = cl_array.zeros(queue, 2048, np.uint8, allocator=pool)
+    rev(src[128:1128], dst[1024:2024])  # views of pooled arrays, at an offset
+    assert np.array_equal(dst.get()[1024:2024], x[128:1128][::-1])
+    a, b = pool.allocate(1000), pool.allocate(1000)
+    cl.enqueue_copy(queue, a, x[:1000])
+    rev(a, b)
+    got = np.empty(1000, np.uint8)
+    cl.enqueue_copy(queue, got, b)
+    assert np.array_equal(got, x[:1000][::-1])
+    with pytest.raises(ValueError, match="arguments src and dst share memory"):
+        rev(src[:1000], src[512:1512])
 
 
 def test_a_float_scalar_too_large_for_its_type_is_refused_not_made_inf():

@@ -20,6 +20,7 @@ import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from typing import cast as cast_to
 
 import numpy as np
 import pyopencl as cl
@@ -164,11 +165,11 @@ class Arguments:
         """TypeError where the kernels would write a READ_ONLY buffer or read a WRITE_ONLY one,
         which OpenCL leaves undefined (trial 90: accepted, and right on one runtime)."""
         written, read = arg in self.spec.outputs, arg not in self.spec.outputs or arg in self.spec.inplace
-        for flag, needed, does in ((cl.mem_flags.READ_ONLY, written, "writes"),
-                                   (cl.mem_flags.WRITE_ONLY, read, "reads")):
+        for flag, named, needed, does in ((cl.mem_flags.READ_ONLY, "READ_ONLY", written, "writes"),
+                                          (cl.mem_flags.WRITE_ONLY, "WRITE_ONLY", read, "reads")):
             if needed and mem.flags & flag:
-                raise TypeError(f"{where}: its buffer was made {cl.mem_flags.to_string(flag)}, and the kernel {does} "
-                                f"it; make it with mem_flags.READ_WRITE")
+                raise TypeError(f"{where}: its buffer was made {named}, and the kernel {does} it; make it with "
+                                "mem_flags.READ_WRITE")
 
     def _array_data(self, where: str, array: cl_array.Array, mem: cl.Buffer) -> cl.Buffer:
         """The buffer that starts where ``array`` (held in ``mem``) does: an argument has no offset."""
@@ -321,10 +322,10 @@ def _is_buffer(mem: Any) -> bool:
     return isinstance(mem, cl.MemoryObjectHolder) and mem.type == cl.mem_object_type.BUFFER
 
 
-def _as_buffer(mem: cl.MemoryObjectHolder) -> cl.Buffer:
-    """``mem`` as a Buffer (a PooledBuffer has no sub-buffers; trial 90: a memory pool's arrays
-    were refused), holding a reference of its own to the same memory."""
-    return mem if isinstance(mem, cl.Buffer) else cl.Buffer.from_int_ptr(mem.int_ptr, retain=True)
+def _as_buffer(mem: Any) -> cl.Buffer:
+    """``mem``, a buffer (:func:`_is_buffer`), as a Buffer (a PooledBuffer has no sub-buffers;
+    trial 90: a memory pool's arrays were refused), holding a reference of its own to the same memory."""
+    return mem if isinstance(mem, cl.Buffer) else cast_to(cl.Buffer, cl.Buffer.from_int_ptr(mem.int_ptr, retain=True))
 
 
 #: The "buffer" that host memory lies in, for :func:`_extent`: buffers made over the

@@ -1180,6 +1180,12 @@ class _ShowBlock:
             return f"{'picked' if e.picked else 'tuned'} with {other}, another spec of this kernel's name"
         return why
 
+    def use_of(self, e: Any) -> str:
+        """What load_kernel does with ``e``, which it does not use as it is: a stale entry's
+        configuration is timed again at first use (trial 89: said to be skipped)."""
+        spec = self.spec_of(e)
+        return spec.first_use_of(e) if spec is not None and self.namesake(e) is None else "load_kernel skips it"
+
     def remedy(self, e: Any, why: str) -> str:
         """What makes ``e`` usable: for a namesake's entry, not a run of the spec shown, which is
         refused while that file is there (trial 56), but that spec's own look."""
@@ -1336,7 +1342,7 @@ def _show_entries(title: str, block: _ShowBlock, mine: Mapping[str, Any] | None 
         other = written_for_another(e.device, mine) if mine is not None else None
         mark = (" (partial)" if e.partial else " (picked at first use, not tuned)" if e.picked else "") + (
             f" (measured on {other}: load_kernel uses it here, with a warning)" if other else "") + (
-            f" (load_kernel skips it: {why}; {block.remedy(e, why)})" if why else "")
+            f" ({block.use_of(e)}: {why}; {block.remedy(e, why)})" if why else "")
         throughput = ", ".join(f"{v:.1f} {k}" for k, v in e.throughput.items())
         rows.append((problem_label(e.problem), f"{e.time_ms:.4f}", throughput, str(e.trials),
                      f"{_fmt_config(e.params, e.build_flags, spec, e.problem)}{mark}"))

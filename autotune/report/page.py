@@ -119,7 +119,7 @@ def _profile(s: Section, best: Trial | None) -> str:
     assert s.entry is not None
     text = f"{s.entry.time_ms:.4g} ms, {s.entry.trials} trial{'s' * (s.entry.trials != 1)}, tuned {s.entry.tuned_at}"
     if why := s.spec.unusable(s.entry):  # trial 34: a stale entry was described as current
-        text += f" (load_kernel skips it: {why})"
+        text += f" ({s.spec.first_use_of(s.entry)}: {why})"
     if not s.entry_ours:  # the same configuration may be among this study's trials: not its result
         return text + ("; saved by another study of this problem (another version of the spec, another --storage, "
                        "or another copy of the spec)")

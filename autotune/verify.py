@@ -157,35 +157,51 @@ class Expected:
                 f"(first at {i}: got {float(got.flat[i]):.{digits}g}, want {float(self.want.flat[i]):.{digits}g}, "
                 + (f"allowed ±{allowed:.3g}" if allowed > 0 else "which must be exact")
                 + f"; {self.rule}" + (f"; worst element {worst:.3g}x its tolerance)" if worst > 1 else ")")
-                + (self._rounding(diff, off) or self._rounding_at_zero(diff, off)))
+                + (self._rounding_at_zero(diff, off, got.dtype) or self._rounding(diff, off, got.dtype)))
 
-    def _rounding(self, diff: np.ndarray, off: np.ndarray) -> str:
+    def _rounding(self, diff: np.ndarray, off: np.ndarray, dtype: np.dtype[Any]) -> str:
         """Advice when every element off is off by rounding alone (within ROUNDING_ULPS of the
-        reference): no kernel can meet such a tolerance unless it adds in the reference's order."""
-        info = np.finfo(self.want.dtype)
+        reference, or of the output's median magnitude where the element is nearer 0: a sum that
+        cancels rounds at its terms' scale, trial 89's stencil): no kernel can meet such a
+        tolerance unless it adds in the reference's order. ``dtype``: the kernel's output's, whose
+        rounding counts (trial 89: a float64 reference's precision was taken for a float32 output's)."""
+        info = np.finfo(dtype)
         want = np.abs(self.want.ravel()[off]).astype(np.float64)
+        typical = _typical(self.want)
         with np.errstate(divide="ignore", invalid="ignore"):
-            ulps = float(np.max(diff.ravel()[off] / np.maximum(want, float(info.tiny)))) / float(info.eps)
-        if not ulps <= ROUNDING_ULPS:  # NaN (an unwritten element) included
+            ulps = diff.ravel()[off] / np.maximum(want, max(typical, float(info.tiny))) / float(info.eps)
+            own = diff.ravel()[off] / np.maximum(want, float(info.tiny)) / float(info.eps)
+        worst = float(np.max(ulps))
+        if not worst <= ROUNDING_ULPS:  # NaN (an unwritten element) included
             return ""
-        return (f"; each element off is within {max(1, math.ceil(ulps))} ulp of the reference, as {info.dtype} "
+        near_zero = "" if float(np.max(own)) <= ROUNDING_ULPS else (
+            f", and elements near 0, where terms cancel, are off by rounding at the output's scale (its median "
+            f"magnitude is {typical:.3g}): give tolerance.atol a small value too, e.g. "
+            f"{ROUNDING_ULPS * float(info.eps) * typical:.0e}")
+        return (f"; each element off is within {max(1, math.ceil(worst))} ulp of the reference, as {info.dtype} "
                 f"arithmetic in another order gives: the tolerance is {TOO_TIGHT} ({info.dtype}'s precision is "
-                f"{float(info.eps):.3g}); widen tolerance.rtol in the spec (the default is 1e-5)")
+                f"{float(info.eps):.3g}); widen tolerance.rtol in the spec (the default is 1e-5){near_zero}")
 
-    def _rounding_at_zero(self, diff: np.ndarray, off: np.ndarray) -> str:
+    def _rounding_at_zero(self, diff: np.ndarray, off: np.ndarray, dtype: np.dtype[Any]) -> str:
         """Advice when every element off is expected to be 0, so allowed no error by atol 0, and is
         off by no more than rounding at the output's scale (a sum that cancels leaves 1e-8 where
         its terms are near 1): trial 61, where nothing named the tolerance."""
-        info, nonzero = np.finfo(self.want.dtype), np.abs(self.want[self.want != 0]).astype(np.float64)
-        if not nonzero.size or np.any(self.want.ravel()[off] != 0):
+        info, typical = np.finfo(dtype), _typical(self.want)
+        if not typical or np.any(self.want.ravel()[off] != 0):
             return ""
-        typical = float(np.median(nonzero))
         rounding = ROUNDING_ULPS * float(info.eps) * typical
         if not float(np.max(diff.ravel()[off])) <= rounding:
             return ""
         return (f"; each element off is expected to be 0 and is within rounding of the output's values (their "
                 f"median magnitude is {typical:.3g}): atol 0 allows it no error, so the tolerance is {TOO_TIGHT}; "
                 f"give tolerance.atol a small value, e.g. {rounding:.0e}")
+
+
+def _typical(want: np.ndarray) -> float:
+    """The median magnitude of ``want``'s nonzero elements (0.0 where all are 0): the scale at
+    which a sum that cancels rounds."""
+    nonzero = np.abs(want[want != 0]).astype(np.float64)
+    return float(np.median(nonzero)) if nonzero.size else 0.0
 
 
 def compare(spec: KernelSpec, name: str, got: np.ndarray, want: np.ndarray,

@@ -1730,6 +1730,34 @@ def test_rounding_where_atol_0_allows_a_zero_no_error_names_the_tolerance(tmp_pa
     assert TOO_TIGHT not in why, why
 
 
+def test_rounding_of_a_float32_output_against_a_float64_reference_near_0_names_the_tolerance(tmp_path, recwarn):
+    """Trial 89: rtol 1e-9 for a float32 stencil, checked against float64 expected values: every
+    configuration failed, and the summary blamed the reference. The rounding was judged by the
+    reference's float64 precision, and against elements near 0, where the four terms cancel."""
+    from autotune.verify import TOO_TIGHT, compare
+
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML + "tolerance: {rtol: 1e-9, atol: 0}\n"))
+    terms = np.random.default_rng(0).uniform(-1, 1, (4, 64))
+    want = terms.sum(axis=0) / 4  # float64, as a reference gives it
+    got = np.float32(0.25) * (terms.astype(np.float32).sum(axis=0, dtype=np.float32))
+    why, _, _ = compare(spec, "y", got, want, {"N": 64})
+    assert TOO_TIGHT in why and "widen tolerance.rtol" in why and "give tolerance.atol a small value too" in why, why
+    why, _, _ = compare(spec, "y", got + np.float32(0.01), want, {"N": 64})
+    assert TOO_TIGHT not in why, why
+    # and when the run starts, before any configuration fails
+    ref = ("import numpy as np\ndef inputs(problem, rng):\n    return {'x': np.ones(problem['N'], np.float32), "
+           "'y': np.zeros(problem['N'], np.float32)}\n"
+           "def reference(problem, arrays):\n    return {'y': 2.0 * arrays['x']}\n")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML + "tolerance: {rtol: 1e-9, atol: 0}\n", ref=ref))
+    make_workload(spec, spec.resolve_problem({}))
+    assert any("tolerance.rtol 1e-09 is below float32's precision (1.19e-07), so y passes only where each element "
+               "rounds as the reference's does" in str(w.message) for w in recwarn), [str(w.message) for w in recwarn]
+    recwarn.clear()
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML + "tolerance: {rtol: 1e-6, atol: 0}\n", ref=ref))
+    make_workload(spec, spec.resolve_problem({}))
+    assert not any("precision" in str(w.message) for w in recwarn)
+
+
 def test_a_timeout_past_what_an_alarm_can_hold_is_taken_as_no_sooner_than_a_year():
     """Trial 71: --timeout 1e10 was an OverflowError traceback from setitimer."""
     import signal

@@ -938,10 +938,13 @@ def _cut_off(report: Any) -> str:
     """What becomes of the configuration a deadline stopped, and the --timeout that lets the next
     run finish it: its limit per configuration beside a few seconds of start-up and the share of
     --timeout kept for timing the leaders again (a tenth, at most 15 s)."""
-    params, limit, earlier = report.cut_off
+    cut = report.cut_off
+    limit, earlier = cut.limit_s, cut.earlier_limit_s
     need = limit + 5
     enough = math.ceil(need / 0.9) if need / 0.9 < 150 else math.ceil(need + 15)
-    what = _fmt_params(params, report.spec, report.problem)
+    what = _fmt_params(cut.params, report.spec, report.problem)
+    # trial 89: "at least 320 s" for a configuration that needed a few: the limit is a bound
+    ran = f" (it had run {cut.ran_s:.1f} s when the time was up; one that ends sooner needs less)"
     if earlier is not None:  # a timeout measured again: only a longer limit measures it again
         return (f"{what} was being measured again (it timed out under {earlier:.3g} s before): a later run whose "
                 f"limit per configuration is over {earlier:.3g} s measures it first; give that run a --timeout of at "
@@ -952,10 +955,10 @@ def _cut_off(report: Any) -> str:
                 f"({limit:.3g} s in this run)")
     if report.storage == ":memory:":  # no next run of it (trial 87: one was promised)
         return (f"{what} was being measured when the run's time was up; the study was in memory, so a run that "
-                f"should measure it needs a --timeout of at least {enough} s for a limit of {limit:.3g} s")
+                f"should measure it needs a --timeout of at least {enough} s for a limit of {limit:.3g} s{ran}")
     return (f"{what} was being measured: the next run of the study measures it first, for up to its limit per "
             f"configuration ({limit:.3g} s in this run), so give that run a --timeout of at least {enough} s "
-            "for that limit")
+            f"for that limit{ran}")
 
 
 def _report_command(report: Any, storage: str | None) -> str | None:

@@ -183,6 +183,16 @@ class TuneOptions:
                     raise OptionError(f"TuneOptions.{name} must be {what} (got {value!r})")
 
 
+@dataclass(frozen=True)
+class CutOff:
+    """The configuration in flight when --timeout (or --study-timeout) stopped a run."""
+
+    params: Mapping[str, Value]
+    limit_s: float  # this run's limit per configuration
+    earlier_limit_s: float | None  # the limit of the timeout the study held for it already (None: none)
+    ran_s: float  # how long it had been measured
+
+
 @dataclass(frozen=True, repr=False)
 class TuneReport:
     """What a run did and found; the CLI prints it (``autotune.format_report(report)`` gives
@@ -224,9 +234,7 @@ class TuneReport:
     # cut by the run's end): where the leaders were not timed again, that limit is why (trial 63)
     retime_limit: float | None = None
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
-    # in flight at --timeout: its configuration, this run's limit per configuration (s), and the
-    # limit of the timeout the study held for it already (None: it had none)
-    cut_off: tuple[Mapping[str, Value], float, float | None] | None = None
+    cut_off: CutOff | None = None  # in flight at --timeout
     warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
     # at a stop by --study-trials: the study's count held configurations claimed, not stored
     # (another worker measuring, or a run killed mid-trial), and how long such a claim lasts (s)
@@ -288,7 +296,7 @@ class RunState:
     retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
     warm_from: tuple[str, ...] = ()  # other devices whose winners are measured first
     other_versions: int = 0  # a new study's trials made with earlier versions of the spec
-    cut_off: tuple[dict[str, Value], float, float | None] | None = None  # as TuneReport.cut_off
+    cut_off: CutOff | None = None  # as TuneReport.cut_off
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
@@ -797,7 +805,8 @@ class _Run:
         if at_deadline and m.status is Status.TIMEOUT:
             # stopped by the run's end, not by its own slowness: measured again next time
             earlier = self.log.get(params) if config_key(params) in self.retried else None
-            self.state.cut_off = (dict(params), limit, earlier.limit_s if earlier is not None else None)
+            self.state.cut_off = CutOff(dict(params), limit, earlier.limit_s if earlier is not None else None,
+                                        time.perf_counter() - t0)
             self.interrupted()
             assert nearer is not None  # at_deadline
             raise _OutOfTime(nearer[0])

@@ -555,12 +555,12 @@ def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypat
     from dataclasses import replace as changed
 
     from autotune import fleet
-    from autotune.tuner import TuneReport
+    from autotune.tuner import CutOff, TuneReport
 
     report = tune(scale, TuneOptions(timeout_s=None, trials=2, storage=":memory:", save=False),
                   evaluator=Slow([], threading.Lock()), info=FAKE)
     slow = changed(report, best=changed(report.best, times_ms=(9.0,) * 3), stopped_by="timeout",
-                   cut_off=(dict(report.best.params, WG=999), 30.0, None), storage=None)  # workers' is shared
+                   cut_off=CutOff(dict(report.best.params, WG=999), 30.0, None, 2.0), storage=None)  # shared
     two = changed(FAKE, selector="1:0")
     results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report), fleet.WorkerResult("1:0", two, report=slow)]
     monkeypatch.setattr(fleet, "tune_together", lambda *a: results)

@@ -875,6 +875,7 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
                  f"{report.skipped_invalid} invalid skipped unbuilt, "
                  f"{_count(report.repeats, 'repeat')} reused{elsewhere}; "
                  f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
+    lines += _ruled_out(report)
     if report.pruned:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
     for status, count in sorted(report.failures.items()):
@@ -995,6 +996,21 @@ def _absolute(storage: str) -> str:
     # `p%41` made the printed command read another database, or none)
     query = storage.partition("?")[1:]
     return sqlite_url(sqlite_path(storage)) + "".join(query)
+
+
+def _ruled_out(report: Any) -> list[str]:
+    """Why the problem rules out so much of the space, and the values it rules out entirely
+    (trial 89: "valid space 6 of 800", and a variant never tuned, without a word why)."""
+    lines = [f"              about {share:.0%} of the space is ruled out here by: {_clip(why, 200)}"
+             for why, share in report.ruled_out]
+    by_why: dict[str | None, list[str]] = {}
+    for n in report.never_valid:
+        by_why.setdefault(n.why, []).append(f"{n.name}={n.value}")
+    if by_why:
+        said = [", ".join(values) + (f" (mostly: {_clip(why, 160)})" if why else "")
+                for why, values in by_why.items()]
+        lines.append(f"              valid in no configuration here: {_clip('; '.join(said), 400)}")
+    return lines
 
 
 def _valid_space(report: Any) -> str:

@@ -386,6 +386,9 @@ class ValidSpace:
         #: When (``time.perf_counter()``) walks and draws give up with WalkTimeout: a run's search
         #: deadline (trial 86: a space sparse after its first valid configuration ran 4x past -t)
         self.deadline = math.inf
+        #: After an exact :meth:`count`: the parameters' values no valid configuration has, in
+        #: the spec's order (None: not known)
+        self.never_valid: tuple[tuple[str, Value], ...] | None = None
 
     def _bind(self, level: int, value: Value) -> bool:
         """Bind parameter ``level`` to ``value``: whether the constraints known by now hold."""
@@ -528,10 +531,18 @@ class ValidSpace:
         then the number is Knuth's estimate: the mean over random paths down the pruned tree of
         the product of the branching factors (unbiased; each leaf is checked against the device)."""
         deadline = time.perf_counter() + budget_s
+        unseen = {(n, v) for n, p in zip(self.names, self.spec.parameters, strict=True) for v in p.values}
+        n = 0
         try:
-            return sum(1 for _ in self._walk(deadline)), True
+            for c in self._walk(deadline):
+                n += 1
+                if unseen:  # (most values are seen in the first few configurations)
+                    unseen.difference_update(c.items())
         except WalkTimeout:
             return self._estimate(random.Random(seed), deadline + budget_s / 2), False
+        self.never_valid = tuple((name, v) for name, p in zip(self.names, self.spec.parameters, strict=True)
+                                 for v in p.values if (name, v) in unseen)
+        return n, True
 
     def _estimate(self, rng: random.Random, deadline: float) -> int:
         """Knuth's estimate: the mean weight of random paths, as many as fit before ``deadline``,

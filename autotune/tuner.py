@@ -58,6 +58,7 @@ from .measure import TimingOptions, Workload, compute_workload, reference_watch
 from .parzen import POOL_ALL, ParzenSearch
 from .proposer import Proposer, Sampler, startup_trials
 from .result import Measurement, Status
+from .ruledout import NeverValid, commonest, never_valid
 from .signatures import check_numbers
 from .space import ValidSpace, WalkTimeout, canonical, check, config_key, geometry, none_valid, space_size
 from .spec import BUILTIN_FILE, KernelSpec, Value, config_label, problem_label
@@ -235,6 +236,10 @@ class TuneReport:
     retime_limit: float | None = None
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     cut_off: CutOff | None = None  # in flight at --timeout
+    # values of parameters in no valid configuration (where the count was exact), and where the
+    # valid space is under a quarter of the whole, its commonest reasons (example, share): ruledout
+    never_valid: tuple[NeverValid, ...] = ()
+    ruled_out: tuple[tuple[str, float], ...] = ()
     warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
     # at a stop by --study-trials: the study's count held configurations claimed, not stored
     # (another worker measuring, or a run killed mid-trial), and how long such a claim lasts (s)
@@ -980,7 +985,10 @@ class _Run:
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
-            wall_s=wall_s, study_name=self.log.study.study_name)
+            wall_s=wall_s, study_name=self.log.study.study_name,
+            never_valid=never_valid(self.spec, self.problem, self.facts, self.valid.never_valid or ()),
+            ruled_out=tuple(commonest(self.spec, self.problem, self.facts))
+            if self._valid_space() < full_space / 4 else ())
 
     def _valid_space(self) -> int:
         """The valid configurations' count; an estimate at least as large as the valid ones the

@@ -1737,3 +1737,26 @@ def test_tpe_on_a_sparse_space_draws_its_pool_where_listing_it_would_take_the_ru
     again = run(sp, flat, trials=4, timeout_s=20.0, storage=storage, prune=0)
     assert first.measured >= 3 and again.measured >= 2, (first.measured, again.measured, again.stopped_by)
     assert time.perf_counter() - t0 < 25
+
+
+def test_the_summary_says_why_most_of_the_space_is_invalid_and_which_values_are_in_no_valid_configuration(tmp_path):
+    """Trial 89: "valid space 6 of 800" at a size that rules most out, and a variant a constraint
+    ruled out entirely, were said without a word why; the summary names the commonest reasons
+    and the values no valid configuration has (WG 512 is over N=256 whatever WPT is)."""
+    text = SCALE_YAML.replace('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "WPT != 4"')
+    spec = specs.load(write_spec(tmp_path, text))
+    report = run(spec, FakeEvaluator(), sampler="grid", trials=1000, save=False)
+    assert [(n.name, n.value) for n in report.never_valid] == [("WPT", 4), ("WG", 512)]
+    summary = format_report(report)
+    assert ("valid in no configuration here: WPT=4 (mostly: constraint 'WPT != 4'); WG=512 (mostly: constraint "
+            "'(N // WPT) % WG == 0')") in summary, summary
+    assert "ruled out here" not in summary, "the valid space is no small share of the whole"
+    few = tune(spec, TuneOptions(timeout_s=None, storage=":memory:", sampler="grid", trials=1000, save=False),
+               problem={"N": 32}, evaluator=FakeEvaluator(), info=FAKE)
+    assert few.valid_space < few.full_space / 4
+    summary = format_report(few)
+    assert re.search(r"about \d+% of the space is ruled out here by: constraint '\(N // WPT\) % WG == 0'", summary)
+    assert "WG=64" in summary.split("valid in no configuration here: ")[1]
+    plain = run(specs.load(write_spec(tmp_path / "plain", SCALE_YAML)), FakeEvaluator(), sampler="grid", trials=1000,
+                save=False)
+    assert [(n.name, n.value) for n in plain.never_valid] == [("WG", 512)]

@@ -927,8 +927,8 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
         partial = "partial; " if report.partial and not str(report.profile_verdict).startswith(("kept", "left")) else ""
         lines.append(f"  profile     {report.profile_path} ({partial}{_verdict(report)})")
     elif best is not None:  # a verified best goes to the profile unless saving was off
-        lines.append("  profile     not saved: " + ("see the error below" if report.profile_error
-                                                       else report.profile_verdict or "--no-save"))
+        why = "see the error below" if report.profile_error else report.profile_verdict
+        lines.append(f"  profile     not saved: {why or '--no-save (TuneOptions(save=False))'}")
     if report.study_trials:  # trial 35: offered for a study with no trial, it wrote an empty page
         # the report's own storage: tune()'s caller's summary named the default study (trial 70)
         lines += [f"  report      {command}" for command in [_report_command(report, report.storage)] if command]

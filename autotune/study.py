@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -164,6 +164,10 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
             raise ProblemError(_storage_problem(url, IsADirectoryError(f"{path} is a folder"), reading))
         if _not_sqlite(path):
             raise ProblemError(_storage_problem(url, sqlite3.DatabaseError("file is not a database"), reading))
+        if (foreign := _foreign(path, reading)) is not None:  # trial 91: optuna's tables were added to it
+            raise ProblemError(f"--storage {shown_url(url)!r}: {path} is {foreign}, not a study database; "
+                               + ("give --storage the database a run wrote" if reading else
+                                  "give --storage a new file, or a study database"))
         if reading and path.is_file():  # nothing is created: no lock, which a read-only place refuses (trial 40)
             if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
                 return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
@@ -193,6 +197,23 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
                            "set AUTOTUNE_HOME or --storage to a writable place") from None
     except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
         raise ProblemError(_storage_problem(url, exc, reading)) from None
+
+
+def _foreign(path: Path, reading: bool) -> str | None:
+    """What an SQLite file that holds no study tables holds, where opening it as a study database
+    would add optuna's tables to it: another application's database, or (``reading``: a report
+    creates nothing) an empty one; None where it holds studies, or is absent or new and empty."""
+    try:
+        with closing(sqlite3.connect(f"file:{urllib.parse.quote(str(path.absolute()), safe='/')}"
+                                                "?mode=ro", uri=True)) as db:
+            tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    except sqlite3.Error:
+        return None  # absent, or unreadable: SQLite and optuna say why
+    if "studies" in tables:
+        return None
+    if tables:
+        return f"an SQLite database of other tables ({', '.join(sorted(tables)[:5])}{', ...' * (len(tables) > 5)})"
+    return "an empty database" if reading else None
 
 
 def _not_sqlite(path: Path) -> bool:

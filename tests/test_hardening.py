@@ -214,6 +214,29 @@ def test_a_study_database_with_a_damaged_page_is_one_line_not_a_traceback(scale,
         run(scale, storage=f"sqlite:///{db}")
 
 
+def test_an_sqlite_file_of_another_application_is_refused_and_left_as_it_was(scale, tmp_path):
+    """Trial 91: `run` and `report` added optuna's 14 tables to another application's database
+    without a word (report is only meant to read), and `report` did so to an empty file."""
+    import sqlite3
+
+    other, empty = tmp_path / "app.db", tmp_path / "empty.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE foo (x)")
+    empty.touch()
+    before = other.read_bytes()
+    with pytest.raises(ProblemError, match=r"app.db is an SQLite database of other tables \(foo\), not a study "
+                                           r"database; give --storage a new file, or a study database$"):
+        run(scale, storage=f"sqlite:///{other}")
+    with pytest.raises(ProblemError, match=r"app.db is an SQLite database of other tables \(foo\), not a study "
+                                           r"database; give --storage the database a run wrote$"):
+        open_storage(f"sqlite:///{other}", reading=True)
+    with pytest.raises(ProblemError, match=r"empty.db is an empty database, not a study database"):
+        open_storage(f"sqlite:///{empty}", reading=True)
+    assert other.read_bytes() == before and empty.stat().st_size == 0
+    run(scale, storage=f"sqlite:///{empty}", trials=2)  # an empty file may become one
+    open_storage(f"sqlite:///{empty}", reading=True)
+
+
 def test_storage_naming_a_folder_or_a_file_as_its_folder_says_which(scale, tmp_path):
     with pytest.raises(ProblemError, match=rf"names a folder; give a file in it, e.g. sqlite:///{tmp_path}/studies.db"):
         run(scale, storage=f"sqlite:///{tmp_path}")
@@ -1159,8 +1182,9 @@ def test_lines_leave_out_the_parameters_a_configuration_ignores(tmp_path, capsys
     # (its runner-up, the same with -cl-mad-enable, marks it "flags: none")
     assert re.search(r"^  best        WPT=\d+ MODE=0(  flags: none)?$", cli.format_report(report), re.M), \
         cli.format_report(report)
-    assert re.search(r"^  profile     not saved: --no-save$", cli.format_report(report), re.M), \
-        "trial 13: it said nothing"
+    # trial 13: it said nothing; trial 91: the API's caller is told the option it used too
+    assert re.search(r"^  profile     not saved: --no-save \(TuneOptions\(save=False\)\)$", cli.format_report(report),
+                     re.M)
     assert any("MODE=0 mad=" in line for line in lines) and any("MODE=1 WG=" in line for line in lines)
     assert not any("MODE=0 WG=" in line for line in lines), lines
 

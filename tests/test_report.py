@@ -308,6 +308,10 @@ def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
     assert data.match_devices("FAKE", [SLUG, "other-gpu"]) == {SLUG}
     with pytest.raises(data.ProblemError, match=f"devices with studies of this kernel: {SLUG}"):
         data.find_sections(scale, None, device="h200")
+    for several in ("all", "0:0,1:0"):  # trial 91: said as though a device were called that
+        with pytest.raises(data.ProblemError, match="; report takes one device, and without -d shows every "
+                                                    "device's studies; devices with studies"):
+            data.find_sections(scale, None, device=several)
 
 
 def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path, monkeypatch):

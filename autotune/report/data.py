@@ -238,7 +238,12 @@ def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
     except Exception:  # no OpenCL here, or no such device: the slugs are the answer  # noqa: BLE001
         found = set()
     if not found & set(slugs):
-        raise ProblemError(f"no study on a device matching {selector!r}; devices with studies of this "
+        from ..device import several
+
+        # trial 91: `-d all` was "no study on a device matching 'all'"
+        takes = ("; report takes one device, and without -d shows every device's studies" if several(selector)
+                 else "")
+        raise ProblemError(f"no study on a device matching {selector!r}{takes}; devices with studies of this "
                            f"kernel: {', '.join(slugs)} (give one of these, or a part of it, to -d)")
     return found
 

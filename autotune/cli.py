@@ -114,8 +114,16 @@ def _given(advice: str) -> Any:
     return parse
 
 
-_selector = _given("give an index such as 0:0 or part of a device's name (see `autotune devices`), "
-                   "or leave --device out for the default")
+def _selector(text: str) -> str:
+    """--device: not empty, nor a list with an empty part (trial 91: `0:0,` was exit 1, `""` 2)."""
+    given = _given("give an index such as 0:0 or part of a device's name (see `autotune devices`), "
+                   "or leave --device out for the default")(text)
+    if "," in given and not all(part.strip() for part in given.split(",")):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty selector between its commas; give selectors such "
+                                         "as 0:0,1:0")
+    return given
+
+
 _storage = _given("give an optuna storage URL (e.g. sqlite:///studies.db) or :memory:, or leave --storage "
                   "out for the default")
 _folder = _given("give a folder, or leave --output out for ./autotune-report-KERNEL")

@@ -179,7 +179,7 @@ def test_a_launch_over_the_cut_off_ends_the_timing():
     (["run", "matmul", "--prune", "inf"], "--prune must be 0 (off) or a finite number of at least 1 (got inf)", 2),
     (["show", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
     (["bench", "nosuchkernel"], "unknown kernel 'nosuchkernel'", 1),
-    (["probe", "-d", "0:0,"], "'0:0,' has an empty selector", 1),
+    (["probe", "-d", "0:0,"], "'0:0,' has an empty selector", 2),  # trial 91: a usage error, as -d "" is
     (["probe", "-n", "0"], "--repeats must be 1 to 100,000 (got 0)", 2),
     (["probe", "-n", "100000000"], "--repeats must be 1 to 100,000 (got 100,000,000)", 2),  # took all memory
 ])

@@ -1267,6 +1267,8 @@ def _recorded(kernel: str, entries: list[Any], shown: Any = None) -> dict[str, A
 
 def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] | None) -> None:
     """``block`` as show's table, under the device's ``title`` where this is the first."""
+    from .profiles import NotAnEntry
+
     if title is not None:
         print(title)
     broken = next((f"  (its entries' spec file does not load: {why}; fix it, or give the path of the spec to "
@@ -1277,7 +1279,7 @@ def _print_block(block: _ShowBlock, title: str | None, mine: Mapping[str, Any] |
     _show_entries(f"{block.kernel}  [{block.path}]{elsewhere}{unchecked}", block, None if block.other else mine)
     for exc in block.broken:
         # no entry at all (`- 5`): its message says the fix, and no run replaces it
-        remedy = "" if " is no entry (" in str(exc) else f"; {_remedy(str(exc), block.ours)}"
+        remedy = "" if isinstance(exc, NotAnEntry) else f"; {_remedy(str(exc), block.ours)}"
         print(f"  {str(exc).removeprefix(f'{block.path}: ')} (load_kernel skips it{remedy})")
 
 

@@ -40,6 +40,10 @@ from .resources import data_dir
 from .yamlload import load_bytes, read_yaml
 
 
+class NotAnEntry(ProfileError):
+    """A profile's entry that is no mapping at all (``- 5``): no run of a problem replaces it."""
+
+
 @dataclass(frozen=True)
 class Entry:
     """One result for a kernel and problem: the best verified configuration of a tuning run,
@@ -87,8 +91,8 @@ class Entry:
     def from_yaml(cls, raw: Mapping[str, Any], where: str, header: Any = None) -> Entry:
         """The entry ``raw`` of a profile whose device block is ``header``."""
         if not isinstance(raw, Mapping):
-            raise ProfileError(f"{where}: {clipped(repr(raw), 40)} is no entry (an entry is a mapping of problem, "
-                               "params, time_ms, spec_hash and more); fix or delete that entry")
+            raise NotAnEntry(f"{where}: {clipped(repr(raw), 40)} is no entry (an entry is a mapping of problem, "
+                             "params, time_ms, spec_hash and more); fix or delete that entry")
         missing = [k for k in ("problem", "params", "time_ms", "spec_hash") if k not in raw]
         if missing:
             raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")

@@ -7,6 +7,7 @@ hold until :func:`autotune.cli.main` sets its own.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any
@@ -34,8 +35,22 @@ def _stop(signum: int, frame: Any) -> None:
         raise _Stopped(signum)
 
 
+#: numpy's BLAS threads: read once, as numpy loads (after this module), so set here.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def one_blas_thread(argv: list[str]) -> None:
+    """One BLAS thread for ``replay``, unless the caller set otherwise: its regressions are small,
+    and a thread pool per call made a replay 1.7x as slow on 2 cores (trial 93). Other commands
+    keep the pool: a reference's large matrix product needs it."""
+    if argv[:1] == ["replay"]:
+        for name in BLAS_THREADS:
+            os.environ.setdefault(name, "1")
+
+
 def main() -> int:
     """The ``autotune`` command."""
+    one_blas_thread(sys.argv[1:])
     hangup = getattr(signal, "SIGHUP", None)
     for s in (signal.SIGINT, signal.SIGTERM, hangup):  # SIGHUP only where not ignored (nohup)
         if s is not None and signal.getsignal(s) is not signal.SIG_IGN:

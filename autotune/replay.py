@@ -150,31 +150,42 @@ def _parse(text: str, path: Path) -> Any:
     repeated: list[str] = []
     try:
         return _warn_repeated(json.loads(text, object_pairs_hook=_first_of_each(repeated)), repeated, path)
+    except RecursionError:  # trial 93: a traceback
+        raise ProblemError(f"{path}: its JSON nests deeper than Python's reader can follow (about 1,000 levels; "
+                           "a Kernel Tuner cache nests 3): remove the deeply nested field") from None
     except ValueError as exc:
-        problem = str(exc).splitlines()[0]
+        error = exc
     left_open = text.rstrip().removesuffix(",")
     repeated.clear()
     try:
         raw = _warn_repeated(json.loads(left_open + "}\n}", object_pairs_hook=_first_of_each(repeated)),
                              repeated, path)
-    except ValueError:
+    except (ValueError, RecursionError):
         raw = None
     cache = raw.get("cache") if isinstance(raw, dict) else None
     if not isinstance(cache, dict):  # closed, it is no cache either (trial 33: cut short, it warned first)
-        raise ProblemError(f"{path} is not a JSON cache file ({problem}){_why_not(text, path)}")
+        said = f" ({str(error).splitlines()[0]})" if isinstance(error, json.JSONDecodeError) else ""
+        raise ProblemError(f"{path} is not a JSON cache file{said}{_why_not(text, path, error)}")
     warn(f"{path}: the cache was left open, as Kernel Tuner leaves it while a run appends to it: "
          f"{len(cache) if isinstance(cache, dict) else 0} entries read; if that run did not finish, "
          "the optimum replays aim at is only the best it had measured")
     return raw
 
 
-def _why_not(text: str, path: Path) -> str:
+def _why_not(text: str, path: Path, error: ValueError) -> str:
     """What a text that is no JSON cache file likely is (trial 85: an empty file, a .gz name on
-    a plain file and a file cut short were all "Expecting value ...", with no fix)."""
+    a plain file and a file cut short were all "Expecting value ..."; trial 93: a comma too many
+    mid-file was called cut short)."""
     if not text.strip():
         return ": it is empty; copy or download it again"
-    if text.lstrip().startswith("{"):  # (gzip data too, once unpacked: trial 86)
+    if not isinstance(error, json.JSONDecodeError):  # trial 93: Python's own advice on long integers
+        return ": it holds a number longer than Python's JSON reader takes (an integer of over 4,300 digits); remove it"
+    # (gzip data too, once unpacked: trial 86)
+    if text.lstrip().startswith("{") and (error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated")):
         return ": it ends before its JSON does (cut short?); copy or download it again"
+    if text.lstrip().startswith("{"):
+        return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
+                "few?); fix it there")
     if path.suffix.lower() == ".gz":
         return ": its name ends in .gz, but it is not gzip data"
     return ": give a Kernel Tuner cache file (.json or .json.gz)"

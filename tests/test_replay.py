@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import signal
 import warnings
 from pathlib import Path
@@ -136,9 +137,21 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
     ("hello.json", "hello", ": give a Kernel Tuner cache file (.json or .json.gz)"),
     ("cut.json", '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.0}, "2": {"X": 2, "ti',
      "it ends before its JSON does (cut short?); copy or download it again"),
+    # trial 93: each of these was called cut short, or (the long integer) given Python's own advice
+    ("comma.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0,}}}',
+     "the JSON is broken at line 1 column 65 (a comma or brace too many or too few?); fix it there"),
+    ("brace.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}}}}',
+     "the JSON is broken at line 1 column 67 (a comma or brace too many or too few?); fix it there"),
+    ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",
+     "is not a JSON cache file: it holds a number longer than Python's JSON reader takes (an integer of over "
+     "4,300 digits); remove it"),
+    ("deep.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "[" * 5000 + "]" * 5000
+     + "}}}", "its JSON nests deeper than Python's reader can follow (about 1,000 levels; a Kernel Tuner cache nests "
+     "3): remove the deeply nested field"),
 ])
 def test_an_empty_cut_or_misnamed_cache_file_says_what_it_is(tmp_path, name, content, message):
-    """Trial 85: each was "is not a JSON cache file (Expecting value ...)", with no fix."""
+    """Trial 85: each was "is not a JSON cache file (Expecting value ...)", with no fix; trial 93:
+    the deeply nested one a RecursionError traceback."""
     path = tmp_path / name
     path.write_text(content)
     with pytest.raises(ProblemError) as raised:
@@ -399,3 +412,16 @@ def test_a_byte_order_mark_a_damaged_gzip_and_a_key_given_twice(tmp_path, capsys
                                              r"'1' \(.*1\.0.*, then .*5\.0.*\); the first is read"):
         rec = replay.load(twice)
     assert rec.optimum_ms == 1.0
+
+
+def test_replay_runs_numpy_with_one_blas_thread_unless_told_otherwise(monkeypatch):
+    """Trial 93: `autotune replay` took 1.7x as long as the benchmark script, which sets this."""
+    from autotune import _entry
+
+    for name in _entry.BLAS_THREADS:
+        monkeypatch.delenv(name, raising=False)
+    _entry.one_blas_thread(["run", "matmul"])
+    assert not any(name in os.environ for name in _entry.BLAS_THREADS)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    _entry.one_blas_thread(["replay", "x.json"])
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1" and os.environ["OMP_NUM_THREADS"] == "4"

@@ -128,8 +128,11 @@ def _read(path: Path) -> dict[str, Any]:
         raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
                            "file (.json or .json.gz): `bash benchmarks/fetch_recorded_spaces.sh DIR` downloads "
                            "the README's recorded spaces from GitHub (it needs internet access)") from None
-    except ValueError as exc:  # not UTF-8
-        raise ProblemError(f"{path} is not a JSON cache file ({str(exc).splitlines()[0]})") from None
+    except ValueError as exc:  # not UTF-8 (trial 93: Python's codec message alone)
+        twice = data[:2] == _GZIP_MAGIC and gzip.decompress(data)[:2] == _GZIP_MAGIC
+        why = "it is gzip data compressed twice; decompress it once (gunzip)" if twice else \
+            f"it is not UTF-8 text ({str(exc).splitlines()[0]}), which Kernel Tuner writes; save it as UTF-8"
+        raise ProblemError(f"{path} is not a JSON cache file: {why}") from None
     raw = _parse(text, path)
     if not isinstance(raw, dict) or "tune_params" not in raw or "cache" not in raw:
         t4 = isinstance(raw, dict) and "results" in raw and "schema_version" in raw  # trial 52

@@ -130,6 +130,19 @@ def test_a_missing_cache_file_says_how_to_get_the_recorded_spaces(tmp_path):
         replay.load(tmp_path / "kt_gemm__RTX_3090.json.gz")
 
 
+def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
+    """Trial 93: both were Python's codec message, with no fix."""
+    text = '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}}}'
+    (tmp_path / "utf16.json").write_bytes(text.encode("utf-16"))
+    (tmp_path / "twice.json.gz").write_bytes(gzip.compress(gzip.compress(text.encode())))
+    with pytest.raises(ProblemError, match=r"utf16.json is not a JSON cache file: it is not UTF-8 text \(.*\), which "
+                                           r"Kernel Tuner writes; save it as UTF-8$"):
+        replay.load(tmp_path / "utf16.json")
+    with pytest.raises(ProblemError, match=r"twice.json.gz is not a JSON cache file: it is gzip data compressed "
+                                           r"twice; decompress it once \(gunzip\)$"):
+        replay.load(tmp_path / "twice.json.gz")
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("empty.json", "", "is not a JSON cache file (Expecting value: line 1 column 1 (char 0)): it is empty; copy or "
                        "download it again"),

@@ -340,12 +340,15 @@ def _extent(value: Any) -> tuple[int, int, int]:
     if isinstance(value, cl_array.Array):
         root, start, _ = _extent(_as_buffer(value.base_data))
         return root, start + value.offset, start + value.offset + value.nbytes
+    parent = value.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    if parent is not None:  # where its parent lies (trial 94: a sub-buffer's own host pointer is not its start)
+        root, start, _ = _extent(parent)
+        start += value.get_info(cl.mem_info.OFFSET)
+        return root, start, start + value.size
     if value.flags & cl.mem_flags.USE_HOST_PTR:
         start = value.get_host_array((1,), np.uint8).__array_interface__["data"][0]
         return HOST, start, start + value.size
-    parent = value.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
-    start = value.get_info(cl.mem_info.OFFSET) if parent is not None else 0
-    return (parent or value).int_ptr, start, start + value.size
+    return value.int_ptr, 0, value.size
 
 
 def _scalar(where: str, value: Any, dtype: np.dtype[Any]) -> Any:

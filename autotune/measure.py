@@ -29,7 +29,7 @@ from .result import Measurement, Status
 from .signatures import as_kernel_scalars, check_inputs, check_launch, check_outputs
 from .space import check as check_config
 from .spec import KernelSpec, Value, problem_label
-from .verify import POISON_BYTE, Expected, vacuous, without_unwritten_advice
+from .verify import POISON_BYTE, Expected, reachable, vacuous, without_unwritten_advice
 
 #: The bytes the leaders' check again (measure's ``strict``) fills the zones and the outputs'
 #: and scratch buffers' elements with, one verification each: NaN (-1 in an integer array), then
@@ -148,7 +148,9 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
         _check_finite(spec, host, name, expected[name])
     bounds = _bounds(spec, problem, inputs, expected)
     _check_tolerance_used(spec, host, inputs)
-    _check_tolerance_reachable(spec, problem, inputs)
+    for name in spec.outputs:
+        if (why := reachable(spec, problem, name, expected[name], inputs[name].dtype, bounds.get(name))) is not None:
+            warn(f"{spec.path}: {why}")
     for name in spec.outputs:
         if not vacuous(spec, problem, expected[name], bounds.get(name)):
             continue
@@ -178,22 +180,6 @@ def _check_tolerance_used(spec: KernelSpec, host: Any, inputs: Mapping[str, Any]
         warn(f"{spec.path}: tolerance is not used: {', '.join(spec.outputs)} "
              f"{'is an integer output' if len(spec.outputs) == 1 else 'are integer outputs'}, compared exactly; "
              "take tolerance out of the spec, or write a check() in the reference module to allow a difference")
-
-
-def _check_tolerance_reachable(spec: KernelSpec, problem: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
-    """A warning where tolerance.rtol is above 0 but below a float output's precision (trial 89:
-    rtol 1e-9 for a float32 stencil failed every configuration): only a result that rounds
-    exactly as the reference does passes, which no kernel adding in another order gives."""
-    if not spec.tolerance_given or getattr(spec.host_module(), "check", None) is not None:
-        return
-    rtol = float(spec.rtol(spec.env(problem)))
-    for name in spec.outputs:
-        dtype = inputs[name].dtype
-        if np.issubdtype(dtype, np.floating) and 0 < rtol < (eps := float(np.finfo(dtype).eps)):
-            warn(f"{spec.path}: tolerance.rtol {rtol:g} is below {dtype}'s precision ({eps:.3g}), so {name} passes "
-                 "only where each element rounds as the reference's does, and a kernel that adds in another order "
-                 "fails; widen it (the default is 1e-5)")
-            return
 
 
 def _elements(a: np.ndarray) -> str:

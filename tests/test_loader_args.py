@@ -467,6 +467,12 @@ def test_buffers_over_one_host_array_share_its_memory(queue, enqueued):
     assert enqueued == []
     rev(cl.Buffer(queue.context, flags, hostbuf=host[:1024]), cl.Buffer(queue.context, flags, hostbuf=host[4096:]))
     assert len(enqueued) == 1
+    # trial 94: sub-buffers lie where their parent's host memory and their offset say
+    whole = cl.Buffer(queue.context, flags, hostbuf=host)
+    rev(whole.get_sub_region(0, 1024), whole.get_sub_region(4096, 1024))
+    assert len(enqueued) == 2
+    with pytest.raises(ValueError, match="arguments src and dst share memory"):
+        rev(whole.get_sub_region(4096, 1024), cl.Buffer(queue.context, flags, hostbuf=host[4096 + 512:]))
 
 
 @needs_opencl

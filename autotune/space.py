@@ -190,16 +190,27 @@ def check(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, A
     integer) makes this configuration invalid, with the file and key in the reason; it does
     not end the run.
     """
+    return next(iter(reasons(spec, params, problem, facts, first=True)), None)
+
+
+def reasons(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any], facts: Facts,
+            first: bool = False) -> list[str]:
+    """Every reason a configuration is invalid (the constraints it fails, in the spec's order,
+    then the device's limits it passes), or only the first (:func:`check`); [] if it is valid."""
     try:
         env = spec.env(problem, params, facts)
+        out = []
         for c, ignorable in _constraints(spec):
             if not _satisfied(spec, c, ignorable, env):
-                return f"constraint {c.source!r}"
-        return _fits_device(spec, env, params, problem, facts)
+                out.append(f"constraint {c.source!r}")
+                if first:
+                    return out
+        fits = _fits_device(spec, env, params, problem, facts)
+        return out + [fits] if fits is not None else out
     except ConditionError:
         raise
     except AutotuneError as exc:
-        return str(exc)
+        return [str(exc)]
 
 
 def canonical(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],

@@ -236,8 +236,8 @@ class TuneReport:
     retime_limit: float | None = None
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     cut_off: CutOff | None = None  # in flight at --timeout
-    # values of parameters in no valid configuration (where the count was exact), and where the
-    # valid space is under a quarter of the whole, its commonest reasons (example, share): ruledout
+    # values of parameters in no valid configuration (where the count was exact), and where 3 of
+    # 4 configurations drawn at random are invalid, the commonest reasons (example, share): ruledout
     never_valid: tuple[NeverValid, ...] = ()
     ruled_out: tuple[tuple[str, float], ...] = ()
     warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
@@ -986,9 +986,22 @@ class _Run:
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
             wall_s=wall_s, study_name=self.log.study.study_name,
-            never_valid=never_valid(self.spec, self.problem, self.facts, self.valid.never_valid or ()),
-            ruled_out=tuple(commonest(self.spec, self.problem, self.facts))
-            if self._valid_space() < full_space / 4 else ())
+            never_valid=self._never_valid(),
+            ruled_out=self._ruled_out())
+
+    def _never_valid(self) -> tuple[NeverValid, ...]:
+        """The values of parameters in no valid configuration, with their reasons (see ruledout)."""
+        try:
+            with self.valid.within(1.0):  # a WalkTimeout of its own second ends the block here
+                return never_valid(self.valid, self.valid.never_valid or ())
+        except WalkTimeout:  # the run's time was up (a replay has no deadline)
+            pass
+        return ()
+
+    def _ruled_out(self) -> tuple[tuple[str, float], ...]:
+        """The commonest reasons configurations are invalid here, where 3 of 4 drawn are."""
+        reasons, invalid = commonest(self.spec, self.problem, self.facts)
+        return tuple(reasons) if invalid >= 0.75 else ()
 
     def _valid_space(self) -> int:
         """The valid configurations' count; an estimate at least as large as the valid ones the

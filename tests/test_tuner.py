@@ -1760,3 +1760,14 @@ def test_the_summary_says_why_most_of_the_space_is_invalid_and_which_values_are_
     plain = run(specs.load(write_spec(tmp_path / "plain", SCALE_YAML)), FakeEvaluator(), sampler="grid", trials=1000,
                 save=False)
     assert [(n.name, n.value) for n in plain.never_valid] == [("WG", 512)]
+
+
+def test_a_value_in_no_valid_configuration_is_given_its_own_reason(tmp_path):
+    """Trial 94: every value was given the constraint that failed first in random draws
+    (`SCALE == 1` for a work-group that `WG <= 64` rules out)."""
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  SCALE: [1, 2, 3]").replace(
+        '  - "(N // WPT) % WG == 0"', '  - "SCALE == 1"\n  - "(N // WPT) % WG == 0"\n  - "WG <= 64"')
+    report = run(specs.load(write_spec(tmp_path, text)), FakeEvaluator(), sampler="grid", trials=1000, save=False)
+    why = {(n.name, n.value): n.why for n in report.never_valid}
+    assert why == {("WG", 128): "constraint 'WG <= 64'", ("WG", 512): "constraint '(N // WPT) % WG == 0'",
+                   ("SCALE", 2): "constraint 'SCALE == 1'", ("SCALE", 3): "constraint 'SCALE == 1'"}, why

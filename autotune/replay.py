@@ -183,8 +183,11 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
         return ": it is empty; copy or download it again"
     if not isinstance(error, json.JSONDecodeError):  # trial 93: Python's own advice on long integers
         return ": it holds a number longer than Python's JSON reader takes (an integer of over 4,300 digits); remove it"
-    # (gzip data too, once unpacked: trial 86)
-    if text.lstrip().startswith("{") and (error.pos >= len(text.rstrip()) or error.msg.startswith("Unterminated")):
+    # no bracket closes after the error: the text stops mid-document, in a token or string
+    # (trial 94: at `1.` or `tru`, it was called broken), where a comma too many has some after
+    # it (gzip data too, once unpacked: trial 86)
+    closed_after = re.search(r"[]}]", text[error.pos:]) is not None
+    if text.lstrip().startswith("{") and (error.msg.startswith("Unterminated") or not closed_after):
         return ": it ends before its JSON does (cut short?); copy or download it again"
     if text.lstrip().startswith("{"):
         return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
@@ -477,7 +480,7 @@ def replay(rec: Recorded, trials: int, sampler: Sampler = Sampler.TPE, seed: int
             # (reading those cost 30 ms a seed, for a kernel name no profile holds)
             tune(spec_for(rec, starts), TuneOptions(trials=trials, timeout_s=None, sampler=sampler, seed=seed,
                                                     storage=":memory:", save=False, prune=0, compile_ahead=ahead,
-                                                    warm_start=False),
+                                                    warm_start=False, explain=False),
                  evaluator=ev, info=device_for(rec))
     except TargetReached:
         pass

@@ -421,8 +421,9 @@ class KernelSpec:
         """What ``load_kernel`` does with an entry it cannot use as it is (:meth:`unusable`), for
         ``show`` and ``report`` (trial 89: a stale entry was said to be skipped, where first use
         times its configuration again and may pick it)."""
+        # (a first-use pick of another version is not timed again: trial 94)
         return "load_kernel times its configuration again at first use, and may pick it" \
-            if entry.spec_hash != self.spec_hash else "load_kernel skips it"
+            if entry.spec_hash != self.spec_hash and not entry.picked else "load_kernel skips it"
 
     def unusable(self, entry: Any) -> str | None:
         """Why ``load_kernel`` cannot use a profile entry as it is, or None when it can.

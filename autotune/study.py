@@ -206,10 +206,10 @@ def _foreign(path: Path, reading: bool) -> str | None:
     try:
         with closing(sqlite3.connect(f"file:{urllib.parse.quote(str(path.absolute()), safe='/')}"
                                                 "?mode=ro", uri=True)) as db:
-            tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+            tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
     except sqlite3.Error:
         return None  # absent, or unreadable: SQLite and optuna say why
-    if "studies" in tables:
+    if {"studies", "version_info"} <= set(tables):  # optuna's own (trial 94: an app's `studies` table)
         return None
     if tables:
         return f"an SQLite database of other tables ({', '.join(sorted(tables)[:5])}{', ...' * (len(tables) > 5)})"

@@ -219,10 +219,14 @@ def test_an_sqlite_file_of_another_application_is_refused_and_left_as_it_was(sca
     without a word (report is only meant to read), and `report` did so to an empty file."""
     import sqlite3
 
-    other, empty = tmp_path / "app.db", tmp_path / "empty.db"
+    other, empty, named = tmp_path / "app.db", tmp_path / "empty.db", tmp_path / "named.db"
     with sqlite3.connect(other) as db:
         db.execute("CREATE TABLE foo (x)")
+    with sqlite3.connect(named) as db:  # trial 94: a table of optuna's name was taken for optuna's
+        db.execute("CREATE TABLE studies (id, title)")
     empty.touch()
+    with pytest.raises(ProblemError, match=r"named.db is an SQLite database of other tables \(studies\)"):
+        run(scale, storage=f"sqlite:///{named}")
     before = other.read_bytes()
     with pytest.raises(ProblemError, match=r"app.db is an SQLite database of other tables \(foo\), not a study "
                                            r"database; give --storage a new file, or a study database$"):
@@ -1260,6 +1264,9 @@ def test_a_run_that_measured_nothing_says_so_not_that_nothing_passed_verificatio
     # trial 89: said to be skipped, where first use times its configuration again and may pick it
     ((r"spec_hash: \w+", "spec_hash: 0123456789abcdef"), "load_kernel times its configuration again at first use, "
                                                           "and may pick it: stale: tuned with another version"),
+    # trial 94: but not a stale first-use pick, which first use does not time again
+    ((r"spec_hash: \w+", "spec_hash: 0123456789abcdef\n    picked: true"), "load_kernel skips it: stale: tuned "
+                                                                           "with another version"),
 ])
 def test_an_entry_whose_problem_no_lookup_matches_is_marked_by_show(scale, capsys, edit, why):
     """A hand-edited problem (a quoted size, a key the spec lacks) is never matched by

@@ -150,6 +150,11 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
     ("hello.json", "hello", ": give a Kernel Tuner cache file (.json or .json.gz)"),
     ("cut.json", '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.0}, "2": {"X": 2, "ti',
      "it ends before its JSON does (cut short?); copy or download it again"),
+    # trial 94: cut in a number or a word, it was called broken
+    ("cut1.json", '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "time": 1.',
+     "it ends before its JSON does (cut short?); copy or download it again"),
+    ("cut2.json", '{"tune_params": {"X": [1, 2]}, "cache": {"1": {"X": 1, "ok": tru',
+     "it ends before its JSON does (cut short?); copy or download it again"),
     # trial 93: each of these was called cut short, or (the long integer) given Python's own advice
     ("comma.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0,}}}',
      "the JSON is broken at line 1 column 65 (a comma or brace too many or too few?); fix it there"),

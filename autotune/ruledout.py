@@ -68,7 +68,7 @@ def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws:
     its own the one that rules out most of them (one that rules out all, where there is one)."""
     spec, problem, facts = space.spec, space.problem, space.facts
     rng = random.Random(seed)
-    out = []
+    out: list[NeverValid] = []
     # a recorded space leaves thousands of values unrecorded: reasons for the first few, within
     # a budget (trial 94 suite: 4,900 values of one parameter took minutes a replay)
     deadline = time.perf_counter() + REASONS_S

@@ -681,8 +681,9 @@ def load_kernel(name: str | os.PathLike[str], queue: cl.CommandQueue, *sizes: An
     spec = load_spec(os.fspath(name))
     if sizes:  # trial 89: `load_kernel(spec, queue, 1024, 1024)` got Python's "takes 2 positional arguments"
         named = ", ".join(f"{k.name}={v!r}" for k, v in zip(spec.problem, sizes, strict=False))
+        extra = f" ({spec.name} has {len(spec.problem)} problem keys)" if len(sizes) > len(spec.problem) else ""
         raise TypeError(f"load_kernel({name!r}, queue, {', '.join(map(repr, sizes))}): give the problem by name: "
-                        f"load_kernel({name!r}, queue, {named})")
+                        f"load_kernel({name!r}, queue, {named}){extra}")
     prob = spec.resolve_problem(problem)
     check_numbers(spec, prob)  # a size its kernel's int cannot hold: before any input is drawn
     input_needs(spec, prob)  # arguments too big for the address space: refused before choosing (and cached)

@@ -95,6 +95,15 @@ def test_a_report_that_cannot_be_written_in_full_leaves_the_earlier_one_whole(sc
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     err = capsys.readouterr().err
     assert f"cannot write the report to {out} (No space left on device)" in err and "Traceback" not in err
+    assert "or make room there" in err
+    # trial 94: a file that cannot take its place left the staged files behind, and "make room"
+    monkeypatch.setattr(Path, "write_bytes", real)
+    blocked = tmp_path / "blocked"
+    (blocked / "index.html").mkdir(parents=True)
+    assert main(["report", str(scale.path), "-o", str(blocked)]) == 1
+    assert [p.name for p in blocked.iterdir() if p.name.endswith(".tmp")] == []
+    err = capsys.readouterr().err
+    assert "cannot write the report to" in err and "make room" not in err, err
 
 
 def test_section_records_what_the_study_holds(scale):

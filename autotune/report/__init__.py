@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from collections.abc import Mapping
@@ -48,8 +49,9 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
         out.mkdir(parents=True, exist_ok=True)
         _write_all(out, files)
     except OSError as exc:
-        raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder, "
-                           "or make room there") from None
+        room = ", or make room there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder{room}") \
+            from None
     return Written(out / "index.html", tuple(p for p in files if p.suffix == ".png"), tuple(sections))
 
 
@@ -67,8 +69,12 @@ def _write_all(out: Path, files: Mapping[Path, bytes]) -> None:
             tmp.unlink(missing_ok=True)
         raise
     _clear(out)
-    for path, tmp in zip(files, staged, strict=True):
-        os.replace(tmp, path)
+    try:
+        for path, tmp in zip(files, staged, strict=True):
+            os.replace(tmp, path)
+    finally:  # one that cannot take its place (trial 94: a folder named index.html) leaves none behind
+        for tmp in staged:
+            tmp.unlink(missing_ok=True)
 
 
 #: The figures a report writes, by name: an earlier report's, left beside a new one in the same

@@ -246,11 +246,11 @@ def starting(*held: int) -> Iterator[None]:
 
 def start_resource_tracker() -> None:
     """multiprocessing's resource tracker (which the first queue, lock or spawn starts), started
-    with SIGHUP ignored: a closed terminal's SIGHUP to the group killed it, and each semaphore
-    it then lost was a traceback in the log (trial 68)."""
+    with SIGHUP blocked, which it keeps: a closed terminal's SIGHUP to the group killed it, and
+    each semaphore it then lost was a traceback in the log (trial 68)."""
     from multiprocessing import resource_tracker
 
-    with stops.hangup_ignored():
+    with stops.hangup_held():
         resource_tracker.ensure_running()
 
 

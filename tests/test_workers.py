@@ -864,3 +864,26 @@ def test_a_worker_that_ends_without_a_summary_fails_the_command(scale, monkeypat
     # --no-save: nothing was saved, so nothing is said to be (trial 76)
     assert capsys.readouterr().err.endswith(f"autotune: error: worker 1:0 ({two.name}) ended without a summary "
                                             "(killed by SIGKILL)\n")
+
+
+def test_a_hangup_while_the_resource_tracker_starts_is_delivered_after_and_the_tracker_never_takes_it():
+    """Trial 92: SIGHUP was ignored while the tracker started, so one sent then was lost and the
+    run exited 0 as if never stopped; blocked instead, it reaches the run once the tracker is up,
+    and the tracker (started with it blocked) keeps it blocked."""
+    from autotune import stops
+
+    got: list[int] = []
+    previous = signal.signal(signal.SIGHUP, lambda signum, frame: got.append(signum))
+    try:
+        with stops.hangup_held():
+            signal.raise_signal(signal.SIGHUP)
+            assert got == [], "held while inside"
+            child = subprocess.Popen(["sleep", "5"])
+        assert got == [signal.SIGHUP], "delivered once outside"
+        blocked = next(line for line in Path(f"/proc/{child.pid}/status").read_text().splitlines()
+                       if line.startswith("SigBlk:"))
+        assert int(blocked.split()[1], 16) & (1 << (signal.SIGHUP - 1)), blocked
+        child.kill()
+        child.wait()
+    finally:
+        signal.signal(signal.SIGHUP, previous)

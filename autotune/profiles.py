@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import glob
 import math
 import os
 import pickle
@@ -650,6 +651,7 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
     in place takes no lock (trial 39: a pick merged into a half-written file, the rest of that
     save went to the file the rename unlinked, and a tuned entry was lost, .bak included)."""
     text = yaml.dump(new, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=100)
+    _tidy_strays(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     # the backup is replaced only once the profile is: a file that cannot be replaced (made
     # immutable, say) keeps both as they were
@@ -675,6 +677,21 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
         Path(backup).unlink(missing_ok=True)
         raise
     return True
+
+
+#: How old a save's temporary file must be to count as left by a killed save (a save takes ms).
+STRAY_S = 600.0
+
+
+def _tidy_strays(path: Path) -> None:
+    """Remove the temporary files that saves killed mid-way left beside the profile (SIGKILL;
+    trial 92: one or two a kill, kept for good); another process's save under way makes its
+    files within milliseconds, so only files older than :data:`STRAY_S` are taken."""
+    now = time.time()
+    for stray in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not this user's to remove
+            if now - stray.lstat().st_ctime >= STRAY_S and stray.is_file():
+                stray.unlink()
 
 
 def _mode_for(path: Path) -> int:

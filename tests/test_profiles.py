@@ -566,3 +566,26 @@ def test_a_profile_in_a_folder_closed_to_the_user_is_a_profile_error(tmp_path, m
         profiles.read(path)
     broken = []
     assert profiles.collect("mm", "dev", [tmp_path / "site"], broken.append) == [] and len(broken) == 1
+
+
+def test_a_save_removes_what_a_save_killed_mid_way_left_and_only_that(tmp_path, monkeypatch):
+    """Trial 92: each SIGKILL during a save left its temporary profile or backup beside the
+    profile for good; a save under way in another process (its files seconds old) is left be."""
+    import os
+    import time
+
+    path = tmp_path / "dev.yaml"
+    profiles.save(entry({"N": 64}, 2.0), "mm", {"name": "Dev"}, path)
+    killed = [tmp_path / ".dev.yaml.abcd1234", tmp_path / ".dev.yaml.efgh5678.bak"]
+    for stray in killed:
+        stray.write_text("kernels: {}\n")
+    other = tmp_path / ".other.yaml.abcd1234"
+    other.write_text("x")
+    profiles.save(entry({"N": 128}, 2.0), "mm", {"name": "Dev"}, path)
+    assert all(stray.exists() for stray in killed), "as new as a save under way: left be"
+    monkeypatch.setattr(time, "time", lambda: os.stat(path).st_ctime + profiles.STRAY_S + 1)
+    profiles.save(entry({"N": 256}, 2.0), "mm", {"name": "Dev"}, path)
+    assert not any(stray.exists() for stray in killed) and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.yaml.abcd1234", "dev.yaml", "dev.yaml.bak",
+                                                          "dev.yaml.lock"]
+    assert len(profiles.entries(profiles.read(path), "mm")) == 3

@@ -571,10 +571,14 @@ class StudyLog:
         """Hand the finished trials held back to the writer. The tuner calls this right after
         claiming its next candidate: a write running meanwhile would hold SQLite's lock, and the
         claim would wait for it with milliseconds of back-off."""
-        if self._writer is not None:
-            for trial, then in self._held:
-                self._writer.put(trial, then)
-        self._held.clear()
+        writer = self._writer
+        if writer is None:
+            self._held.clear()
+        # each taken off once queued, so that a stop mid-way leaves only the rest for close() (trial
+        # 92: it queued them all again); one the stop landed on is queued twice, and stored once
+        while self._held and writer is not None:
+            writer.put(*self._held[0])
+            del self._held[0]
 
     def close(self) -> None:
         """Wait until every finished trial is stored (:meth:`check_stored` says if one was not)."""
@@ -691,16 +695,23 @@ class _Writer:
         self.failure: str | None = None
         self.unstored = 0  # trials whose write failed
         self.abandoned = False  # the database is gone: no more writes (see abandon)
+        # the trials taken off the queue, by id and kept alive so that no id is reused: one queued
+        # twice (a stop landing as put returned, and Log.flush queued it again) is stored once
+        # (trial 92); told here, in the writer's thread, which no stop interrupts
+        self._taken: dict[int, optuna.trial.FrozenTrial] = {}
         self.thread = threading.Thread(target=self._run, name="autotune-study-writer", daemon=True)
         self.thread.start()
 
     def put(self, trial: optuna.trial.FrozenTrial, then: Callable[[], None] | None = None) -> None:
-        """Store ``trial``; then call ``then`` (not if storing failed)."""
+        """Store ``trial``, once however often it is put; then call ``then`` (not if storing failed)."""
         self.queue.put((trial, then))
 
     def _run(self) -> None:
         while (item := self.queue.get()) is not None:
             trial, then = item
+            if id(trial) in self._taken:  # queued twice
+                continue
+            self._taken[id(trial)] = trial
             if self.abandoned:
                 self.unstored += 1
                 continue

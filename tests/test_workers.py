@@ -887,3 +887,27 @@ def test_a_hangup_while_the_resource_tracker_starts_is_delivered_after_and_the_t
         child.wait()
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_stop_while_finished_trials_are_queued_stores_each_once(tmp_path):
+    """Trial 92: a SIGTERM while the held trials were queued for writing queued them all again at
+    close: the study held the baseline twice."""
+    log = study.StudyLog.open("twice", f"sqlite:///{tmp_path / 'studies.db'}", optuna.samplers.RandomSampler(0))
+    dist = {"X": optuna.distributions.CategoricalDistribution([1, 2, 3])}
+    for x in (1, 2, 3):
+        trial = log.study.ask(dist)
+        log._store(trial, {"X": x}, {"status": "ok"}, float(x))
+    writer, put, calls = log._writer, log._writer.put, []
+
+    def stopped_after_the_first(trial, then=None):
+        put(trial, then)
+        calls.append(trial)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    writer.put = stopped_after_the_first
+    with pytest.raises(KeyboardInterrupt):
+        log.flush()
+    log.close()
+    stored = optuna.load_study(study_name="twice", storage=f"sqlite:///{tmp_path / 'studies.db'}").get_trials()
+    assert sorted(t.params["X"] for t in stored) == [1, 2, 3]

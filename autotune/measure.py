@@ -151,7 +151,6 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
     for name in spec.outputs:
         if (why := reachable(spec, problem, name, expected[name], inputs[name].dtype, bounds.get(name))) is not None:
             warn(f"{spec.path}: {why}")
-    for name in spec.outputs:
         if not vacuous(spec, problem, expected[name], bounds.get(name)):
             continue
         if spec.builtin:

@@ -186,10 +186,9 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
     # no bracket closes after the error: the text stops mid-document, in a token or string
     # (trial 94: at `1.` or `tru`, it was called broken), where a comma too many has some after
     # it (gzip data too, once unpacked: trial 86)
-    closed_after = re.search(r"[]}]", text[error.pos:]) is not None
-    if text.lstrip().startswith("{") and (error.msg.startswith("Unterminated") or not closed_after):
-        return ": it ends before its JSON does (cut short?); copy or download it again"
     if text.lstrip().startswith("{"):
+        if error.msg.startswith("Unterminated") or not re.search(r"[]}]", text[error.pos:]):
+            return ": it ends before its JSON does (cut short?); copy or download it again"
         return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
                 "few?); fix it there")
     if path.suffix.lower() == ".gz":

@@ -50,14 +50,12 @@ def commonest(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, most: 
     values are invalid, each as one example and its share of the draws, and the share of the
     draws that are invalid at all (trial 94: against the product's size, which counts the copies
     that differ in parameters a variant ignores, the valid share looked far smaller)."""
-    rng = random.Random(seed)
-    counts: Counter[str] = Counter()
-    example: dict[str, str] = {}
+    rng, tally = random.Random(seed), _Tally()
     for _ in range(draws):
         config = canonical(spec, {p.name: rng.choice(p.values) for p in spec.parameters}, problem, facts)
         if (why := check(spec, config, problem, facts)) is not None:
-            _tally(counts, example, why)
-    return [(example[key], n / draws) for key, n in counts.most_common(most)], sum(counts.values()) / draws
+            tally.add(why)
+    return [(why, n / draws) for why, n in tally.commonest(most)], tally.total() / draws
 
 
 def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws: int = VALUE_DRAWS,
@@ -76,8 +74,7 @@ def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws:
         if len(out) >= REASONS_MOST or time.perf_counter() > deadline:
             out.append(NeverValid(name, value, None))
             continue
-        counts: Counter[str] = Counter()
-        example: dict[str, str] = {}
+        tally = _Tally()
         for _ in range(draws):
             drawn = space.draw(rng)
             if drawn is None:
@@ -85,12 +82,26 @@ def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws:
             config = canonical(spec, {**drawn, name: value}, problem, facts)
             if config[name] == value:
                 for why in reasons(spec, config, problem, facts):
-                    _tally(counts, example, why)
-        out.append(NeverValid(name, value, example[counts.most_common(1)[0][0]] if counts else None))
+                    tally.add(why)
+        out.append(NeverValid(name, value, next((why for why, _ in tally.commonest(1)), None)))
     return tuple(out)
 
 
-def _tally(counts: Counter[str], example: dict[str, str], why: str) -> None:
-    key = _NUMBER.sub("N", why)
-    counts[key] += 1
-    example.setdefault(key, why)
+class _Tally:
+    """Reasons counted alike where they differ only in numbers, each kept as its first example."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._example: dict[str, str] = {}
+
+    def add(self, why: str) -> None:
+        key = _NUMBER.sub("N", why)
+        self._counts[key] += 1
+        self._example.setdefault(key, why)
+
+    def commonest(self, most: int) -> list[tuple[str, int]]:
+        """The ``most`` commonest reasons, as (example, count)."""
+        return [(self._example[key], n) for key, n in self._counts.most_common(most)]
+
+    def total(self) -> int:
+        return sum(self._counts.values())

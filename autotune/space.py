@@ -340,9 +340,17 @@ def _work_group_fits(step: LaunchStep, facts: Facts, env: Mapping[str, Any]) -> 
 
 
 def enumerate_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts,
-                    limit: int = 500_000) -> list[dict[str, Value]]:
-    """The first ``limit`` valid configurations, in parameter-value order (see :class:`ValidSpace`)."""
-    return list(itertools.islice(ValidSpace(spec, problem, facts), limit))
+                    limit: int = 500_000, limit_s: float = math.inf) -> list[dict[str, Value]]:
+    """The first ``limit`` valid configurations, in parameter-value order (see :class:`ValidSpace`),
+    or those the walk found in ``limit_s`` seconds."""
+    space, found = ValidSpace(spec, problem, facts), []
+    space.deadline = time.perf_counter() + limit_s
+    try:
+        for c in itertools.islice(space, limit):
+            found.append(c)
+    except WalkTimeout:
+        pass
+    return found
 
 
 class ValidSpace:
@@ -624,14 +632,8 @@ def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mappin
                 if check(spec, config, problem, facts) is None:
                     found.append(config)
                 if checks >= budget:  # the valid ones walked in order, for a bounded time (trial 88:
-                    valid: list[dict[str, Value]] = []  # load_kernel took 64 s in a sparse space)
-                    space = ValidSpace(spec, problem, facts)
-                    space.deadline = time.perf_counter() + CLOSEST_LIMIT_S
-                    try:
-                        for c in itertools.islice(space, budget * 10):
-                            valid.append(c)
-                    except WalkTimeout:
-                        pass
+                    # load_kernel took 64 s in a sparse space)
+                    valid = enumerate_valid(spec, problem, facts, limit=budget * 10, limit_s=CLOSEST_LIMIT_S)
                     return min(found + valid, key=cost, default=None)
         if found:
             return min(found, key=cost)

@@ -174,7 +174,7 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
             # a write-ahead-log database is opened by writing its -shm file beside it: where that
             # cannot be, it is read as it stands, without what a running run has not yet copied
             # into it (trial 44: `report` on a read-only mount, or as another user, was refused)
-            frozen = f"sqlite:///file:{urllib.parse.quote(str(path.absolute()), safe='/')}?immutable=1&uri=true"
+            frozen = f"sqlite:///{_file_uri(path)}?immutable=1&uri=true"
             return optuna.storages.RDBStorage(frozen, skip_table_creation=True, skip_compatibility_check=True)
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
@@ -204,8 +204,7 @@ def _foreign(path: Path, reading: bool) -> str | None:
     would add optuna's tables to it: another application's database, or (``reading``: a report
     creates nothing) an empty one; None where it holds studies, or is absent or new and empty."""
     try:
-        with closing(sqlite3.connect(f"file:{urllib.parse.quote(str(path.absolute()), safe='/')}"
-                                                "?mode=ro", uri=True)) as db:
+        with closing(sqlite3.connect(f"{_file_uri(path)}?mode=ro", uri=True)) as db:
             tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
     except sqlite3.Error:
         return None  # absent, or unreadable: SQLite and optuna say why
@@ -214,6 +213,11 @@ def _foreign(path: Path, reading: bool) -> str | None:
     if tables:
         return f"an SQLite database of other tables ({', '.join(sorted(tables)[:5])}{', ...' * (len(tables) > 5)})"
     return "an empty database" if reading else None
+
+
+def _file_uri(path: Path) -> str:
+    """SQLite's URI of the file ``path`` (opened with ``uri=True``; options after a ``?``)."""
+    return f"file:{urllib.parse.quote(str(path.absolute()), safe='/')}"
 
 
 def _not_sqlite(path: Path) -> bool:
@@ -571,12 +575,11 @@ class StudyLog:
         """Hand the finished trials held back to the writer. The tuner calls this right after
         claiming its next candidate: a write running meanwhile would hold SQLite's lock, and the
         claim would wait for it with milliseconds of back-off."""
-        writer = self._writer
-        if writer is None:
-            self._held.clear()
         # each taken off once queued, so that a stop mid-way leaves only the rest for close() (trial
         # 92: it queued them all again); one the stop landed on is queued twice, and stored once
-        while self._held and writer is not None:
+        # (only a study with a writer holds any: see _store)
+        writer = self._writer
+        while writer is not None and self._held:
             writer.put(*self._held[0])
             del self._held[0]
 

@@ -176,10 +176,9 @@ class Expected:
             return (f"; each element off is within {max(1, math.ceil(worst))} ulp of the reference, as {info.dtype} "
                     f"arithmetic in another order gives: the tolerance is {TOO_TIGHT} ({info.dtype}'s precision is "
                     f"{float(info.eps):.3g}); widen tolerance.rtol in the spec to {_wide_enough(info):.0e} or more")
-        typical = _typical(self.want)
-        rounding = ROUNDING_ULPS * float(info.eps) * typical
-        if not float(np.max(diff.ravel()[off])) <= rounding:  # NaN (an unwritten element) included
+        if (scale := self._at_scale(diff, off, info)) is None:
             return ""
+        typical, rounding = scale
         return (f"; each element off is within rounding of the output's scale (its median magnitude is {typical:.3g}): "
                 f"if those elements are sums that cancel, give tolerance.atol a value at that scale, e.g. "
                 f"{rounding:.0e}; if they are values that small, the kernel is wrong there")
@@ -188,15 +187,21 @@ class Expected:
         """Advice when every element off is expected to be 0, so allowed no error by atol 0, and is
         off by no more than rounding at the output's scale (a sum that cancels leaves 1e-8 where
         its terms are near 1): trial 61, where nothing named the tolerance."""
-        info, typical = np.finfo(dtype), _typical(self.want)
-        if not typical or np.any(self.want.ravel()[off] != 0):
+        if np.any(self.want.ravel()[off] != 0) or (scale := self._at_scale(diff, off, np.finfo(dtype))) is None:
             return ""
-        rounding = ROUNDING_ULPS * float(info.eps) * typical
-        if not float(np.max(diff.ravel()[off])) <= rounding:
-            return ""
+        typical, rounding = scale
         return (f"; each element off is expected to be 0 and is within rounding of the output's values (their "
                 f"median magnitude is {typical:.3g}): atol 0 allows it no error, so the tolerance is {TOO_TIGHT}; "
                 f"give tolerance.atol a small value, e.g. {rounding:.0e}")
+
+
+    def _at_scale(self, diff: np.ndarray, off: np.ndarray, info: np.finfo[Any]) -> tuple[float, float] | None:
+        """(the output's median magnitude, rounding at that scale) where every element off is
+        within that rounding; None where one is not (NaN, an unwritten element, included), or
+        every expected value is 0."""
+        typical = _typical(self.want)
+        rounding = _wide_enough(info) * typical
+        return (typical, rounding) if typical and float(np.max(diff.ravel()[off])) <= rounding else None
 
 
 def _wide_enough(info: np.finfo[Any]) -> float:

@@ -1171,7 +1171,10 @@ def _looked_in(folders: Sequence[Path], slug: str) -> str:
 
     others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
                      if p.stem != slug})
+    present = [str(f) for f in folders if (f / f"{slug}.yaml").is_file()]
     said = f"  looked for {slug}.yaml in {', '.join(str(f) for f in folders)}"
+    # trial 95: a profile there with no entries read as though there were none
+    said += f"; found in {', '.join(present)}, with no entries for it" if present else ""
     said += f"; other devices' profiles there: {', '.join(others)}" if others else ""
     home = settings.home()
     if home.name == "profiles" and any(home.glob("*.yaml")):
@@ -1304,7 +1307,9 @@ def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
         return _ShowTarget(info.slug, f"{info.name} ({info.platform})", info, dev)
     except DeviceError as exc:
         files = {p.stem: p for f in reversed(folders) if f.is_dir() for p in sorted(f.glob("*.yaml"))}
-        # a part of a file's name, as report's -d takes it (trial 44: `-d h200` was refused)
+        # a part of a file's name, as report's -d takes it (trial 44: `-d h200` was refused),
+        # or the file's name itself (trial 95: `-d nvidia-corporation-h200.yaml`)
+        selector = selector.removesuffix(".yaml") if selector else selector
         named = [s for s in files if s == selector] or [s for s in files if selector and selector.lower() in s]
         here = next(((i, d) for i, d in device.list_devices() if named and i.slug == named[0]), None)
         if len(named) == 1 and here is not None:  # trial 46: a part of this device's slug read as absent

@@ -40,6 +40,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from shlex import quote
 from typing import Any
@@ -241,14 +242,21 @@ def _one_at_a_time(key: tuple[str, str, str]) -> threading.Lock:
         return _choosing.setdefault(key, threading.Lock())
 
 
+def _ignoring(owner: str, exc: ProfileError) -> None:
+    _warn(f"ignoring profile: {exc}{owner}")
+
+
 def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
                folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
     """:func:`choose`, for one thread at a time."""
     folders = folders or profiles.search_folders(settings.profiles_dir(), spec.path)
-    user = str(settings.profiles_dir())
-    # one not in the user's folder (a site's) is its owner's to fix (trial 79: "fix it by hand")
-    docs = dict(profiles.readable((profiles.path_for(info.slug, f) for f in folders), lambda exc: _warn(
-        f"ignoring profile: {exc}" + ("" if str(exc).startswith(user) else " (not yours: tell its owner)"))))
+    # a site's profile is its owner's to fix (trial 79: "fix it by hand"); by its folder, not
+    # the message's words (trial 95: told of the user's own, whose message named another path)
+    yours = {os.path.realpath(settings.profiles_dir()), os.path.realpath(spec.path.parent / "profiles")}
+    docs: dict[Path, dict[str, Any]] = {}
+    for f in folders:
+        owner = "" if os.path.realpath(f) in yours else " (not yours: tell its owner)"
+        docs.update(profiles.readable([profiles.path_for(info.slug, f)], partial(_ignoring, owner)))
     entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))
     found = [(e, p) for e, p in entries if e.spec_hash == spec.spec_hash]
     # tuning runs' entries from another version of the spec: not used as they are, but their

@@ -38,7 +38,10 @@ from filelock import FileLock, Timeout
 from . import settings, stops
 from .errors import ProfileError, SaveStopped, clipped, warn
 from .resources import data_dir
-from .yamlload import load_bytes, read_yaml
+from .yamlload import load_bytes, read_yaml, syntax_error
+
+#: A field of an entry that has no default (Entry.from_yaml).
+_REQUIRED = object()
 
 
 class NotAnEntry(ProfileError):
@@ -94,33 +97,45 @@ class Entry:
         if not isinstance(raw, Mapping):
             raise NotAnEntry(f"{where}: {clipped(repr(raw), 40)} is no entry (an entry is a mapping of problem, "
                              "params, time_ms, spec_hash and more); fix or delete that entry")
+        problem = raw.get("problem")
+        if isinstance(problem, Mapping):  # trial 95: an index alone did not find it among many
+            where += f" ({','.join(f'{k}={v}' for k, v in problem.items())})"
         missing = [k for k in ("problem", "params", "time_ms", "spec_hash") if k not in raw]
         if missing:
             raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")
-        try:
-            made = cls(
-                problem=dict(raw["problem"]),
-                params=dict(raw["params"]),
-                build_flags=tuple(_text(f) for f in raw.get("build_flags") or ()),
-                time_ms=float(raw["time_ms"]),
-                throughput={str(k): float(v) for k, v in dict(raw.get("throughput") or {}).items()},
-                trials=int(raw.get("trials", 0)),
-                tuned_at=str(raw.get("tuned_at", "")),
-                spec_hash=str(raw["spec_hash"]),
-                partial=bool(raw.get("partial", False)),
-                baseline_ms=raw.get("baseline_ms"),
-                spread_ms=tuple(raw["spread_ms"]) if raw.get("spread_ms") else None,
-                error=raw.get("error"),
-                # max_error (a relative error, huge near zero) was replaced by this: not carried
-                tolerance_used=raw.get("tolerance_used"),
-                picked=bool(raw.get("picked", False)),
-                extra=dict(raw.get("extra") or {}),
-                study=str(raw["study"]) if raw.get("study") is not None else None,
-                device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
-                spec_file=str(raw["spec_file"]) if raw.get("spec_file") is not None else None,
-            )
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise ProfileError(f"{where}: malformed entry ({exc}); fix or delete that entry") from None
+
+        def get(key: str, convert: Callable[[Any], Any], expected: str, default: Any = _REQUIRED) -> Any:
+            value = raw.get(key)
+            try:
+                if value is None and default is not _REQUIRED:
+                    return default
+                return convert(value)  # a required field's None fails here
+            except (TypeError, ValueError, OverflowError):  # trial 95: Python's words, no field named
+                raise ProfileError(f"{where}: malformed entry ({key} is {clipped(repr(value), 40)}, not "
+                                   f"{expected}); fix or delete that entry") from None
+
+        made = cls(
+            problem=get("problem", dict, "a mapping of problem keys to values"),
+            params=get("params", dict, "a mapping of parameter names to values"),
+            build_flags=get("build_flags", lambda v: tuple(_text(f) for f in v), "a list of flags as text", ()),
+            time_ms=get("time_ms", float, "a number of ms"),
+            throughput=get("throughput", lambda v: {str(k): float(x) for k, x in dict(v).items()},
+                           "a mapping of metric names to numbers", {}),
+            trials=get("trials", int, "a whole number", 0),
+            tuned_at=str(raw.get("tuned_at", "")),
+            spec_hash=str(raw["spec_hash"]),
+            partial=bool(raw.get("partial", False)),
+            baseline_ms=raw.get("baseline_ms"),
+            spread_ms=get("spread_ms", tuple, "a list of two numbers", None) or None,
+            error=raw.get("error"),
+            # max_error (a relative error, huge near zero) was replaced by this: not carried
+            tolerance_used=raw.get("tolerance_used"),
+            picked=bool(raw.get("picked", False)),
+            extra=get("extra", dict, "a mapping", {}),
+            study=str(raw["study"]) if raw.get("study") is not None else None,
+            device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
+            spec_file=str(raw["spec_file"]) if raw.get("spec_file") is not None else None,
+        )
         # trial 31: `time_ms: .nan` (or -5) was listed and used as a tuned time
         if not (math.isfinite(made.time_ms) and made.time_ms > 0) or made.trials < 0:
             bad = (f"time_ms is {raw['time_ms']}, not a positive number of ms" if made.trials >= 0
@@ -217,9 +232,7 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
                 "both sides' entries and delete those lines, or save each side (git show :2:PATH > ours.yaml; git "
                 "show :3:PATH > theirs.yaml) and merge them with `python3 benchmarks/merge_profile.py theirs.yaml "
                 "ours.yaml`, then copy ours.yaml over it") from None
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        where, problem = syntax_error(exc, path)
         raise ProfileError(
             f"{where}: corrupt profile ({problem}); fix it by hand or move it away "
             f"(the previous version, if any, is {path.name}.bak); autotune will not overwrite it"
@@ -231,7 +244,8 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
                                f"save: restore it (cp {backup} {path}), or remove both to start afresh; "
                                "autotune will not overwrite it")
         return {}
-    if not isinstance(doc, dict) or not isinstance(doc.get("kernels", {}), dict):
+    # `kernels:` with nothing under it is no kernels, as a profile without the key (trial 95)
+    if not isinstance(doc, dict) or not isinstance(doc.get("kernels") or {}, dict):
         raise ProfileError(
             f"{path}: not a profile (expected a mapping with 'device' and 'kernels'); "
             "fix it or move it away; autotune will not overwrite it"

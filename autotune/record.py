@@ -14,10 +14,8 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from .errors import AutotuneError
@@ -51,19 +49,6 @@ def entry(spec: KernelSpec, problem: Mapping[str, Any], best: Measurement, trial
         picked=picked,
         study=study,
     )
-
-
-def study_key(storage: str, name: str) -> str:
-    """A study's identity in a profile: a digest of its storage URL (which may hold a password)
-    and name, so that a finished run can tell the stopped run of its own study from another's.
-
-    Example:
-        >>> len(study_key("sqlite:///studies.db", "matmul-x")), study_key("a", "b") == study_key("a", "c")
-        (12, False)
-    """
-    if storage.startswith("sqlite:///"):  # one file, however its path is spelled
-        storage = "sqlite:///" + str(Path(storage[len("sqlite:///"):]).resolve())
-    return hashlib.sha256(f"{storage}\0{name}".encode()).hexdigest()[:12]
 
 
 def _throughput(spec: KernelSpec, problem: Mapping[str, Any], median_ms: float) -> dict[str, float]:

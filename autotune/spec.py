@@ -36,7 +36,7 @@ import yaml
 from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, raised_in, warn
 from .expr import Expr
 from .resources import data_dir
-from .yamlload import AmbiguousBoolean, read_yaml
+from .yamlload import AmbiguousBoolean, read_yaml, syntax_error
 
 Value = int | float | str | bool
 #: KernelSpec.file_id of autotune's own specs, wherever autotune is installed.
@@ -816,9 +816,7 @@ def load(name_or_path: str | Path) -> KernelSpec:
     try:
         raw = read_yaml(path, SpecError, plain_booleans=True)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where, problem = syntax_error(exc, path)
         if isinstance(exc, AmbiguousBoolean):
             raise SpecError(f"{where}: {problem}") from None
         raise SpecError(f"{where}: invalid YAML ({problem}); fix the syntax there") from None

@@ -169,13 +169,7 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
                                + ("give --storage the database a run wrote" if reading else
                                   "give --storage a new file, or a study database"))
         if reading and path.is_file():  # nothing is created: no lock, which a read-only place refuses (trial 40)
-            if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
-                return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
-            # a write-ahead-log database is opened by writing its -shm file beside it: where that
-            # cannot be, it is read as it stands, without what a running run has not yet copied
-            # into it (trial 44: `report` on a read-only mount, or as another user, was refused)
-            frozen = f"sqlite:///{_file_uri(path)}?immutable=1&uri=true"
-            return optuna.storages.RDBStorage(frozen, skip_table_creation=True, skip_compatibility_check=True)
+            return _reader(url, path)
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):
@@ -197,6 +191,42 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
                            "set AUTOTUNE_HOME or --storage to a writable place") from None
     except Exception as exc:  # SQLAlchemy's URL, driver and database errors  # noqa: BLE001
         raise ProblemError(_storage_problem(url, exc, reading)) from None
+
+
+def study_key(name: str, started: float) -> str:
+    """A study's identity in a profile: a digest of its name and the time its first worker
+    started it (kept in the study, see :attr:`StudyLog.key`), so that a finished run can tell the stopped run of its own
+    study from another's, wherever its database is: a moved AUTOTUNE_HOME, or a URL spelled
+    otherwise, keeps it (trial 95: a digest of the storage's path changed when the home moved).
+
+    Example:
+        >>> len(study_key("matmul-x", 1.5e9)), study_key("a", 1.0) == study_key("a", 2.0)
+        (12, False)
+    """
+    return hashlib.sha256(f"{name}\0{started!r}".encode()).hexdigest()[:12]
+
+
+def stored_key(study: optuna.Study) -> str | None:
+    """:func:`study_key` of a stored study (None where no worker recorded its start)."""
+    started = study.user_attrs.get(_STARTED)
+    return None if started is None else study_key(study.study_name, started)
+
+
+def _reader(url: str, path: Path) -> optuna.storages.RDBStorage:
+    """A storage that reads the SQLite study database at ``path``. A write-ahead-log database is
+    opened by writing its -shm file beside it: where that cannot be (a read-only place, another
+    user's file, a full disk), it is read as it stands, without what a running run has not yet
+    copied into it (trial 44: `report` on a read-only mount was refused; trial 95: on a full disk)."""
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": BUSY_TIMEOUT_S}})
+        except Exception as exc:  # SQLAlchemy's errors: only a full disk is read around  # noqa: BLE001
+            if "disk I/O error" not in (cause := _root_cause(exc)) and "disk is full" not in cause:
+                raise
+            warn(f"{path} cannot be opened for writing ({cause}: is its disk full?); read as it stands, "
+                 "without the trials a run under way has not yet copied into it")
+    frozen = f"sqlite:///{_file_uri(path)}?immutable=1&uri=true"
+    return optuna.storages.RDBStorage(frozen, skip_table_creation=True, skip_compatibility_check=True)
 
 
 def _foreign(path: Path, reading: bool) -> str | None:
@@ -438,16 +468,24 @@ class StudyLog:
                 store.set_user_attr(_STARTED, time.time())
                 if spec_file:
                     store.set_user_attr(_SPEC_FILE, spec_file)
+            log = cls(work, store, getattr(opened, "engine", None), opened)
+            log._started = store.user_attrs.get(_STARTED)  # now: a database lost later leaves the key
         except Exception as exc:  # a database that opened but cannot hold studies  # noqa: BLE001
             # (a damaged page raised from _discard_orphans with a traceback: trial 26)
             raise ProblemError(_storage_problem(storage or settings.default_storage(), exc)) from None
-        return cls(work, store, getattr(opened, "engine", None), opened)
+        return log
 
     def other_versions(self) -> dict[str, int]:
         """The trials of the studies of this kernel, device and problem made with other versions
         of the spec (an edit starts a new study; those stay, and reverting the edit resumes one),
         by spec file ("" unrecorded). It reads every study's summary: asked only of a new study."""
         return {} if self._storage is None else _other_versions(self._storage, self.study.study_name)
+
+    @property
+    def key(self) -> str | None:
+        """The study's identity in a profile (:func:`study_key`); None for a study in memory."""
+        started = self.started_at
+        return None if self._storage is None or started is None else study_key(self.study.study_name, started)
 
     @property
     def started_at(self) -> float | None:

@@ -218,6 +218,7 @@ class TuneReport:
     stopped_by: str
     wall_s: float
     study_name: str
+    study_key: str | None = None  # the study's identity in a profile (record.study_key); None: in memory
     profile_path: Path | None = None
     profile_verdict: str | None = None
     profile_kept: profiles.Entry | None = None  # the profile's entry that this run's best did not displace
@@ -988,7 +989,7 @@ class _Run:
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
-            wall_s=wall_s, study_name=self.log.study.study_name,
+            wall_s=wall_s, study_name=self.log.study.study_name, study_key=self.log.key,
             never_valid=self._never_valid() if self.options.explain else (),
             ruled_out=self._ruled_out() if self.options.explain else ())
 
@@ -1249,9 +1250,7 @@ def save_best(report: TuneReport, storage: str | None,
     if report.measured == 0 and report.unconfirmed and _entry_of(report):
         return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
                        profile_verdict=NOTHING_NEW)
-    study = record.study_key(storage or settings.default_storage(), report.study_name) \
-        if storage != ":memory:" else None
-    return _save(report, partial=report.partial, study=study, studied=studied)
+    return _save(report, partial=report.partial, study=report.study_key, studied=studied)
 
 
 #: Why a stopped run that timed only the baseline in full saves nothing (trial 59: a 2 s run

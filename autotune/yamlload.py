@@ -162,6 +162,22 @@ def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans:
         loader.dispose()
 
 
+def syntax_error(exc: yaml.YAMLError, path: Path) -> tuple[str, str]:
+    """``("<path>:<line>", problem)`` of a YAML syntax error in the file ``path``; a tab in the
+    indentation is named as one (trial 95: "found character that cannot start any token")."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else str(path)
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["invalid YAML"])[0]
+    if mark is not None and "cannot start any token" in problem:
+        try:
+            line = path.read_bytes().splitlines()[mark.line]
+        except (OSError, IndexError):
+            line = b""
+        if line[mark.column:mark.column + 1] == b"\t":
+            problem = "a tab character: YAML indents with spaces only; replace the tabs with spaces"
+    return where, problem
+
+
 def _looks_deep(text: str) -> bool:
     """Whether a line of ``text`` may open more than :data:`MAX_DEPTH` collections: then the
     walk of the document (:func:`expanded_size`) measures its depth, which a profile of

@@ -22,14 +22,21 @@ from autotune.errors import ProfileError
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("source")
-    ap.add_argument("target")
-    ap.add_argument("--tuned-only", action="store_true")
-    ap.add_argument("--as-picked", action="store_true")
+    ap.add_argument("source", help="the profile whose entries to merge")
+    ap.add_argument("target", help="the profile to merge them into (made if absent; its folder must exist)")
+    ap.add_argument("--tuned-only", action="store_true",
+                    help="leave out the source's picked entries (load_kernel's choices, not tuning runs')")
+    ap.add_argument("--as-picked", action="store_true",
+                    help="mark every entry picked: seeds for a tuning run here (which any of its results replaces), "
+                         "not results; needed where the source was measured on another device")
     args = ap.parse_args()
     source, target = Path(args.source), Path(args.target)
     if not source.is_file():  # trial 73: read as an empty profile, a typo merged nothing and exited 0
         print(f"merge_profile: error: {source} is no file", file=sys.stderr)
+        return 1
+    if not target.parent.is_dir():  # trial 95: a mistyped folder was made, and the merge went there
+        print(f"merge_profile: error: the folder {target.parent} does not exist; give a profile in an existing "
+              "folder", file=sys.stderr)
         return 1
     try:
         doc = profiles.read(source, check_entries=False)  # a malformed entry is left out, said

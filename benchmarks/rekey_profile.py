@@ -21,18 +21,37 @@ from autotune.errors import AutotuneError
 
 
 def preprocess(path: Path, options: list[str]) -> list[str]:
-    """The template's tokens after the C preprocessor (its includes resolved beside it), as
-    whitespace-separated words: layout and comments do not change what the device compiles."""
-    return subprocess.run(["cpp", "-P", "-undef", "-x", "c", *options, str(path)],
-                          capture_output=True, text=True, check=True).stdout.split()
+    """The template's tokens after the C preprocessor (its includes inlined as a build does:
+    beside it, else autotune's own headers), as whitespace-separated words: layout and comments
+    do not change what the device compiles."""
+    try:
+        done = subprocess.run(["cpp", "-P", "-undef", "-x", "c", *options, "-"], input=spec.expand_includes(path),
+                              capture_output=True, text=True)
+    except FileNotFoundError:
+        raise AutotuneError("needs the C preprocessor `cpp` (Debian: apt-get install cpp)") from None
+    except OSError as exc:
+        raise AutotuneError(f"cannot read {path} ({exc.strerror})") from None
+    if done.returncode != 0:
+        raise AutotuneError(f"cpp cannot preprocess {path}: {(done.stderr.strip().splitlines() or ['?'])[0]}")
+    return done.stdout.split()
 
 
 def main(kernel: str, old_template: str, profile: str, old_hash: str) -> int:
     sp = spec.load(kernel)
     path = Path(profile)
+    if not Path(old_template).is_file():
+        raise AutotuneError(f"{old_template} is no file; give a copy of the template as it was "
+                            f"(git show OLD_COMMIT:kernel_templates/{sp.template.name} > /tmp/old.cl)")
+    if not path.is_file():
+        raise AutotuneError(f"{profile} is no file; give the profile whose entries to re-key")
     doc = profiles.read(path, check_entries=False)  # an entry another kernel's or malformed: not ours to judge
-    entries = [e for e in profiles.entries(doc, kernel, str(path), lambda exc: print(f"skipped: {exc}"))
-               if e.spec_hash == old_hash]
+    every = profiles.entries(doc, kernel, str(path), lambda exc: print(f"skipped: {exc}"))
+    entries = [e for e in every if e.spec_hash == old_hash]
+    if not entries:
+        held = sorted({e.spec_hash for e in every}) or ["none"]
+        print(f"no entry of {kernel} in {profile} has spec hash {old_hash} (its entries' hashes: {', '.join(held)}; "
+              f"the current spec's is {sp.spec_hash}); nothing re-keyed")
+        return 1
     for e in entries:
         params = sp.from_stored(e.params, e.build_flags)
         if params is None:

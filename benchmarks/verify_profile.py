@@ -53,7 +53,8 @@ def main() -> int:
     info, dev = devices.select(args.device)
     doc = profiles.read(profiles.path_for(info.slug, args.profiles))
     if not doc:
-        print(f"no profile for {info.slug} in {args.profiles}")
+        print(f"verify_profile: error: no profile for {info.slug} in {args.profiles}; give --profiles the folder "
+              "of the profile to check (your own: $AUTOTUNE_HOME/profiles)", file=sys.stderr)
         return 1
     failed, ctx = 0, cl.Context([dev])
     for kernel in args.kernel or list(doc.get("kernels") or {}):

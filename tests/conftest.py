@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,8 @@ FAKE = DeviceInfo(selector="fake", platform="Fake Platform", name="Fake GPU 9000
 
 
 def _buildable() -> tuple[list[str], list[str]]:
-    """(selectors of the devices whose compiler builds a trivial kernel, lines describing all)."""
+    """(selectors of the devices whose compiler builds a trivial kernel, the default device's
+    first (a GPU before a CPU, as `autotune run` picks); lines describing all)."""
     from autotune import device
 
     found = device.list_devices()
@@ -27,19 +29,33 @@ def _buildable() -> tuple[list[str], list[str]]:
     lines = [f"{d.selector} {d.name} ({d.platform}, driver {d.driver}): "
              + ("builds" if checks[d.selector].ok else f"cannot run kernels: {checks[d.selector].message}")
              for d, _ in found]
-    return [d.selector for d, _ in found if checks[d.selector].ok], lines
+    builds = sorted((d for d, _ in found if checks[d.selector].ok), key=lambda d: d.device_type != "GPU")
+    return [d.selector for d in builds], lines
 
 
-#: Every OpenCL test runs once on each device that builds (Intel's CPU runtime, PoCL, a GPU).
+#: The devices that build, the default device first.
 DEVICES, DEVICE_LINES = _buildable()
-#: Marks a test that needs an OpenCL device; it runs on each of DEVICES (see pytest_generate_tests).
+#: Every OpenCL test on every device that builds, not only the runtime's own (see every_runtime).
+EVERY_DEVICE = os.environ.get("AUTOTUNE_TEST_EVERY_DEVICE", "") not in ("", "0")
+#: Marks a test that needs an OpenCL device; it runs on the default device (the first of DEVICES).
 needs_opencl = pytest.mark.opencl
+#: Marks a test or module whose outcome is the OpenCL runtime's own (what its compiler builds and
+#: reports, what its launches compute, what it does with a fault): with needs_opencl, it runs on
+#: each device that builds (Intel's CPU runtime, PoCL, a GPU). The other OpenCL tests (the command
+#: line, profiles, stopping and saving) take the same paths on any runtime, and run on the default
+#: device only, unless AUTOTUNE_TEST_EVERY_DEVICE=1: on a machine where PoCL builds too, running
+#: them twice took the suite past its 10 minutes.
+every_runtime = pytest.mark.every_runtime
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Which devices the OpenCL tests ran on (printed with -q too, unlike the header)."""
-    used = ", ".join(DEVICES) or "none: no device builds, so the suite fails"
-    terminalreporter.write_line(f"OpenCL tests ran on: {used}")
+    if not DEVICES:
+        terminalreporter.write_line("OpenCL tests ran on: none: no device builds, so the suite fails")
+    else:
+        others = f"; the runtime's own tests on {', '.join(DEVICES[1:])} too" if DEVICES[1:] and not EVERY_DEVICE \
+            else f"; all of them on {', '.join(DEVICES[1:])} too" if DEVICES[1:] else ""
+        terminalreporter.write_line(f"OpenCL tests ran on: {DEVICES[0]}{others}")
     for line in DEVICE_LINES:
         terminalreporter.write_line(f"  {line}")
 
@@ -49,9 +65,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     if "ocl_device" not in metafunc.fixturenames:
         metafunc.fixturenames.append("ocl_device")
+    every = EVERY_DEVICE or metafunc.definition.get_closest_marker("every_runtime") is not None
+    chosen = DEVICES if every else DEVICES[:1]
     # session scope: module fixtures that build on the device are made once per device
-    metafunc.parametrize("ocl_device", DEVICES, indirect=True, scope="session",
-                         ids=[f"dev{sel}" for sel in DEVICES])
+    metafunc.parametrize("ocl_device", chosen, indirect=True, scope="session",
+                         ids=[f"dev{sel}" for sel in chosen])
 
 
 @pytest.fixture(scope="session")

@@ -219,6 +219,9 @@ __kernel void scale(__global const float* x, __global float* y) {
 AXPY_REF = """
 import numpy as np
 
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
+
 def inputs(problem, rng):
     n = problem["N"]
     return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": rng.uniform(-1, 1, n).astype(np.float32)}

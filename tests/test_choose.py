@@ -810,3 +810,19 @@ def test_a_corrupt_profile_of_anothers_folder_is_said_to_be_its_owners(folders, 
         loader.choose(MM, FAKE, problem, [settings.profiles_dir(), site, folders[1]], FakeTimer({}))
     said = [str(w.message) for w in caught if "ignoring profile" in str(w.message)]
     assert [s.endswith("(not yours: tell its owner)") for s in said] == [False, True], said
+
+
+def test_a_profile_of_the_users_own_that_cannot_be_read_is_not_said_to_be_anothers(folders, tmp_path, monkeypatch):
+    """Trial 95: with AUTOTUNE_HOME a file, the message named that file, not the profiles
+    folder, and was told as another's: "(not yours: tell its owner)"."""
+    from autotune import settings
+
+    loader._warned.clear()
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("AUTOTUNE_HOME", str(tmp_path / "afile"))
+    problem = MM.resolve_problem({"M": 1024, "N": 1024, "K": 1024})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader.choose(MM, FAKE, problem, [settings.profiles_dir(), folders[1]], FakeTimer({}))
+    (said,) = [str(w.message) for w in caught if "ignoring profile" in str(w.message)]
+    assert "afile is not a folder" in said and "not yours" not in said, said

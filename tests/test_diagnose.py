@@ -14,7 +14,10 @@ from autotune.diagnose import Located, SameBuildError, errors, explain, signatur
 from autotune.errors import BuildError
 from autotune.result import Measurement, Status
 from autotune.tuner import TuneOptions, tune
-from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
+from conftest import FAKE, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, every_runtime, needs_opencl, write_spec
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 # The same error as runtimes print it: with autotune's #line directives, and without them
 # (Intel numbers its programs, NVIDIA and PoCL name a pseudo-file).
@@ -142,7 +145,8 @@ def test_configurations_a_templates_error_directive_rejects_do_not_stop_the_run(
     report = tune(spec, TuneOptions(sampler="grid", trials=100, timeout_s=None))
     assert report.stopped_by == "exhausted" and report.best is not None
     assert report.best.params["WPT"] == 1 and report.best.params["WG"] != 16
-    assert "error: unsupported combination" in report.failure_examples["compile_error"]
+    # the compiler's words, located as each runtime does ("error: f.cl:9:2: ..." on PoCL)
+    assert "unsupported combination" in report.failure_examples["compile_error"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -7,7 +7,10 @@ import pyopencl as cl
 import pytest
 
 from autotune import guards
-from conftest import needs_opencl
+from conftest import every_runtime, needs_opencl
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 
 def _zones(ctx: cl.Context) -> tuple[guards.Zone, guards.Zone]:

@@ -959,8 +959,8 @@ def test_a_corrupt_profile_stops_the_run_before_any_trial(scale, tmp_path):
     # trial 40: show listed mad=1 among the params, and load_kernel built without the flag
     ((r"params: \{", "params: {mad: 1, "), "replaced an entry whose configuration is not in the spec's space"),
     # trial 31: a time that is not a positive number is a malformed field, as show and load_kernel see it
-    ((r"time_ms: ", "time_ms: -"), "added; removed a malformed entry for its problem (kernels.scale[0]: malformed "
-                                   "entry (time_ms is -"),
+    ((r"time_ms: ", "time_ms: -"), "added; removed a malformed entry for its problem (kernels.scale[0] (N=256): "
+                                   "malformed entry (time_ms is -"),
 ])
 def test_a_hand_edited_entry_load_kernel_cannot_use_is_marked_and_replaced(scale, capsys, edit, verdict):
     first = run(scale, storage=":memory:")
@@ -977,6 +977,32 @@ def test_a_hand_edited_entry_load_kernel_cannot_use_is_marked_and_replaced(scale
     assert again.profile_verdict.startswith(verdict), again.profile_verdict
     (entry,) = profiles.entries(profiles.read(first.profile_path), "scale")
     assert scale.stores(entry) and entry.time_ms > 0
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_finished_run_replaces_its_own_studys_entry_wherever_the_home_moved(scale, tmp_path, monkeypatch, moved):
+    """Trial 95: the entry named its study by a digest of the database's path, so after the
+    home was moved a resumed run of the very same study kept an entry "faster on paper"."""
+    import shutil
+
+    first = run(scale)
+    if moved:
+        shutil.copytree(settings.home(), tmp_path / "moved")
+        monkeypatch.setenv("AUTOTUNE_HOME", str(tmp_path / "moved"))
+    path = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
+    again = run(scale, trials=first.study_trials + 2)  # resumes the study
+    assert again.study_key == first.study_key is not None
+    assert again.profile_verdict.startswith("replaced"), again.profile_verdict
+
+
+def test_a_new_study_of_the_same_name_is_not_the_old_one(scale, tmp_path, monkeypatch):
+    """A study database moved aside and begun again holds a study of the same name that is
+    another study: its entry must not pass for the earlier one's."""
+    first = run(scale)
+    monkeypatch.setenv("AUTOTUNE_HOME", str(tmp_path / "fresh"))
+    assert run(scale).study_key not in (None, first.study_key)
+    assert run(scale, storage=":memory:").study_key is None
 
 
 def test_an_entry_that_breaks_a_constraint_here_is_marked_by_show(scale, capsys):
@@ -1017,8 +1043,8 @@ def test_a_malformed_entry_or_a_copy_of_one_blocks_nothing_and_the_next_run_of_i
     cli._cmd_show(cli.build_parser().parse_args(["show"]))
     cli._cmd_show(cli.build_parser().parse_args(["show", str(scale.path)]))
     shown = capsys.readouterr().out
-    assert "kernels.other[0]: entry lacks time_ms; fix or delete that entry (load_kernel skips it; the next run " \
-           "of its problem replaces it)" in shown, shown
+    assert "kernels.other[0] (N=256): entry lacks time_ms; fix or delete that entry (load_kernel skips it; the " \
+           "next run of its problem replaces it)" in shown, shown
     from autotune.cli import _remedy  # trial 31: said of a shipped profile's entry, which no run replaces
     assert _remedy("", ours=False).endswith("whose entry for this size is used first")
     assert f"WG: '{wg}' is text, not the value {wg} (remove its quotes in the YAML)" in shown, shown
@@ -1030,7 +1056,7 @@ def test_a_malformed_entry_or_a_copy_of_one_blocks_nothing_and_the_next_run_of_i
     # the other kernel's malformed entry goes once a result for its problem is saved
     other = profiles.Entry.from_yaml(dict(good, time_ms=1.0), "x")
     _, verdict = profiles.merge(after, "other", other)
-    assert verdict == "added; removed a malformed entry for its problem (kernels.other[0]: entry lacks time_ms)"
+    assert verdict == "added; removed a malformed entry for its problem (kernels.other[0] (N=256): entry lacks time_ms)"
 
 
 @needs_opencl

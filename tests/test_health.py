@@ -246,9 +246,14 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     out = capsys.readouterr().out
     assert "run `autotune run KERNEL -d 1:0` first (a run saves an entry once a configuration verifies)" in out
     # and where it looked, with the profile of the device beside it (trial 72: a mistyped AUTOTUNE_HOME)
-    from autotune import settings
+    from autotune import profiles, settings
     assert f"  looked for {found[1][0].slug}.yaml in {settings.profiles_dir()}" in out
     assert f"other devices' profiles there: {broken.slug}.yaml" in out
+    assert "found in" not in out
+    # trial 95: a profile there without entries read as though it had not been found
+    profiles.path_for(found[1][0].slug, settings.profiles_dir()).write_text("device: null\nkernels:\n")
+    assert cli.main(["show", "-d", "1:0"]) == 0
+    assert f"; found in {settings.profiles_dir()}, with no entries for it" in capsys.readouterr().out
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
     assert ("no tuned entries for mul1 on CPU 0, and it cannot be tuned here, since it cannot run OpenCL kernels: "
             "error: unknown target CPU 'generic'\n") in capsys.readouterr().out
@@ -271,6 +276,8 @@ def test_show_reads_the_profile_of_a_device_not_present_by_its_file_name(monkeyp
     out = capsys.readouterr().out
     assert out.startswith("Far GPU (GPU, 7 compute units), not present here\n") and "WG=16" in out
     assert cli.main(["show", "-d", "far-gpu"]) == 0  # a part of its name, as report takes it (trial 44)
+    assert capsys.readouterr().out.startswith("Far GPU (GPU, 7 compute units), not present here\n")
+    assert cli.main(["show", "-d", f"{absent.slug}.yaml"]) == 0  # the file's name itself (trial 95)
     assert capsys.readouterr().out.startswith("Far GPU (GPU, 7 compute units), not present here\n")
     assert cli.main(["show", "mul1", "-d", absent.slug]) == 0
     assert "no tuned entries for mul1 on Far GPU (GPU, 7 compute units), not present here" in capsys.readouterr().out

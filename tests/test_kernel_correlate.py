@@ -16,7 +16,10 @@ from autotune.measure import make_workload
 from autotune.result import Status
 from autotune.space import check, geometry
 from autotune.verify import compare
-from conftest import FAST, needs_opencl
+from conftest import FAST, every_runtime, needs_opencl
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 SMALL = {"W": 40, "H": 40, "OW": 20, "OH": 20}
 ODD = {"W": 33, "H": 31, "OW": 17, "OH": 9}  # nothing divides anything

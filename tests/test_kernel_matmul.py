@@ -11,7 +11,10 @@ from autotune import spec as specs
 from autotune.measure import make_workload
 from autotune.result import Status
 from autotune.space import check
-from conftest import FAST, needs_opencl
+from conftest import FAST, every_runtime, needs_opencl
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 SIZES = {"M": 64, "N": 128, "K": 32}
 

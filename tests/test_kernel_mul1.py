@@ -18,7 +18,10 @@ from autotune.launch import Launch, ProgramCache
 from autotune.measure import Bench, Workload, make_workload
 from autotune.result import Status
 from autotune.space import check, enumerate_valid, geometry
-from conftest import FAKE, FAST, needs_opencl, verified
+from conftest import FAKE, FAST, every_runtime, needs_opencl, verified
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 SPEC = specs.load("mul1")
 

@@ -538,6 +538,9 @@ def test_a_float_scalar_too_large_for_its_type_is_refused_not_made_inf():
 SIZE_ARG_REF = '''
 import numpy as np
 
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
+
 def inputs(problem, rng):
     n = problem["N"]
     return {"x": rng.uniform(-1, 1, n).astype(np.float32), "y": np.zeros(n, np.float32),

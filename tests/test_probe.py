@@ -9,7 +9,10 @@ import time
 import pytest
 
 from autotune.probe import LaunchCost, launch_overhead
-from conftest import needs_opencl
+from conftest import every_runtime, needs_opencl
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 
 @needs_opencl

@@ -90,7 +90,7 @@ def test_corrupt_profile_is_reported_and_never_overwritten(tmp_path):
         profiles.save(entry({"N": 64}, 1.0), "mm", {}, path)
     assert path.read_text() == "device: {name: x}\nkernels:\n  mm: [\n"
     path.write_text("kernels:\n  mm:\n    - {problem: {N: 1}}\n")
-    with pytest.raises(ProfileError, match=r"kernels.mm\[0\]: entry lacks params"):
+    with pytest.raises(ProfileError, match=r"kernels.mm\[0\] \(N=1\): entry lacks params"):
         profiles.read(path)
 
 
@@ -142,7 +142,7 @@ def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, fie
     """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""
     path = tmp_path / "dev.yaml"
     path.write_text(f"kernels:\n  mm:\n    - {{problem: {{N: 1}}, params: {{TS: 8}}, {field}, spec_hash: h1}}\n")
-    with pytest.raises(ProfileError, match=rf"kernels.mm\[0\]: malformed entry \({message}\)"):
+    with pytest.raises(ProfileError, match=rf"kernels.mm\[0\] \(N=1\): malformed entry \({message}\)"):
         profiles.read(path)
     assert profiles.entries_in([(path, profiles.read(path, check_entries=False))], "mm", lambda exc: None) == []
 
@@ -211,7 +211,7 @@ def test_an_emptied_profile_is_reported_with_its_backup_and_never_overwritten(tm
 def test_a_nan_time_is_replaced_and_a_kept_entry_counts_the_new_trials():
     doc, _ = profiles.merge({}, "mm", entry({"N": 64}, float("nan")))
     doc, verdict = profiles.merge(doc, "mm", entry({"N": 64}, 5.0))
-    assert verdict == ("added; removed a malformed entry for its problem (kernels.mm[0]: malformed entry "
+    assert verdict == ("added; removed a malformed entry for its problem (kernels.mm[0] (N=64): malformed entry "
                        "(time_ms is nan, not a positive number of ms))") and doc["kernels"]["mm"][0]["time_ms"] == 5.0
     more = profiles.Entry(**{**entry({"N": 64}, 9.0, partial=True).__dict__, "trials": 25})  # a stopped run
     doc, verdict = profiles.merge(doc, "mm", more)
@@ -298,15 +298,6 @@ def test_profiles_are_written_with_the_umask_and_reject_text_throughput(tmp_path
                    " throughput: {GFLOP/s: fast}}\n")
     with pytest.raises(ProfileError, match="malformed entry"):
         profiles.read(bad)
-
-
-def test_a_study_is_the_same_however_its_sqlite_path_is_spelled(tmp_path, monkeypatch):
-    from autotune import record
-
-    monkeypatch.chdir(tmp_path)
-    key = record.study_key(f"sqlite:///{tmp_path}/x.db", "s")
-    assert record.study_key("sqlite:///x.db", "s") == record.study_key("sqlite:///./sub/../x.db", "s") == key
-    assert record.study_key("sqlite:///y.db", "s") != key != record.study_key("sqlite:///x.db", "t")
 
 
 def test_a_profile_that_cannot_be_read_is_a_profile_error_not_a_traceback(tmp_path, monkeypatch):
@@ -589,3 +580,13 @@ def test_a_save_removes_what_a_save_killed_mid_way_left_and_only_that(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == [".other.yaml.abcd1234", "dev.yaml", "dev.yaml.bak",
                                                           "dev.yaml.lock"]
     assert len(profiles.entries(profiles.read(path), "mm")) == 3
+
+
+@pytest.mark.parametrize("text", ["kernels:\n\tmm: []\n", "device: {name: x}\nkernels:\n  mm:\n\t- {problem: {}}\n"])
+def test_a_tab_in_the_indentation_is_named_as_one(tmp_path, text):
+    """Trial 95: a tab was "found character that cannot start any token"."""
+    path = tmp_path / "dev.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=r"dev.yaml:\d: corrupt profile \(a tab character: YAML indents with "
+                                           r"spaces only; replace the tabs with spaces\)"):
+        profiles.read(path)

@@ -11,7 +11,10 @@ import pyopencl as cl
 import autotune
 from autotune import device
 from autotune.tuner import TuneOptions, tune
-from conftest import needs_opencl
+from conftest import every_runtime, needs_opencl
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -645,3 +645,47 @@ def test_an_entry_kept_over_a_faster_trial_never_timed_again_is_not_said_picked_
         "stopped first)" in said, said
     assert "picked over the fastest single measurement" in page._profile(replace(s, entry=entry),
                                                                           replace(s.best, retimed=True))
+
+
+def test_a_malformed_profile_entry_or_ceiling_is_a_warning_and_the_report_is_written(scale, tmp_path, capsys):
+    """Trial 95: one hand-broken entry, even another kernel's, stopped every report; a broken
+    ceiling was dropped unsaid, and the page told to run `autotune bench` for a missing one."""
+    tune_fake(scale)
+    import yaml
+
+    path = profiles.path_for(SLUG, settings.profiles_dir())
+    doc = yaml.safe_load(path.read_text())
+    doc["kernels"]["scale"][0]["time_ms"] = -3
+    doc["kernels"]["other"] = ["hello"]
+    doc["device"]["ceilings"] = {"copy bandwidth": {"value": "fast", "unit": "GB/s"}}
+    path.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    assert main(["report", str(scale.path), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"kernels.scale\[0\] \(N=4096\): malformed entry \(time_ms is -3, .*; the report leaves it out",
+                     err), err
+    assert re.search(r"device.ceilings.copy bandwidth: \{.*'fast'.*\} is no ceiling .*; the report leaves it out",
+                     err), err
+    assert (out / "index.html").is_file()
+
+
+def test_a_study_database_on_a_full_disk_is_read_as_it_stands(scale, tmp_path, capsys, monkeypatch):
+    """Trial 95: `report` only reads, yet on a full disk it failed: opening a write-ahead-log
+    database writes its -shm file, so the read falls back to the file as it stands."""
+    import optuna
+    import sqlalchemy
+
+    tune_fake(scale)
+
+    class Full(optuna.storages.RDBStorage):
+        def __init__(self, url, *args, **kwargs):
+            if "immutable=1" not in url:
+                raise sqlalchemy.exc.OperationalError("PRAGMA", {}, Exception("disk I/O error"))
+            super().__init__(url, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Full)
+    out = tmp_path / "out"
+    assert main(["report", str(scale.path), "-o", str(out)]) == 0
+    assert re.search(r"studies.db cannot be opened for writing \(OperationalError: .*disk I/O error.*is its disk "
+                     r"full\?\); read as it stands", capsys.readouterr().err)
+    assert "N=4096" in (out / "index.html").read_text()

@@ -17,14 +17,14 @@ from test_loader_args import TWO_STEPS_CL, TWO_STEPS_REF, TWO_STEPS_YAML
 from autotune import cli, profiles, settings
 from autotune import spec as specs
 from autotune.tuner import TuneOptions, tune
-from conftest import REF_PY, SCALE_YAML, needs_opencl, write_spec
+from conftest import REF_PY, SCALE_YAML, every_runtime, needs_opencl, write_spec
 
 pytestmark = needs_opencl
 
 
-def bad_spec(tmp_path, mode):
+def bad_spec(tmp_path, mode, wpt="[1, 4]"):
     text = SCALE_YAML.replace("MODE: [0]", f"MODE: [0, {mode}]").replace(
-        "WG: [16, 32, 64, 128, 512]", "WG: [16, 64]").replace("WPT: [1, 2, 4, 8, 16]", "WPT: [1, 4]")
+        "WG: [16, 32, 64, 128, 512]", "WG: [16, 64]").replace("WPT: [1, 2, 4, 8, 16]", f"WPT: {wpt}")
     text = text.replace("build_flags:\n  mad: -cl-mad-enable\n", "")
     return specs.load(write_spec(tmp_path, text))
 
@@ -32,10 +32,11 @@ def bad_spec(tmp_path, mode):
 # MODE 2 writes through a null pointer: the worker dies on a CPU device; NVIDIA's driver
 # reports an illegal address instead (launch_error, the context is replaced). Either way the
 # run goes on.
-@pytest.mark.parametrize("mode, statuses", [(1, {"timeout"}), (2, {"crashed", "launch_error"}),
-                                            (3, {"wrong_result"})])
+@pytest.mark.parametrize("mode, statuses", [(1, {"timeout"}),  # the worker's limit: the same on any runtime
+                                            pytest.param(2, {"crashed", "launch_error"}, marks=every_runtime),
+                                            pytest.param(3, {"wrong_result"}, marks=every_runtime)])
 def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, statuses):
-    sp = bad_spec(tmp_path, mode)
+    sp = bad_spec(tmp_path, mode, "[1]" if mode == 1 else "[1, 4]")  # a hang costs its limit: two of them
     # a hung candidate costs the whole limit: 3 s still covers building one of these on any runtime
     report = tune(sp, TuneOptions(sampler="grid", trials=100, timeout_s=None, max_time_per_config=3))
     assert report.stopped_by == "exhausted"
@@ -48,6 +49,7 @@ def test_grid_survives_bad_variants_and_picks_a_good_one(tmp_path, mode, statuse
     assert entry.params["MODE"] == 0
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_configuration_that_writes_past_an_arrays_end_is_a_wrong_result_never_saved(tmp_path):
     """One more work-group than the problem has, and no bounds check in the kernel: the outputs
     are right, so it passed and was saved, and load_kernel then wrote past the caller's array."""
@@ -97,6 +99,7 @@ def reference(problem, arrays):
 """
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_configuration_that_reads_past_an_arrays_end_is_a_wrong_result_that_says_so(tmp_path):
     """A stencil's off-by-one bound: the last item reads x[N]. The bytes there were a float near
     0, so it passed, was saved, and in an application added whatever array followed x."""
@@ -112,6 +115,7 @@ def test_a_configuration_that_reads_past_an_arrays_end_is_a_wrong_result_that_sa
     assert entry.params["MODE"] == 0
 
 
+@every_runtime  # what the runtime does with the fault
 @pytest.mark.parametrize("mode, reason", [
     (2, "x: read before its start, so the result depends on the bytes there (here every bit set: NaN, or -1 or "
         "the largest integer; in an application another array's); work-items must not read outside an array "
@@ -149,6 +153,7 @@ def test_the_summary_gives_a_failures_reason_whole_and_a_progress_line_marks_whe
     assert progress and all(line.endswith("…)") for line in progress), progress
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_never_saved(tmp_path):
     """A scratch size too small for a configuration (here 16 floats short): its outputs were
     right, so it passed and was saved, and its kernels wrote past the buffer load_kernel makes."""
@@ -164,6 +169,7 @@ def test_a_configuration_that_writes_past_a_scratch_buffer_is_a_wrong_result_nev
     assert entry.params["SHORT"] == 0
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_configuration_that_reads_past_a_scratch_buffer_is_not_saved(tmp_path):
     """Trial 38: a second step that read t[N] (one past the scratch buffer) passed, 0xA5 there
     reading as a float near 0, and was saved; load_kernel's buffer is exactly 4 * N bytes."""
@@ -177,6 +183,7 @@ def test_a_configuration_that_reads_past_a_scratch_buffer_is_not_saved(tmp_path)
     assert entry.params["PAST"] == 0
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_crash_names_the_scratch_sizes_of_its_configuration(tmp_path):
     """Trial 13: a scratch size that rounds to 0 for some configurations killed the worker
     (SIGSEGV on a CPU device; an illegal address on a GPU), and the trial said only that."""
@@ -196,6 +203,7 @@ def test_a_crash_names_the_scratch_sizes_of_its_configuration(tmp_path):
     assert report.best is not None and report.best.params["EMPTY"] == 0
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_configuration_that_reads_a_scratch_buffer_before_writing_it_fails_verification(tmp_path):
     """Trial 13: `t[i] += ...` on a fresh scratch buffer passed where the memory held zeros, was
     saved, and in the application doubled its result on the second call."""
@@ -348,6 +356,7 @@ class _WarningProgram:
         return self
 
 
+@every_runtime  # what the runtime does with the fault
 def test_builds_ahead_leave_no_compiler_warning_and_the_callers_filters_as_they_were(monkeypatch):
     """Trials 21 and 22: pyopencl's CompilerWarning reached the terminal during --no-isolation
     runs with --compile-ahead (once after the run's last line) and an application's first
@@ -380,6 +389,7 @@ def test_builds_ahead_leave_no_compiler_warning_and_the_callers_filters_as_they_
     assert len(_WarningProgram.built) < 8, "builds not started are dropped"
 
 
+@every_runtime  # what the runtime does with the fault
 def test_application_threads_building_at_once_leave_no_compiler_warning(monkeypatch):
     """Trial 23: six threads loading one kernel at once let one CompilerWarning through: each
     build saved and restored the process's warning filters, undoing another's."""
@@ -422,6 +432,7 @@ def reference(problem, arrays):
 """
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_read_past_an_in_place_outputs_end_is_not_saved(tmp_path):
     """Trial 38: y[N] read in an in-place output's guard zone, whose 0xA5 bytes are a float near
     0: it passed and was saved. The search looks for writes there; the leaders' check again puts
@@ -469,6 +480,7 @@ __kernel void scale(__global float* x, __global float* y) {
 """
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_kernel_that_writes_its_input_is_refused_and_the_others_still_verify(tmp_path):
     """Trials 42 and 45: a kernel that overwrote its input after reading it verified and won (an
     application's x would be lost), and every configuration measured after it read its writes
@@ -514,6 +526,7 @@ def reference(problem, arrays):
 """
 
 
+@every_runtime  # what the runtime does with the fault
 @pytest.mark.parametrize("template, ref", [(FMAX_CL, FMAX_REF), (SKIP_CL, SKIP_REF)], ids=["fmax", "minus-one"])
 def test_what_nan_or_minus_one_hides_is_not_saved(tmp_path, template, ref):
     """Trial 45: fmax(x[i], x[i + 1]) read past x's end, and fmax drops the NaN there; a kernel
@@ -543,6 +556,7 @@ __kernel void scale(__global const float* x, __global float* y, ulong n, uchar k
 WIDE_REF = REF_PY.replace('"y": np.zeros(n, np.float32)}', '"y": np.zeros(n, np.float32), "k": 2}')
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_problem_key_and_a_number_go_to_the_kernel_as_the_types_it_declares(tmp_path):
     """Trial 42: `ulong n` given the problem key N failed with pyopencl's INVALID_ARG_SIZE and a
     traceback (it was bound as an int); trial 45: a Python int for `uchar k` was refused."""
@@ -559,6 +573,7 @@ def test_a_problem_key_and_a_number_go_to_the_kernel_as_the_types_it_declares(tm
     assert report.failures == {} and report.stopped_by == "exhausted", report.failure_examples
 
 
+@every_runtime  # what the runtime does with the fault
 def test_a_read_outside_whose_nan_fills_the_output_gives_no_advice_about_args(tmp_path):
     """Trial 38: NaN read past the input's end filled the one-element output with the poison's
     bits, and after the right "x: read past its end" the reason said no element was written and
@@ -578,6 +593,7 @@ def test_a_read_outside_whose_nan_fills_the_output_gives_no_advice_about_args(tm
         "y: 1 of 1 elements are not finite; more"
 
 
+@every_runtime  # what the runtime does with the fault
 def test_load_kernels_first_use_does_not_pick_a_configuration_that_reads_past_an_output(tmp_path):
     """Trial 40: first use verified as the search does (0xA5 past an in-place output, a float
     near 0), so it picked and saved a tuned configuration that reads y[N]."""

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import optuna
 
-from .. import profiles, record, settings
+from .. import profiles, settings
 from ..ceilings import Ceiling
-from ..errors import AutotuneError, ProblemError
+from ..errors import AutotuneError, ProblemError, clipped, warn
 from ..result import Measurement, Status
 from ..space import canonical, config_key
 from ..spec import KernelSpec, Value, parse_problem_label, problem_label
@@ -35,6 +35,7 @@ from ..study import (
     shown_url,
     spec_file,
     sqlite_path,
+    stored_key,
     supersedes,
     verdicts,
 )
@@ -222,7 +223,7 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
         if not ids:
             raise ProblemError(f"no study of {spec.name} for {problem_label(problem)} in {shown_url(url)}; "
                                f"its studies: {'; '.join(labels)}")
-    return sorted((_section(spec, s, url, opened) for s in _current_first(spec, ids)), key=_order)
+    return sorted((_section(spec, s, opened) for s in _current_first(spec, ids)), key=_order)
 
 
 def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
@@ -273,14 +274,14 @@ def _sizes(problem: Mapping[str, Any]) -> tuple[tuple[int, int, str], ...]:
     return tuple((0, v, "") if isinstance(v, int) else (1, 0, str(v)) for v in problem.values())
 
 
-def _section(spec: KernelSpec, sid: StudyId, url: str, opened: optuna.storages.BaseStorage) -> Section:
+def _section(spec: KernelSpec, sid: StudyId, opened: optuna.storages.BaseStorage) -> Section:
     study = optuna.load_study(study_name=sid.name, storage=opened)
     trials = tuple(_confirmed(_trials(study.get_trials(deepcopy=False)), study))
     problem = parse_problem_label(sid.label)
     device_name, entry, found = _profile(spec.name, sid.slug, problem)
     method, importances, scopes = importance(spec, trials, problem)
     # an entry from before entries named their study is taken as this one's, as it was
-    ours = entry is None or entry.study is None or entry.study == record.study_key(url, sid.name)
+    ours = entry is None or entry.study is None or entry.study == stored_key(study)
     return Section(spec, sid.name, sid.slug, problem, sid.spec_hash, trials, device_name or sid.slug, entry,
                    ours, found, importances, method, scopes)
 
@@ -334,29 +335,36 @@ def _trials(stored: Sequence[optuna.trial.FrozenTrial]) -> list[Trial]:
 
 def _profile(kernel: str, slug: str, problem: Mapping[str, Any]
              ) -> tuple[str, profiles.Entry | None, tuple[Ceiling, ...]]:
-    """The device's name, the profile entry for ``problem`` and the ceilings its device block keeps."""
+    """The device's name, the profile entry for ``problem`` and the ceilings its device block keeps.
+    A profile that cannot be read, or a malformed entry, is a warning: the study still reports
+    (trial 95: one hand-broken entry of another kernel stopped every report)."""
     found: tuple[Ceiling, ...]
     name, entry, found = "", None, ()
-    for folder in profiles.search_folders(settings.profiles_dir()):
-        path = profiles.path_for(slug, folder)
-        doc = profiles.read(path)
+    def said(exc: Exception) -> None:
+        warn(f"{exc}; the report leaves it out")
+
+    folders = profiles.search_folders(settings.profiles_dir())
+    docs = list(profiles.readable((profiles.path_for(slug, f) for f in folders), said))
+    for path, doc in docs:
         header = doc.get("device") or {}
         name = name or str(header.get("name", ""))
-        found = found or ceilings_of(header)
-        entry = entry or next((e for e in profiles.entries(doc, kernel, str(path))
-                               if dict(e.problem) == dict(problem)), None)
+        found = found or ceilings_of(header, str(path))
+    entry = next((e for e, _ in profiles.entries_in(docs, kernel, said) if dict(e.problem) == dict(problem)), None)
     return name, entry, found
 
 
-def ceilings_of(header: Mapping[str, Any]) -> tuple[Ceiling, ...]:
-    """The ceilings a profile's device block keeps under ``ceilings`` (see ``autotune bench``)."""
+def ceilings_of(header: Mapping[str, Any], where: str = "profile") -> tuple[Ceiling, ...]:
+    """The ceilings a profile's device block keeps under ``ceilings`` (see ``autotune bench``);
+    a hand-edited one that is not a ceiling is left out with a warning naming it."""
     raw = header.get("ceilings") or {}
     out = []
     for name, c in raw.items() if isinstance(raw, dict) else ():
         try:
             out.append(Ceiling(str(name), float(c["value"]), str(c["unit"]), str(c.get("how", ""))))
         except (KeyError, TypeError, ValueError):
-            continue  # a hand-edited entry that is not a ceiling: left out, not fatal
+            warn(f"{where}: device.ceilings.{name}: {clipped(repr(c), 60)} is no ceiling (a mapping of a number "
+                 "`value`, a `unit` and `how`); the report leaves it out: fix it, or delete it and run "
+                 "`autotune bench` again")
     return tuple(out)
 
 

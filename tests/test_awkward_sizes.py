@@ -26,7 +26,10 @@ from autotune.result import Status
 from autotune.space import check
 from autotune.spec import KernelSpec
 from autotune.yamlload import read_yaml
-from conftest import FAKE, FAST, needs_opencl, verified
+from conftest import FAKE, FAST, every_runtime, needs_opencl, verified
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 ODD_IMAGE = {"W": 37, "H": 29, "OW": 19, "OH": 11}  # nothing divides anything
 
@@ -218,9 +221,6 @@ __kernel void scale(__global const float* x, __global float* y) {
 """
 AXPY_REF = """
 import numpy as np
-
-#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
-pytestmark = every_runtime
 
 def inputs(problem, rng):
     n = problem["N"]

@@ -26,7 +26,10 @@ from autotune import spec as specs
 from autotune.errors import ProblemError
 from autotune.kernels import mul1
 from autotune.launch import Launch
-from conftest import SCALE_YAML, needs_opencl, write_spec
+from conftest import SCALE_YAML, every_runtime, needs_opencl, write_spec
+
+#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
+pytestmark = every_runtime
 
 M = N = K = 64
 C_BYTES = 4 * M * N  # what matmul's C needs at M=N=K=64
@@ -537,9 +540,6 @@ def test_a_float_scalar_too_large_for_its_type_is_refused_not_made_inf():
 
 SIZE_ARG_REF = '''
 import numpy as np
-
-#: What this module checks is the OpenCL runtime's own: its tests run on every device that builds.
-pytestmark = every_runtime
 
 def inputs(problem, rng):
     n = problem["N"]

@@ -164,15 +164,14 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
             raise ProblemError(_storage_problem(url, IsADirectoryError(f"{path} is a folder"), reading))
         if _not_sqlite(path):
             raise ProblemError(_storage_problem(url, sqlite3.DatabaseError("file is not a database"), reading))
-        if (foreign := _foreign(path, reading)) is not None:  # trial 91: optuna's tables were added to it
-            raise ProblemError(f"--storage {shown_url(url)!r}: {path} is {foreign}, not a study database; "
-                               + ("give --storage the database a run wrote" if reading else
-                                  "give --storage a new file, or a study database"))
         if reading and path.is_file():  # nothing is created: no lock, which a read-only place refuses (trial 40)
+            _refuse_foreign(url, path, reading)
             return _reader(url, path)
         lock = str(path) + ".lock"
         open(lock, "a").close()  # a place that takes no file says so now, not after the lock's wait
         with FileLock(lock, timeout=LOCK_WAIT_S):
+            # under the lock: another worker creating the tables has made some, not all, of them
+            _refuse_foreign(url, path, reading)
             # made here, so that it follows the umask as profiles do: SQLite makes a new file
             # 0644 whatever the umask, and a group's shared folder then refused its other
             # members (trial 44); SQLite gives its -wal and -shm files the database's mode
@@ -227,6 +226,14 @@ def _reader(url: str, path: Path) -> optuna.storages.RDBStorage:
                  "without the trials a run under way has not yet copied into it")
     frozen = f"sqlite:///{_file_uri(path)}?immutable=1&uri=true"
     return optuna.storages.RDBStorage(frozen, skip_table_creation=True, skip_compatibility_check=True)
+
+
+def _refuse_foreign(url: str, path: Path, reading: bool) -> None:
+    """ProblemError where ``path`` holds another application's SQLite database (see :func:`_foreign`)."""
+    if (foreign := _foreign(path, reading)) is not None:  # trial 91: optuna's tables were added to it
+        raise ProblemError(f"--storage {shown_url(url)!r}: {path} is {foreign}, not a study database; "
+                           + ("give --storage the database a run wrote" if reading else
+                              "give --storage a new file, or a study database"))
 
 
 def _foreign(path: Path, reading: bool) -> str | None:

@@ -214,6 +214,36 @@ def test_a_study_database_with_a_damaged_page_is_one_line_not_a_traceback(scale,
         run(scale, storage=f"sqlite:///{db}")
 
 
+def test_a_study_database_another_worker_is_creating_is_not_taken_for_another_applications(tmp_path):
+    """A CI run: of two workers starting at once, one saw the other's `studies` table made and
+    its `version_info` not yet, and refused the database as another application's. The check
+    waits for the lock the creating worker holds."""
+    import sqlite3
+    import threading
+
+    from filelock import FileLock
+
+    db = tmp_path / "shared.db"
+    opened: list[object] = []
+    with FileLock(f"{db}.lock"):  # the first worker, creating the tables
+        with sqlite3.connect(db) as con:
+            con.execute("CREATE TABLE studies (study_id INTEGER)")  # made first; version_info not yet
+        second = threading.Thread(target=lambda: opened.append(_opened_or_error(f"sqlite:///{db}")))
+        second.start()
+        time.sleep(0.5)
+        db.unlink()  # the first worker's tables, complete: here, a database made anew
+        optuna.storages.RDBStorage(f"sqlite:///{db}")
+    second.join(30)
+    assert len(opened) == 1 and not isinstance(opened[0], ProblemError), opened
+
+
+def _opened_or_error(url: str) -> object:
+    try:
+        return open_storage(url)
+    except ProblemError as exc:
+        return exc
+
+
 def test_an_sqlite_file_of_another_application_is_refused_and_left_as_it_was(scale, tmp_path):
     """Trial 91: `run` and `report` added optuna's 14 tables to another application's database
     without a word (report is only meant to read), and `report` did so to an empty file."""

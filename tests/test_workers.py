@@ -122,11 +122,14 @@ def test_two_workers_in_one_process_share_the_study_and_its_budget(scale, home):
     started = (threading.Event(), threading.Event())
 
     def work(seed: int) -> None:
-        reports.append(tune(scale, TuneOptions(trials=40, timeout_s=None, storage=storage, seed=seed,
-                                               study_trials=20, save=False),
-                            evaluator=Slow(calls, lock, (started[seed - 1], started[2 - seed])), info=FAKE))
+        try:
+            reports.append(tune(scale, TuneOptions(trials=40, timeout_s=None, storage=storage, seed=seed,
+                                                   study_trials=20, save=False),
+                                evaluator=Slow(calls, lock, (started[seed - 1], started[2 - seed])), info=FAKE))
+        finally:  # a worker that failed to start must not hold the other 60 s a trial (a CI run hung)
+            started[seed - 1].set()
 
-    threads = [threading.Thread(target=work, args=(s,)) for s in (1, 2)]
+    threads = [threading.Thread(target=work, args=(s,), daemon=True) for s in (1, 2)]
     for t in threads:
         t.start()
     for t in threads:

@@ -143,6 +143,22 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.Fixtur
     return h
 
 
+@pytest.fixture(autouse=True)
+def stop_handlers_as_they_were() -> Iterator[None]:
+    """A test (an application calling autotune, or a command run in-process) leaves the stop
+    signals' handlers as it found them: one left ignored was inherited by every process the
+    suite started after it (a CI run: a later test's Ctrl-C went unseen)."""
+    import signal
+
+    watched = [s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None]
+    before = {s: signal.getsignal(s) for s in watched}
+    yield
+    changed = {signal.Signals(s).name: h for s in watched if (h := signal.getsignal(s)) is not before[s]}
+    for s, handler in before.items():
+        signal.signal(s, handler)
+    assert not changed, f"the test left these signals' handlers changed: {changed}"
+
+
 @pytest.fixture
 def fake_device() -> DeviceInfo:
     return FAKE

@@ -195,6 +195,7 @@ def test_a_stop_while_the_command_loads_ends_it_without_a_traceback():
     KeyboardInterrupt traceback from inside an import, and exit status 1."""
     script = """
 import builtins, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # as from a terminal: a background job's is ignored, and kept so
 from autotune import _entry
 real = builtins.__import__
 def importing(name, *args, **kw):

@@ -315,6 +315,7 @@ def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
     tune_fake(scale)
     assert data.match_devices(SLUG, [SLUG, "other-gpu"]) == {SLUG}
     assert data.match_devices("FAKE", [SLUG, "other-gpu"]) == {SLUG}
+    assert data.match_devices(f"{SLUG}.yaml", [SLUG, "other-gpu"]) == {SLUG}  # the file name, as show takes it
     with pytest.raises(data.ProblemError, match=f"devices with studies of this kernel: {SLUG}"):
         data.find_sections(scale, None, device="h200")
     for several in ("all", "0:0,1:0"):  # trial 91: said as though a device were called that

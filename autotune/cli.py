@@ -729,7 +729,8 @@ def _progress(spec: Any, label: str = "") -> Any:
         n = f"{who}[{state.measured:>3}/{state.budget}]"
         shared = shared or state.study_measured != state.measured or state.study_budget is not None
         if shared:
-            n += f" study {state.study_measured:>3}" + (f"/{state.study_budget}" if state.study_budget else "")
+            n += f" study {state.study_number or state.study_measured:>3}" + \
+                (f"/{state.study_budget}" if state.study_budget else "")
         if rec.ok:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "

@@ -144,6 +144,16 @@ class Entry:
         return made
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What the run whose entry is saved knows of an earlier entry's configuration (see
+    :func:`merge`): whether its study measured it (None: cannot tell, taken as measured), and
+    whether its leaders' rounds timed it beside the run's best."""
+
+    studied: Callable[[Entry], bool] | None = None
+    timed_again: Callable[[Entry], bool] | None = None
+
+
 def _device_facts(header: Any) -> dict[str, Any] | None:
     """The :data:`SAME_DEVICE` facts a device block holds (None: it holds none)."""
     facts = {k: header[k] for k in SAME_DEVICE if k in header} if isinstance(header, Mapping) else {}
@@ -294,14 +304,15 @@ def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
 
 def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
           usable: Callable[[Entry], bool] | None = None,
-          studied: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
+          seen: Seen | None = None) -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
     Returns the new document and the verdict: ``added``, ``added beside`` a tuning run's entry
     of another version of the spec (``entry`` is a first-use pick: the two are kept, each used
     by its own version, so reverting a template edit brings the tuned one back), ``replaced``
-    (better, a later first-use pick over an earlier one, or the same study's and ``studied``: its
-    configuration is among those the study that found ``entry`` measured), ``replaced an entry …
+    (better, a later first-use pick over an earlier one, the same study's and ``seen.studied``: its
+    configuration is among those the study that found ``entry`` measured, or ``seen.timed_again``:
+    the run's leaders' rounds timed it slower than ``entry``), ``replaced an entry …
     with another version of the spec`` (its template, reference or space changed, or another spec
     has this kernel name), ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), ``replaced an entry measured on …``
@@ -315,7 +326,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
     others = {id(items[i]) for i in here if i not in mine}  # before any is replaced
     if mine:
-        verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable, studied)
+        verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable, seen or Seen())
     elif entry.picked and any(not old.picked for old in here.values()):
         items.append(entry.to_yaml())
         verdict = "added beside the entry tuned for another version of the spec"
@@ -375,7 +386,7 @@ def _same_problem(items: list[dict[str, Any]], kernel: str, problem: Mapping[str
 
 
 def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
-                usable: Callable[[Entry], bool] | None, studied: Callable[[Entry], bool] | None) -> str:
+                usable: Callable[[Entry], bool] | None, seen: Seen) -> str:
     """Merge ``entry`` over ``old``, ``items[i]``, an entry of the same problem and spec version."""
     # a choice among tuned configurations never displaces a tuned entry
     if entry.picked and not old.picked and (usable is None or usable(old)):
@@ -400,7 +411,10 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
     # database was moved aside, or an older copy restored, and its baseline replaced a tuned
     # entry 19x faster, trial 26)
     resumed = (not entry.partial and old.study is not None and old.study == entry.study
-               and (studied is None or studied(old)))
+               and (seen.studied is None or seen.studied(old)))
+    # the same where the run timed the entry's configuration in its leaders' rounds, whatever
+    # study found it: its best beat it there, at one moment (trial 96)
+    resumed = resumed or (not entry.partial and seen.timed_again is not None and seen.timed_again(old))
     # a later pick timed the earlier one's configuration beside those tuned since (loader)
     renewed = old.picked and entry.picked and entry.tuned_at > old.tuned_at
     if better or (old.picked and not entry.picked) or resumed or renewed:
@@ -527,12 +541,12 @@ _LOCK_POLL_S = 0.2
 
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
-         usable: Callable[[Entry], bool] | None = None, studied: Callable[[Entry], bool] | None = None,
+         usable: Callable[[Entry], bool] | None = None, seen: Seen | None = None,
          wait_s: float = LOCK_WAIT_S) -> str:
     """Lock (waiting up to ``wait_s`` for another process's save), re-read, merge (see
     :func:`merge`), back up and atomically replace the profile at ``path``."""
     try:
-        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, studied), wait_s)
+        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, seen), wait_s)
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror}){_fix(exc)}") from None
 

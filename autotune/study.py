@@ -542,6 +542,12 @@ class StudyLog:
     def get(self, params: Mapping[str, Value]) -> Measurement | None:
         return self.seen.get(config_key(params))
 
+    def number_of(self, params: Mapping[str, Value]) -> int:
+        """``params``' number in the study: the configurations in the order first measured, as
+        `autotune report` numbers them (0: not measured)."""
+        key = config_key(params)
+        return next((i for i, k in enumerate(self.seen, 1) if k == key), 0)
+
     def ask(self, fixed: Mapping[str, Value] | None,
             distributions: Mapping[str, optuna.distributions.BaseDistribution]) -> optuna.Trial:
         """A new trial: ``fixed`` parameters, or the sampler's proposal when None."""

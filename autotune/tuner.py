@@ -226,6 +226,7 @@ class TuneReport:
     pruned: int = 0
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
     runner_up: Measurement | None = None  # second best when the leaders were timed again
+    retimed: frozenset[str] = frozenset()  # the configurations (config_key) timed in the leaders' rounds
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
     unconfirmed: bool = False  # there were leaders to time again, and the run's time was up first
     # the search's fastest where the leaders' rounds ranked another first: its search time (ms),
@@ -301,6 +302,9 @@ class RunState:
     pruned: int = 0
     elsewhere: int = 0  # proposals another worker of the study held
     study_measured: int = 0  # the study's measured configurations, every worker's
+    # the study's number of the configuration just measured (as `autotune report` numbers it):
+    # study_measured, but for one measured again, its first measurement's (trial 96)
+    study_number: int = 0
     study_budget: int | None = None  # --study-trials
     retrying: int = 0  # the study's timeouts under a shorter limit, measured again first
     warm_from: tuple[str, ...] = ()  # other devices whose winners are measured first
@@ -309,6 +313,7 @@ class RunState:
     best: Measurement | None = None
     baseline: Measurement | None = None
     runner_up: Measurement | None = None  # second after the leaders were timed again
+    retimed: frozenset[str] = frozenset()  # the configurations (config_key) the leaders' rounds timed
     overturned: tuple[float, Measurement] | None = None  # as TuneReport.overturned
     confirmed: int = 0  # leaders timed again after the search
     confirming: int = 0  # leaders being timed again after the search (the "confirm" event)
@@ -843,6 +848,7 @@ class _Run:
         # so they are counted here, and a worker's progress is current between its looks
         others = self._done(others_only=True)
         self.state.study_measured = max(self.state.study_measured + (not again), others + self.state.measured)
+        self.state.study_number = self.log.number_of(params) if again else self.state.study_measured
         if is_baseline and self.limit is None:
             self.limit = default_time_limit(m)
         return m
@@ -933,6 +939,7 @@ class _Run:
                 retimed = next((m for m in timed if m.params == before.params), None)
                 self.state.overturned = (before.median_ms, retimed) if retimed is not None else None
             self.state.best, self.state.runner_up = timed[0], timed[1]
+            self.state.retimed = frozenset(config_key(m.params) for m in timed)
             # timed in these rounds as one of the leaders, or beside them
             if base is not None and (again := times.get(config_key(base.params))):
                 self.state.baseline = replace(base, times_ms=tuple(again))
@@ -983,8 +990,8 @@ class _Run:
             measured=s.measured, skipped_invalid=s.skipped_invalid, repeats=s.repeats,
             failures=dict(s.failures), failure_examples=dict(s.failure_examples), unverified=s.unverified(),
             study_trials=stored, pruned=s.pruned, valid_space=self._valid_space(),
-            runner_up=s.runner_up, confirmed=s.confirmed, unconfirmed=s.unconfirmed, overturned=s.overturned,
-            baseline_timed=s.baseline_timed, unsteady=s.unsteady, retime_limit=s.retime_limit,
+            runner_up=s.runner_up, retimed=s.retimed, confirmed=s.confirmed, unconfirmed=s.unconfirmed,
+            overturned=s.overturned, baseline_timed=s.baseline_timed, unsteady=s.unsteady, retime_limit=s.retime_limit,
             elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
             claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
@@ -1250,7 +1257,18 @@ def save_best(report: TuneReport, storage: str | None,
     if report.measured == 0 and report.unconfirmed and _entry_of(report):
         return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
                        profile_verdict=NOTHING_NEW)
-    return _save(report, partial=report.partial, study=report.study_key, studied=studied)
+    return _save(report, partial=report.partial, study=report.study_key,
+                 seen=profiles.Seen(studied, _timed_again(report)))
+
+
+def _timed_again(report: TuneReport) -> Callable[[profiles.Entry], bool]:
+    """Whether the leaders' rounds of the run of ``report`` timed an entry's configuration, beside
+    its best (trial 96: an entry of another study, timed again there and slower, was kept as
+    "faster than this run's best", its one time of another moment against the rounds')."""
+    def timed(old: profiles.Entry) -> bool:
+        c = report.spec.from_stored(old.params, old.build_flags)
+        return c is not None and config_key(c) in report.retimed
+    return timed
 
 
 #: Why a stopped run that timed only the baseline in full saves nothing (trial 59: a 2 s run
@@ -1303,15 +1321,14 @@ def _entry_of(report: TuneReport) -> profiles.Entry | None:
                  if dict(e.problem) == dict(report.problem) and report.spec.stores(e)), None)
 
 
-def _save(report: TuneReport, partial: bool, study: str | None,
-          studied: Callable[[profiles.Entry], bool] | None = None) -> TuneReport:
-    """Save the best in the device's profile (``studied``: whether the study measured an
-    entry's configuration; see profiles.merge); a failure says whether the study (None: in
-    memory) keeps the trials."""
+def _save(report: TuneReport, partial: bool, study: str | None, seen: profiles.Seen | None = None) -> TuneReport:
+    """Save the best in the device's profile (``seen``: what the run knows of an entry's
+    configuration; see profiles.merge); a failure says whether the study (None: in memory)
+    keeps the trials."""
     path = profiles.path_for(report.device.slug, settings.profiles_dir())
     try:
         verdict = profiles.save(profile_entry(report, partial, study), report.spec.name,
-                                report.device.profile_header(), path, usable=report.spec.stores, studied=studied)
+                                report.device.profile_header(), path, usable=report.spec.stores, seen=seen)
     except SaveStopped:
         raise
     except ProfileError as exc:

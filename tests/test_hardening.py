@@ -22,6 +22,7 @@ from autotune import spec as specs
 from autotune.errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError, SpecError
 from autotune.measure import compute_workload, make_workload, reference_watch
 from autotune.result import Measurement, Status
+from autotune.space import config_key
 from autotune.study import open_storage
 from autotune.tuner import TuneOptions, study_name, tune
 from conftest import FAKE, REF_PY, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
@@ -1024,6 +1025,21 @@ def test_a_finished_run_replaces_its_own_studys_entry_wherever_the_home_moved(sc
     again = run(scale, trials=first.study_trials + 2)  # resumes the study
     assert again.study_key == first.study_key is not None
     assert again.profile_verdict.startswith("replaced"), again.profile_verdict
+
+
+def test_an_entry_of_another_study_that_this_run_timed_again_slower_is_replaced(scale, tmp_path):
+    """Trial 96: a run of another study measured the entry's configuration and timed it in its
+    leaders' rounds, slower than its best, yet kept the entry as "faster than this run's best":
+    one time of another moment against the rounds'. An entry it did not time again stays."""
+    first = run(scale)
+    path = first.profile_path
+    path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
+    again = run(scale, storage=f"sqlite:///{tmp_path / 'other.db'}")
+    assert config_key(first.best.params) in again.retimed, (again.retimed, again.confirmed)
+    assert again.profile_verdict.startswith("replaced"), again.profile_verdict
+    path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
+    untimed = run(scale, storage=f"sqlite:///{tmp_path / 'third.db'}", trials=1)  # no rounds: one measured
+    assert not untimed.retimed and untimed.profile_verdict.startswith("kept"), untimed.profile_verdict
 
 
 def test_a_new_study_of_the_same_name_is_not_the_old_one(scale, tmp_path, monkeypatch):

@@ -841,11 +841,13 @@ def test_a_timeout_under_a_shorter_limit_is_measured_again_by_a_later_run(scale)
     first = run(scale, SlowWide(), sampler="grid", trials=100, storage=None, max_time_per_config=0.5)
     assert first.failures.get("timeout") == 2  # WPT=4, WG=64 with and without mad
     assert first.best.params["WG"] != 64 or first.best.params["WPT"] != 4
-    again, said, counts = SlowWide(), [], []
+    again, said, counts, numbers = SlowWide(), [], [], []
 
     def progress(event, m, state):
         said.append(state.retrying)
         counts.append(state.study_measured)
+        if event == "trial":
+            numbers.append((state.study_number, dict(m.params)))
 
     second = tune(scale, TuneOptions(sampler="random", seed=1, trials=2, timeout_s=None, max_time_per_config=5.0),
                   evaluator=again, info=FAKE, progress=progress)
@@ -853,6 +855,16 @@ def test_a_timeout_under_a_shorter_limit_is_measured_again_by_a_later_run(scale)
     # trial 17: each timeout measured again was counted as a new trial of the study in the lines
     assert counts[-1] == second.study_trials == first.study_trials, counts
     assert [(c["WPT"], c["WG"]) for c in again.calls] == [(4, 64), (4, 64)]
+    # trial 96: each line said the study's size; a configuration measured again keeps its number
+    import optuna
+
+    log = optuna.load_study(study_name=second.study_name, storage=study.open_storage(None))
+    first_numbers = {}
+    for t in log.get_trials(deepcopy=False):
+        if "status" in t.user_attrs:
+            first_numbers.setdefault(config_key(t.params), len(first_numbers) + 1)
+    assert [n for n, _ in numbers] == [first_numbers[config_key(p)] for _, p in numbers], numbers
+    assert len({n for n, _ in numbers}) == 2
     assert second.best.median_ms == 0.01 and not second.failures
     same = SlowWide()
     run(scale, same, sampler="random", seed=2, trials=1, storage=None, max_time_per_config=0.5)

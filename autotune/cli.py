@@ -595,12 +595,12 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
     infos = select_many(options.device, given)
     if len(infos) == 1:  # `-d all` on a host with one device: an ordinary run
         return _run_one(spec, replace(options, device=infos[0].selector), problem, quiet)
-    require_shared(options)
+    require_shared(options, infos)
     for sel in sorted(sel for sel, n in Counter(i.selector for i in infos).items() if n > 1):
         _warn(f"device {sel} is named more than once: its workers time kernels on it at the same time, so "
               "each one's times include the others' load")
     studies = groups(infos)
-    for slug, members in studies.items():
+    for slug, members in studies.items() if not quiet else ():  # -q: the summary only (trial 96)
         print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"
               + ("; devices of other models tune studies of their own" if len(studies) > 1 else ""))
     printers: dict[str, Any] = {}
@@ -1461,10 +1461,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     for name, value in (("--seeds", args.seeds), ("-n/--trials", args.trials)):
         if value < 1:
             raise OptionError(f"{name} must be at least 1 (got {value})")
-    if not (0 <= args.seed and args.seed + args.seeds <= 2**32):
-        raise OptionError(f"--seed must be 0 or more, and the seeds from it below 2**32 (got {args.seed})")
+    if args.seed < 0:
+        raise OptionError(f"--seed must be 0 or more (got {args.seed})")
+    if args.seed + args.seeds > 2**32:  # trial 96: said of --seed, at its default
+        raise OptionError(f"the seeds --seed {args.seed} .. {args.seed} + --seeds {args.seeds} - 1 must be below 2**32")
     if not 0 <= args.target < math.inf:
-        raise OptionError(f"--target must be a percentage of 0 or more (got {args.target:g})")
+        raise OptionError(f"--target must be a finite percentage of 0 or more (got {args.target:g})")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
     others: list[Any] = []
     unread: dict[str, str] = {}  # trial 43: one recording of no successful time ended the replay

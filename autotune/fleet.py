@@ -77,11 +77,14 @@ def groups(infos: list[DeviceInfo]) -> dict[str, list[str]]:
     return out
 
 
-def require_shared(options: TuneOptions) -> None:
-    """ProblemError unless the workers can share the study's storage."""
-    if options.storage == IN_MEMORY:
-        raise ProblemError("several devices need a study they can share: leave --storage out (SQLite "
-                           "in $AUTOTUNE_HOME) or give a database URL; :memory: is one process's own")
+def require_shared(options: TuneOptions, infos: list[DeviceInfo]) -> None:
+    """ProblemError unless the workers that share a study (devices of one model) can share its
+    storage; devices of other models each tune a study of their own, which :memory: can hold
+    (trial 96: refused as though shared)."""
+    shared = [slug for slug, members in groups(infos).items() if len(members) > 1]
+    if options.storage == IN_MEMORY and shared:
+        raise ProblemError(f"the devices of {shared[0]} share a study, which --storage :memory: cannot hold (it is one "
+                           "process's own): leave --storage out (SQLite in $AUTOTUNE_HOME) or give a database URL")
 
 
 def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, Any],
@@ -94,7 +97,7 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
     saves each study's best once, the fastest of its workers' (trial 35: each worker saved its
     own, so the profile kept whichever finished last, and the summary showed another).
     """
-    require_shared(options)
+    require_shared(options, infos)
     problem = spec.resolve_problem(problem)
     if options.save:  # a profile that cannot take the result stops the run now, not at its end
         for d in {d.slug: d for d in infos}.values():

@@ -186,8 +186,13 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
     # no bracket closes after the error: the text stops mid-document, in a token or string
     # (trial 94: at `1.` or `tru`, it was called broken), where a comma too many has some after
     # it (gzip data too, once unpacked: trial 86)
+    if error.msg.startswith("Extra data"):  # trial 96: more after the JSON was called cut short
+        return (f": more follows the end of its JSON, from line {error.lineno} column {error.colno} (a brace too "
+                "many, or two files joined?); remove it")
     if text.lstrip().startswith("{"):
-        if error.msg.startswith("Unterminated") or not re.search(r"[]}]", text[error.pos:]):
+        # at most a part of a token after the error: the reader ran out of text (trial 96: `{not
+        # json` was called cut short, though broken at its second character)
+        if error.msg.startswith("Unterminated") or re.fullmatch(r"[\w.+-]*\s*", text[error.pos:]):
             return ": it ends before its JSON does (cut short?); copy or download it again"
         return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
                 "few?); fix it there")

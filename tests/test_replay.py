@@ -159,7 +159,12 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
     ("comma.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0,}}}',
      "the JSON is broken at line 1 column 65 (a comma or brace too many or too few?); fix it there"),
     ("brace.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}}}}',
-     "the JSON is broken at line 1 column 67 (a comma or brace too many or too few?); fix it there"),
+     "more follows the end of its JSON, from line 1 column 67 (a brace too many, or two files joined?); remove it"),
+    # trial 96: both were called cut short
+    ("after.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}}} trailing',
+     "more follows the end of its JSON, from line 1 column 68 (a brace too many, or two files joined?); remove it"),
+    ("early.json", "{not json",
+     "the JSON is broken at line 1 column 2 (a comma or brace too many or too few?); fix it there"),
     ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",
      "is not a JSON cache file: it holds a number longer than Python's JSON reader takes (an integer of over "
      "4,300 digits); remove it"),
@@ -233,8 +238,12 @@ def test_a_bad_cache_file_is_one_line_and_exit_1(tmp_path, capsys, content, mess
 @pytest.mark.parametrize("flags, message", [
     (["--seeds", "0"], "--seeds must be at least 1 (got 0)"),
     (["-n", "0"], "-n/--trials must be at least 1 (got 0)"),
-    (["--target", "-5"], "--target must be a percentage of 0 or more (got -5)"),
-    (["--target", "nan"], "--target must be a percentage of 0 or more (got nan)"),
+    (["--target", "-5"], "--target must be a finite percentage of 0 or more (got -5)"),
+    (["--target", "nan"], "--target must be a finite percentage of 0 or more (got nan)"),
+    (["--target", "inf"], "--target must be a finite percentage of 0 or more (got inf)"),
+    # trial 96: said of --seed, left at its default
+    (["--seeds", "4294967297"], "the seeds --seed 0 .. 0 + --seeds 4294967297 - 1 must be below 2**32"),
+    (["--seed", "-1"], "--seed must be 0 or more (got -1)"),
 ])
 def test_a_bad_replay_option_is_named_in_one_line(tmp_path, capsys, flags, message):
     assert cli.main(["replay", str(_cache(tmp_path)), *flags]) == 2  # a usage error

@@ -24,7 +24,7 @@ from autotune import cli, profiles, settings, study
 from autotune import device as devices
 from autotune import spec as specs
 from autotune.claims import Claims
-from autotune.errors import ProfileError, ProfileNotSaved, StorageError
+from autotune.errors import ProblemError, ProfileError, ProfileNotSaved, StorageError
 from autotune.limits import MIN_BUILDS
 from autotune.result import Measurement, Status
 from autotune.space import config_key, enumerate_valid
@@ -579,6 +579,31 @@ def test_each_workers_candidate_cut_off_by_the_timeout_is_named(scale, monkeypat
     assert f"\n  worker      {FAKE.selector} " in out, "the summary shown is the other worker's"
     worker = out[out.index("  worker      1:0 "):]
     assert re.search(r"\n +\S.* WG=999 .*was being measured: the next run of the study", worker), out
+
+
+def test_memory_storage_serves_devices_of_other_models_and_q_prints_the_summary_only(scale, monkeypatch, capsys):
+    """Trial 96: --storage :memory: was refused for two devices of other models, whose studies
+    are each one worker's; and -q printed the lines naming each study's workers."""
+    from dataclasses import replace as changed
+
+    from autotune import fleet
+
+    other = changed(FAKE, selector="1:0", name="Other GPU 1")
+    same = changed(FAKE, selector="0:1")
+    fleet.require_shared(TuneOptions(storage=":memory:"), [FAKE, other])
+    with pytest.raises(ProblemError, match=r"the devices of fakecorp-fake-gpu-9000 share a study, which --storage "
+                                           r":memory: cannot hold"):
+        fleet.require_shared(TuneOptions(storage=":memory:"), [FAKE, same])
+    report = tune(scale, TuneOptions(timeout_s=None, trials=2, storage=":memory:", save=False),
+                  evaluator=Slow([], threading.Lock()), info=FAKE)
+    results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report), fleet.WorkerResult("1:0", other, report=report)]
+    monkeypatch.setattr(fleet, "tune_together", lambda *a: results)
+    monkeypatch.setattr(devices, "select_many", lambda text, given="--device": [FAKE, other])
+    assert cli.main(["run", str(scale.path), "-d", "fake,1:0", "-n", "2", "--no-save", "--storage", ":memory:"]) == 0
+    assert "study for " in capsys.readouterr().out
+    assert cli.main(["run", str(scale.path), "-d", "fake,1:0", "-n", "2", "--no-save", "--storage", ":memory:",
+                     "-q"]) == 0
+    assert "study for " not in capsys.readouterr().out
 
 
 @needs_cpu

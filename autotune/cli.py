@@ -1155,7 +1155,9 @@ def _cmd_show(args: argparse.Namespace) -> int:
     else:
         info = target.info
         what = f"{args.kernel} on " if args.kernel else ""
-        on = f" -d {shlex.quote(args.device)}" if args.device else ""
+        # a selector run takes (trial 97: `-d NAME.yaml`, which run refuses, was given back)
+        on = f" -d {shlex.quote(info.selector if args.device.lower().endswith('.yaml') else args.device)}" \
+            if args.device else ""
         check = device.build_checks([(info, target.dev)])[info.selector]
         kernel = shlex.quote(args.kernel) if args.kernel else "KERNEL"
         advice = (f"; run `autotune run {kernel}{on}` first (a run saves an entry once a "
@@ -1166,13 +1168,24 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _readable(path: Path) -> bool:
+    """Whether the profile at ``path`` reads (a corrupt one was warned of, not "found": trial 97)."""
+    from . import profiles
+
+    try:
+        profiles.read(path, check_entries=False)
+    except ProfileError:
+        return False
+    return True
+
+
 def _looked_in(folders: Sequence[Path], slug: str) -> str:
     """Where ``show`` looked, and the other devices' profiles there (trial 72: a mistyped
     AUTOTUNE_HOME, or one set to its profiles/ folder, said only "no tuned entries")."""
 
     others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
                      if p.stem != slug})
-    present = [str(f) for f in folders if (f / f"{slug}.yaml").is_file()]
+    present = [str(f) for f in folders if (f / f"{slug}.yaml").is_file() and _readable(f / f"{slug}.yaml")]
     said = f"  looked for {slug}.yaml in {', '.join(str(f) for f in folders)}"
     # trial 95: a profile there with no entries read as though there were none
     said += f"; found in {', '.join(present)}, with no entries for it" if present else ""
@@ -1310,7 +1323,7 @@ def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
         files = {p.stem: p for f in reversed(folders) if f.is_dir() for p in sorted(f.glob("*.yaml"))}
         # a part of a file's name, as report's -d takes it (trial 44: `-d h200` was refused),
         # or the file's name itself (trial 95: `-d nvidia-corporation-h200.yaml`)
-        selector = selector.removesuffix(".yaml") if selector else selector
+        selector = re.sub(r"\.yaml$", "", selector, flags=re.IGNORECASE) if selector else selector
         named = [s for s in files if s == selector] or [s for s in files if selector and selector.lower() in s]
         here = next(((i, d) for i, d in device.list_devices() if named and i.slug == named[0]), None)
         if len(named) == 1 and here is not None:  # trial 46: a part of this device's slug read as absent
@@ -1467,6 +1480,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         raise OptionError(f"the seeds --seed {args.seed} .. {args.seed} + --seeds {args.seeds} - 1 must be below 2**32")
     if not 0 <= args.target < math.inf:
         raise OptionError(f"--target must be a finite percentage of 0 or more (got {args.target:g})")
+    args.target += 0.0  # -0 is 0 (trial 97: "within -0%")
     recs = [replay.load(path) for path in args.cache]  # every file read before the first search
     others: list[Any] = []
     unread: dict[str, str] = {}  # trial 43: one recording of no successful time ended the replay

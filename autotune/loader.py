@@ -242,6 +242,16 @@ def _one_at_a_time(key: tuple[str, str, str]) -> threading.Lock:
         return _choosing.setdefault(key, threading.Lock())
 
 
+def _yours(spec: KernelSpec) -> set[str]:
+    """The profile folders (real paths) whose faults are the user's to fix: theirs, and the one
+    beside the spec where they can write it and it is no site's. Another's is its owner's (trial
+    79: a site's was "fix it by hand"), judged by its folder, not the message's words (trial 95),
+    and an application's beside its spec too (trial 97)."""
+    beside, site = spec.path.parent / "profiles", {os.path.realpath(f) for f in settings.site_profiles()}
+    mine = os.access(beside, os.W_OK) and os.path.realpath(beside) not in site
+    return {os.path.realpath(settings.profiles_dir()), *([os.path.realpath(beside)] if mine else [])}
+
+
 def _ignoring(owner: str, exc: ProfileError) -> None:
     _warn(f"ignoring profile: {exc}{owner}")
 
@@ -250,9 +260,7 @@ def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
                folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
     """:func:`choose`, for one thread at a time."""
     folders = folders or profiles.search_folders(settings.profiles_dir(), spec.path)
-    # a site's profile is its owner's to fix (trial 79: "fix it by hand"); by its folder, not
-    # the message's words (trial 95: told of the user's own, whose message named another path)
-    yours = {os.path.realpath(settings.profiles_dir()), os.path.realpath(spec.path.parent / "profiles")}
+    yours = _yours(spec)
     docs: dict[Path, dict[str, Any]] = {}
     for f in folders:
         owner = "" if os.path.realpath(f) in yours else " (not yours: tell its owner)"

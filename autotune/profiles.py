@@ -117,20 +117,20 @@ class Entry:
         made = cls(
             problem=get("problem", dict, "a mapping of problem keys to values"),
             params=get("params", dict, "a mapping of parameter names to values"),
-            build_flags=get("build_flags", lambda v: tuple(_text(f) for f in v), "a list of flags as text", ()),
-            time_ms=get("time_ms", float, "a number of ms"),
-            throughput=get("throughput", lambda v: {str(k): float(x) for k, x in dict(v).items()},
+            build_flags=get("build_flags", _flags, "a list of flags as text", ()),
+            time_ms=get("time_ms", _number, "a number of ms"),
+            throughput=get("throughput", lambda v: {str(k): _number(x) for k, x in dict(v).items()},
                            "a mapping of metric names to numbers", {}),
-            trials=get("trials", int, "a whole number", 0),
+            trials=get("trials", _whole, "a whole number", 0),
             tuned_at=str(raw.get("tuned_at", "")),
-            spec_hash=str(raw["spec_hash"]),
-            partial=bool(raw.get("partial", False)),
-            baseline_ms=raw.get("baseline_ms"),
-            spread_ms=get("spread_ms", tuple, "a list of two numbers", None) or None,
-            error=raw.get("error"),
+            spec_hash=get("spec_hash", _text, "text"),
+            partial=get("partial", _boolean, "true or false", False),
+            baseline_ms=get("baseline_ms", _number, "a number of ms", None),
+            spread_ms=get("spread_ms", _pair, "a list of two numbers", None) or None,
+            error=get("error", _number, "a number", None),
             # max_error (a relative error, huge near zero) was replaced by this: not carried
-            tolerance_used=raw.get("tolerance_used"),
-            picked=bool(raw.get("picked", False)),
+            tolerance_used=get("tolerance_used", _number, "a number", None),
+            picked=get("picked", _boolean, "true or false", False),
             extra=get("extra", dict, "a mapping", {}),
             study=str(raw["study"]) if raw.get("study") is not None else None,
             device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
@@ -148,10 +148,10 @@ class Entry:
 class Seen:
     """What the run whose entry is saved knows of an earlier entry's configuration (see
     :func:`merge`): whether its study measured it (None: cannot tell, taken as measured), and
-    whether its leaders' rounds timed it beside the run's best."""
+    whether the run found it slower than its best (timed beside it, or measured slower)."""
 
     studied: Callable[[Entry], bool] | None = None
-    timed_again: Callable[[Entry], bool] | None = None
+    beaten: Callable[[Entry], bool] | None = None
 
 
 def _device_facts(header: Any) -> dict[str, Any] | None:
@@ -162,8 +162,40 @@ def _device_facts(header: Any) -> dict[str, Any] | None:
 
 def _text(value: Any) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"a build flag must be text, got {value!r}")
+        raise TypeError(f"expected text, got {value!r}")
     return value
+
+
+# An entry's fields, read strictly (trial 97: `build_flags: "-O2"` was read as its characters,
+# `time_ms: true` as 1 ms, `trials: 1.7` as 1, `partial: 'no'` as true)
+def _flags(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(value)
+    return tuple(_text(f) for f in value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(value)
+    return float(value)
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise TypeError(value)
+    return int(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+def _pair(value: Any) -> tuple[float, float]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise TypeError(value)
+    return _number(value[0]), _number(value[1])
 
 
 def path_for(slug: str, folder: Path) -> Path:
@@ -274,17 +306,24 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
 
 
 def _check_device_block(block: Any, path: Path) -> None:
-    """ProfileError where the device block, or its ceilings, is not a mapping (trial 31: a
-    hand-edited `device: AMD EPYC` crashed run, bench and load_kernel when they saved)."""
+    """ProfileError where the device block is not a mapping (trial 31: a hand-edited `device:
+    AMD EPYC` crashed run, bench and load_kernel when they saved). Its ceilings are checked by
+    their readers and by :func:`save_ceilings`: a typo there must not hide the entries (trial 97:
+    load_kernel ignored every tuned entry of the profile)."""
     if block is not None and not isinstance(block, dict):
         raise ProfileError(f"{path}: device: expected a mapping of the device's facts (name, device_type, "
                            f"compute_units, ...), got {block!r}; fix it, or delete the block: the next save "
                            "writes it; autotune will not overwrite it")
-    ceilings = (block or {}).get("ceilings")
+
+
+def _ceilings_checked(doc: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+    """``doc``; ProfileError where its device block's ceilings are not a mapping, to merge into."""
+    ceilings = (doc.get("device") or {}).get("ceilings")
     if ceilings is not None and not isinstance(ceilings, dict):
         raise ProfileError(f"{path}: device.ceilings: expected a mapping of ceiling names to values, got "
                            f"{ceilings!r}; fix it, or delete it: `autotune bench` measures them again; "
                            "autotune will not overwrite it")
+    return doc
 
 
 def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
@@ -311,8 +350,8 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     of another version of the spec (``entry`` is a first-use pick: the two are kept, each used
     by its own version, so reverting a template edit brings the tuned one back), ``replaced``
     (better, a later first-use pick over an earlier one, the same study's and ``seen.studied``: its
-    configuration is among those the study that found ``entry`` measured, or ``seen.timed_again``:
-    the run's leaders' rounds timed it slower than ``entry``), ``replaced an entry …
+    configuration is among those the study that found ``entry`` measured, or ``seen.beaten``: the
+    run found it slower than ``entry``), ``replaced an entry …
     with another version of the spec`` (its template, reference or space changed, or another spec
     has this kernel name), ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), ``replaced an entry measured on …``
@@ -412,9 +451,11 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
     # entry 19x faster, trial 26)
     resumed = (not entry.partial and old.study is not None and old.study == entry.study
                and (seen.studied is None or seen.studied(old)))
-    # the same where the run timed the entry's configuration in its leaders' rounds, whatever
-    # study found it: its best beat it there, at one moment (trial 96)
-    resumed = resumed or (not entry.partial and seen.timed_again is not None and seen.timed_again(old))
+    # the same where the run found the entry's configuration, another than its best, slower than
+    # its best, whatever study found it: measured at one moment (trials 96, 97); of one
+    # configuration's two times, the faster stays, as before
+    same = dict(old.params) == dict(entry.params) and set(old.build_flags) == set(entry.build_flags)
+    resumed = resumed or (not entry.partial and not same and seen.beaten is not None and seen.beaten(old))
     # a later pick timed the earlier one's configuration beside those tuned since (loader)
     renewed = old.picked and entry.picked and entry.tuned_at > old.tuned_at
     if better or (old.picked and not entry.picked) or resumed or renewed:
@@ -620,7 +661,7 @@ def _read_only_mount(path: Path) -> bool:
 def save_ceilings(ceilings: Mapping[str, Mapping[str, Any]], device: Mapping[str, Any], path: Path) -> None:
     """Keep measured ceilings in the device block of the profile at ``path`` (locked, as :func:`save`)."""
     try:
-        update(path, lambda doc: (with_ceilings(doc, device, ceilings), "updated"))
+        update(path, lambda doc: (with_ceilings(_ceilings_checked(doc, path), device, ceilings), "updated"))
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror}); set AUTOTUNE_HOME to a writable folder") from None
 

@@ -175,6 +175,10 @@ def _parse(text: str, path: Path) -> Any:
     return raw
 
 
+#: The first characters of a JSON number or literal, and nothing after them but space.
+_TOKEN_START = r"(-?[\d.eE+-]*|t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?)\s*"
+
+
 def _why_not(text: str, path: Path, error: ValueError) -> str:
     """What a text that is no JSON cache file likely is (trial 85: an empty file, a .gz name on
     a plain file and a file cut short were all "Expecting value ..."; trial 93: a comma too many
@@ -190,9 +194,9 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
         return (f": more follows the end of its JSON, from line {error.lineno} column {error.colno} (a brace too "
                 "many, or two files joined?); remove it")
     if text.lstrip().startswith("{"):
-        # at most a part of a token after the error: the reader ran out of text (trial 96: `{not
-        # json` was called cut short, though broken at its second character)
-        if error.msg.startswith("Unterminated") or re.fullmatch(r"[\w.+-]*\s*", text[error.pos:]):
+        # at most the start of a number or of true, false or null after the error: the reader ran
+        # out of text (trials 96, 97: `{not json` and `{notjson` were called cut short)
+        if error.msg.startswith("Unterminated") or re.fullmatch(_TOKEN_START, text[error.pos:]):
             return ": it ends before its JSON does (cut short?); copy or download it again"
         return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
                 "few?); fix it there")

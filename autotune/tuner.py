@@ -1155,9 +1155,7 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save:
             try:
-                report = save_best(report, options.storage,
-                                   studied=lambda old: (c := spec.from_stored(old.params, old.build_flags))
-                                   is not None and run.log.get(c) is not None)
+                report = save_best(report, options.storage, measured=run.log.get)
             except SaveStopped as exc:  # a stop while it waited for another process's save
                 report, stopped_by, signalled = replace(report, profile_verdict=str(exc)), "interrupted", True
         if lost is not None:
@@ -1239,12 +1237,13 @@ def profile_entry(report: TuneReport, partial: bool, study: str | None = None) -
 
 
 def save_best(report: TuneReport, storage: str | None,
-              studied: Callable[[profiles.Entry], bool] | None = None) -> TuneReport:
+              measured: Callable[[Mapping[str, Value]], Measurement | None] | None = None) -> TuneReport:
     """``report`` with its best saved in the device's profile (see :func:`_save`), as partial
     where the run stopped or its leaders were not timed again; a run that measured nothing and
     timed nothing again leaves an entry of its problem as it was (trial 35: a run past its
     --study-timeout replaced the confirmed winner with the search's fastest single timing,
-    which that confirmation had overturned)."""
+    which that confirmation had overturned). ``measured``: the run's measurement of a
+    configuration (None: not measured), where the run can tell (see :func:`_seen`)."""
     if report.best is None:
         return report
     if baseline_only(report):  # trial 65: "picks among other sizes'" where this size had an entry
@@ -1257,18 +1256,29 @@ def save_best(report: TuneReport, storage: str | None,
     if report.measured == 0 and report.unconfirmed and _entry_of(report):
         return replace(report, profile_path=profiles.path_for(report.device.slug, settings.profiles_dir()),
                        profile_verdict=NOTHING_NEW)
-    return _save(report, partial=report.partial, study=report.study_key,
-                 seen=profiles.Seen(studied, _timed_again(report)))
+    return _save(report, partial=report.partial, study=report.study_key, seen=_seen(report, measured))
 
 
-def _timed_again(report: TuneReport) -> Callable[[profiles.Entry], bool]:
-    """Whether the leaders' rounds of the run of ``report`` timed an entry's configuration, beside
-    its best (trial 96: an entry of another study, timed again there and slower, was kept as
-    "faster than this run's best", its one time of another moment against the rounds')."""
-    def timed(old: profiles.Entry) -> bool:
-        c = report.spec.from_stored(old.params, old.build_flags)
-        return c is not None and config_key(c) in report.retimed
-    return timed
+def _seen(report: TuneReport, measured: Callable[[Mapping[str, Value]], Measurement | None] | None
+          ) -> profiles.Seen:
+    """What the run of ``report`` knows of a profile entry's configuration (profiles.merge): its
+    study measured it, and this run found it slower than its best: timed in the leaders' rounds
+    beside it, or measured slower in the search (trial 96, trial 97: an entry of another study so
+    measured, 4x slower, was kept as "faster than this run's best", its one time of another
+    moment against this run's)."""
+    def config(old: profiles.Entry) -> Mapping[str, Value] | None:
+        return report.spec.from_stored(old.params, old.build_flags)
+
+    def studied(old: profiles.Entry) -> bool:
+        return measured is None or ((c := config(old)) is not None and measured(c) is not None)
+
+    def beaten(old: profiles.Entry) -> bool:
+        if (c := config(old)) is None or report.best is None:
+            return False
+        m = measured(c) if measured is not None else None
+        return config_key(c) in report.retimed or (m is not None and m.ok and m.median_ms > report.best.median_ms)
+
+    return profiles.Seen(studied, beaten)
 
 
 #: Why a stopped run that timed only the baseline in full saves nothing (trial 59: a 2 s run

@@ -19,6 +19,7 @@ import pyopencl as cl
 from autotune import device as devices
 from autotune import profiles
 from autotune import spec as specs
+from autotune.errors import AutotuneError
 from autotune.loader import choose
 from autotune.measure import Bench, TimingOptions, make_workload
 
@@ -46,8 +47,10 @@ def verify(spec: specs.KernelSpec, info: devices.DeviceInfo, ctx: cl.Context, en
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default=None)
-    ap.add_argument("--kernel", action="append", default=None)
+    ap.add_argument("--device", default=None, help="the device whose profile to check (a selector or a part of its "
+                    "name, as `autotune devices` lists them; default: autotune's default device)")
+    ap.add_argument("--kernel", action="append", default=None,
+                    help="check only this kernel's entries (repeatable; default: every kernel in the profile)")
     ap.add_argument("--profiles", type=Path, default=SHIPPED, help="the profiles' folder (default: the shipped ones)")
     args = ap.parse_args()
     info, dev = devices.select(args.device)
@@ -56,16 +59,23 @@ def main() -> int:
         print(f"verify_profile: error: no profile for {info.slug} in {args.profiles}; give --profiles the folder "
               "of the profile to check (your own: $AUTOTUNE_HOME/profiles)", file=sys.stderr)
         return 1
-    failed, ctx = 0, cl.Context([dev])
+    failed, checked, ctx = 0, 0, cl.Context([dev])
     for kernel in args.kernel or list(doc.get("kernels") or {}):
         spec = specs.load(kernel)
         for entry in profiles.entries(doc, kernel):
             passed, line = verify(spec, info, ctx, entry, args.profiles)
-            failed += not passed
+            failed, checked = failed + (not passed), checked + 1
             print(line, flush=True)
-    print(f"{failed} of the entries failed or are not used" if failed else "every entry passed")
+    if not checked:  # trial 97: "every entry passed" of none
+        print(f"verify_profile: error: no entry of {', '.join(args.kernel or ['any kernel'])} in the profile of "
+              f"{info.slug} in {args.profiles}", file=sys.stderr)
+        return 1
+    print(f"{failed} of the entries failed or are not used" if failed else f"every entry passed ({checked})")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except AutotuneError as exc:  # trial 97: an unknown kernel was a traceback
+        sys.exit(f"verify_profile: error: {exc}")

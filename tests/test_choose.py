@@ -4,6 +4,7 @@ the timer is a fake)."""
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -826,3 +827,26 @@ def test_a_profile_of_the_users_own_that_cannot_be_read_is_not_said_to_be_anothe
         loader.choose(MM, FAKE, problem, [settings.profiles_dir(), folders[1]], FakeTimer({}))
     (said,) = [str(w.message) for w in caught if "ignoring profile" in str(w.message)]
     assert "afile is not a folder" in said and "not yours" not in said, said
+
+
+def test_a_corrupt_profile_beside_a_spec_in_a_site_folder_is_said_to_be_its_owners(tmp_path, monkeypatch):
+    """Trial 97: the folder beside the spec counted as the user's even where it was a site's
+    ($AUTOTUNE_SITE_PROFILES): "fix it by hand" instead of "tell its owner"."""
+    import shutil
+
+    from autotune import spec as specs
+    from autotune.resources import data_dir
+
+    site = tmp_path / "site"
+    (site / "profiles").mkdir(parents=True)
+    shutil.copy(data_dir("search_spaces") / "matmul.yaml", site / "mm.yaml")
+    shutil.copy(data_dir("kernel_templates") / "matmul.cl", site / "matmul.cl")
+    shutil.copy(data_dir("kernel_templates") / "autotune.h", site / "autotune.h")
+    profiles.path_for(FAKE.slug, site / "profiles").write_text("kernels: [\n")
+    monkeypatch.setenv("AUTOTUNE_SITE_PROFILES", str(site / "profiles"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the built-in's name
+        spec = specs.load(site / "mm.yaml")
+    assert loader._yours(spec) == {os.path.realpath(loader.settings.profiles_dir())}
+    monkeypatch.delenv("AUTOTUNE_SITE_PROFILES")
+    assert os.path.realpath(site / "profiles") in loader._yours(spec)  # the user's own, writable: theirs

@@ -22,7 +22,6 @@ from autotune import spec as specs
 from autotune.errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError, SpecError
 from autotune.measure import compute_workload, make_workload, reference_watch
 from autotune.result import Measurement, Status
-from autotune.space import config_key
 from autotune.study import open_storage
 from autotune.tuner import TuneOptions, study_name, tune
 from conftest import FAKE, REF_PY, SCALE_YAML, TEMPLATE_CL, QuietEvaluator, needs_opencl, write_spec
@@ -1027,19 +1026,35 @@ def test_a_finished_run_replaces_its_own_studys_entry_wherever_the_home_moved(sc
     assert again.profile_verdict.startswith("replaced"), again.profile_verdict
 
 
-def test_an_entry_of_another_study_that_this_run_timed_again_slower_is_replaced(scale, tmp_path):
-    """Trial 96: a run of another study measured the entry's configuration and timed it in its
-    leaders' rounds, slower than its best, yet kept the entry as "faster than this run's best":
-    one time of another moment against the rounds'. An entry it did not time again stays."""
+def test_an_entry_of_another_study_that_this_run_found_slower_is_replaced(scale, tmp_path):
+    """Trials 96, 97: a run of another study measured the entry's configuration (in its leaders'
+    rounds, or only in its search, 4x slower) and kept the entry as "faster than this run's
+    best": one time of another moment against this run's. An entry it did not measure stays."""
+    from autotune.tuner import _seen
+
     first = run(scale)
+    old = dict(first.best.params)
     path = first.profile_path
+
+    class Slowed(Fast):  # the device now: the entry's configuration 4x slower than another
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return replace(m, times_ms=tuple(4 * t for t in m.times_ms)) if dict(params) == old else m
+
     path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
-    again = run(scale, storage=f"sqlite:///{tmp_path / 'other.db'}")
-    assert config_key(first.best.params) in again.retimed, (again.retimed, again.confirmed)
-    assert again.profile_verdict.startswith("replaced"), again.profile_verdict
+    again = tune(scale, TuneOptions(timeout_s=None, trials=6, storage=f"sqlite:///{tmp_path / 'other.db'}"),
+                 evaluator=Slowed(), info=FAKE)
+    assert again.best.params != old and again.profile_verdict.startswith("replaced"), again.profile_verdict
+    (entry,) = profiles.entries(profiles.read(path), "scale")
+    # measured in the search only, not in the rounds: its measurement says as much
+    search_only = replace(again, retimed=frozenset())
+    slow = Measurement(Status.OK, times_ms=(1.0,) * 3, error=0.0)
+    stale = replace(entry, params=scale.without_flags(old), build_flags=())  # mad off: no flag
+    assert _seen(search_only, lambda c: slow if dict(c) == old else None).beaten(stale)
+    assert not _seen(search_only, lambda c: None).beaten(stale)  # not measured: its time is all there is
     path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
-    untimed = run(scale, storage=f"sqlite:///{tmp_path / 'third.db'}", trials=1)  # no rounds: one measured
-    assert not untimed.retimed and untimed.profile_verdict.startswith("kept"), untimed.profile_verdict
+    untimed = run(scale, storage=f"sqlite:///{tmp_path / 'third.db'}", trials=1, warm_start=False)
+    assert untimed.profile_verdict.startswith("kept"), untimed.profile_verdict
 
 
 def test_a_new_study_of_the_same_name_is_not_the_old_one(scale, tmp_path, monkeypatch):

@@ -251,9 +251,12 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     assert f"other devices' profiles there: {broken.slug}.yaml" in out
     assert "found in" not in out
     # trial 95: a profile there without entries read as though it had not been found
-    profiles.path_for(found[1][0].slug, settings.profiles_dir()).write_text("device: null\nkernels:\n")
+    empty = profiles.path_for(found[1][0].slug, settings.profiles_dir())
+    empty.write_text("device: null\nkernels:\n")
     assert cli.main(["show", "-d", "1:0"]) == 0
     assert f"; found in {settings.profiles_dir()}, with no entries for it" in capsys.readouterr().out
+    empty.write_text("kernels: [\n")  # corrupt (a site's is warned of): not "found, with no entries"
+    assert "found in" not in cli._looked_in([settings.profiles_dir()], found[1][0].slug)
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
     assert ("no tuned entries for mul1 on CPU 0, and it cannot be tuned here, since it cannot run OpenCL kernels: "
             "error: unknown target CPU 'generic'\n") in capsys.readouterr().out
@@ -288,6 +291,9 @@ def test_show_reads_the_profile_of_a_device_not_present_by_its_file_name(monkeyp
     save_winner(found[0][0], {"N": 64}, {"WG": 16})
     assert cli.main(["show", "-d", "corp-cpu"]) == 0
     assert capsys.readouterr().out.startswith(f"{found[0][0].name} ({found[0][0].platform})\n")
+    # trial 97: `-d NAME.YAML` was refused, or given back as run's -d, which takes no file name
+    assert cli.main(["show", "mul1", "-d", f"{found[0][0].slug.upper()}.YAML"]) == 0
+    assert f"run `autotune run mul1 -d {found[0][0].selector}` first" in capsys.readouterr().out
     assert cli.main(["show", "-d", "corp-"]) == 1  # both profiles' names: which is not guessed
     assert "'corp-' is a part of several profiles' names: -d fakecorp-" in capsys.readouterr().err
 

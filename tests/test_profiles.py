@@ -97,7 +97,6 @@ def test_corrupt_profile_is_reported_and_never_overwritten(tmp_path):
 @pytest.mark.parametrize("block, message", [
     ("AMD EPYC", r"dev.yaml: device: expected a mapping of the device's facts .*got 'AMD EPYC'"),
     ("5", r"dev.yaml: device: expected a mapping .*got 5"),
-    ("{name: x, ceilings: none}", r"dev.yaml: device.ceilings: expected a mapping of ceiling names .*got 'none'"),
 ])
 def test_a_device_block_that_is_not_a_mapping_is_a_profile_error_and_never_overwritten(tmp_path, block, message):
     """Trial 31: a hand-edited `device: AMD EPYC` crashed run, bench and load_kernel with a
@@ -113,6 +112,22 @@ def test_a_device_block_that_is_not_a_mapping_is_a_profile_error_and_never_overw
     with pytest.raises(ProfileError, match=message):
         profiles.save_ceilings({"copy": {"value": 1.0, "unit": "GB/s"}}, {"name": "x"}, path)
     assert path.read_text() == text
+
+
+def test_ceilings_that_are_no_mapping_hide_no_entry_and_are_never_overwritten(tmp_path):
+    """Trial 97: `ceilings: [1, 2]` made the whole profile unreadable, so load_kernel ignored
+    every tuned entry in it; only `autotune bench`, which merges ceilings into them, refuses."""
+    path = tmp_path / "dev.yaml"
+    text = ("device: {name: x, ceilings: none}\nkernels:\n  mm:\n"
+            "    - {problem: {N: 1}, params: {TS: 8}, time_ms: 1.0, spec_hash: h1}\n")
+    path.write_text(text)
+    assert len(profiles.entries(profiles.read(path), "mm")) == 1
+    message = r"dev.yaml: device.ceilings: expected a mapping of ceiling names .*got 'none'"
+    with pytest.raises(ProfileError, match=message):
+        profiles.save_ceilings({"copy": {"value": 1.0, "unit": "GB/s"}}, {"name": "x"}, path)
+    assert path.read_text() == text
+    profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)  # an entry's save keeps them as they are
+    assert profiles.read(path)["device"]["ceilings"] == "none"
 
 
 def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(tmp_path):
@@ -137,11 +152,23 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
     ("time_ms: 0", "time_ms is 0, not a positive number of ms"),
     ("time_ms: -5", "time_ms is -5, not a positive number of ms"),
     ("time_ms: 1.0, trials: -3", "trials is -3"),
+    # trial 95: Python's words, and no field named
+    ("time_ms: 1.0, params: [1, 2]", "params is \\[1, 2\\], not a mapping of parameter names to values"),
+    ("time_ms: 1.0, trials: five", "trials is 'five', not a whole number"),
+    # trial 97: each read as something else
+    ("time_ms: 1.0, build_flags: -O2", "build_flags is '-O2', not a list of flags as text"),
+    ("time_ms: true", "time_ms is True, not a number of ms"),
+    ("time_ms: 1.0, trials: 1.7", "trials is 1.7, not a whole number"),
+    ("time_ms: 1.0, partial: 'no'", "partial is 'no', not true or false"),
+    ("time_ms: 1.0, spread_ms: abc", "spread_ms is 'abc', not a list of two numbers"),
+    ("time_ms: 1.0, spread_ms: [1]", "spread_ms is \\[1\\], not a list of two numbers"),
+    ("time_ms: 1.0, baseline_ms: fast", "baseline_ms is 'fast', not a number of ms"),
 ])
 def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):
     """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""
     path = tmp_path / "dev.yaml"
-    path.write_text(f"kernels:\n  mm:\n    - {{problem: {{N: 1}}, params: {{TS: 8}}, {field}, spec_hash: h1}}\n")
+    fields = f"{field}, params: {{TS: 8}}" if "params" not in field else field
+    path.write_text(f"kernels:\n  mm:\n    - {{problem: {{N: 1}}, {fields}, spec_hash: h1}}\n")
     with pytest.raises(ProfileError, match=rf"kernels.mm\[0\] \(N=1\): malformed entry \({message}\)"):
         profiles.read(path)
     assert profiles.entries_in([(path, profiles.read(path, check_entries=False))], "mm", lambda exc: None) == []

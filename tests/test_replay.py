@@ -163,6 +163,8 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
     # trial 96: both were called cut short
     ("after.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0}}} trailing',
      "more follows the end of its JSON, from line 1 column 68 (a brace too many, or two files joined?); remove it"),
+    ("early1.json", "{notjson",
+     "the JSON is broken at line 1 column 2 (a comma or brace too many or too few?); fix it there"),
     ("early.json", "{not json",
      "the JSON is broken at line 1 column 2 (a comma or brace too many or too few?); fix it there"),
     ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",

@@ -658,7 +658,8 @@ def test_a_malformed_profile_entry_or_ceiling_is_a_warning_and_the_report_is_wri
     doc = yaml.safe_load(path.read_text())
     doc["kernels"]["scale"][0]["time_ms"] = -3
     doc["kernels"]["other"] = ["hello"]
-    doc["device"]["ceilings"] = {"copy bandwidth": {"value": "fast", "unit": "GB/s"}}
+    doc["device"]["ceilings"] = {"copy bandwidth": {"value": "fast", "unit": "GB/s"},
+                                 "fp32 FMA peak": {"value": 0, "unit": "GFLOP/s"}}  # trial 97: a ZeroDivisionError
     path.write_text(yaml.safe_dump(doc))
     out = tmp_path / "out"
     assert main(["report", str(scale.path), "-o", str(out)]) == 0
@@ -667,6 +668,7 @@ def test_a_malformed_profile_entry_or_ceiling_is_a_warning_and_the_report_is_wri
                      err), err
     assert re.search(r"device.ceilings.copy bandwidth: \{.*'fast'.*\} is no ceiling .*; the report leaves it out",
                      err), err
+    assert re.search(r"device.ceilings.fp32 FMA peak: \{.*\} is no ceiling", err), err
     assert (out / "index.html").is_file()
 
 
@@ -690,3 +692,13 @@ def test_a_study_database_on_a_full_disk_is_read_as_it_stands(scale, tmp_path, c
     assert re.search(r"studies.db cannot be opened for writing \(OperationalError: .*disk I/O error.*is its disk "
                      r"full\?\); read as it stands", capsys.readouterr().err)
     assert "N=4096" in (out / "index.html").read_text()
+
+
+def test_the_profile_entry_of_a_problem_with_an_option_is_found(tmp_path):
+    """Trial 97: the study's name gives mul1's LOG_BASE as 30, the profile as '30': the report
+    never found mul1's entry."""
+    from conftest import save_winner
+
+    save_winner(FAKE, {"N": 4096, "LOG_BASE": "30"}, {"WG": 64}, kernel="mul1")
+    _, entry, _ = data._profile("mul1", SLUG, data.parse_problem_label("N=4096,LOG_BASE=30"))
+    assert entry is not None and entry.params == {"WG": 64}

@@ -349,7 +349,10 @@ def _profile(kernel: str, slug: str, problem: Mapping[str, Any]
         header = doc.get("device") or {}
         name = name or str(header.get("name", ""))
         found = found or ceilings_of(header, str(path))
-    entry = next((e for e, _ in profiles.entries_in(docs, kernel, said) if dict(e.problem) == dict(problem)), None)
+    # by label: the study's name gives every value as text or a number, the profile as the spec
+    # types it (trial 97: mul1's LOG_BASE '30' against 30, so its entry was never found)
+    entry = next((e for e, _ in profiles.entries_in(docs, kernel, said)
+                  if problem_label(e.problem) == problem_label(problem)), None)
     return name, entry, found
 
 
@@ -357,13 +360,20 @@ def ceilings_of(header: Mapping[str, Any], where: str = "profile") -> tuple[Ceil
     """The ceilings a profile's device block keeps under ``ceilings`` (see ``autotune bench``);
     a hand-edited one that is not a ceiling is left out with a warning naming it."""
     raw = header.get("ceilings") or {}
+    if not isinstance(raw, dict):
+        warn(f"{where}: device.ceilings: {clipped(repr(raw), 60)} is no mapping of ceiling names to ceilings; the "
+             "report leaves them out: fix it, or delete it and run `autotune bench` again")
+        raw = {}
     out = []
-    for name, c in raw.items() if isinstance(raw, dict) else ():
+    for name, c in raw.items():
         try:
-            out.append(Ceiling(str(name), float(c["value"]), str(c["unit"]), str(c.get("how", ""))))
+            value = float(c["value"])
+            if not (math.isfinite(value) and value > 0):  # trial 97: 0 divided the figures by zero
+                raise ValueError(value)
+            out.append(Ceiling(str(name), value, str(c["unit"]), str(c.get("how", ""))))
         except (KeyError, TypeError, ValueError):
-            warn(f"{where}: device.ceilings.{name}: {clipped(repr(c), 60)} is no ceiling (a mapping of a number "
-                 "`value`, a `unit` and `how`); the report leaves it out: fix it, or delete it and run "
+            warn(f"{where}: device.ceilings.{name}: {clipped(repr(c), 60)} is no ceiling (a mapping of a positive "
+                 "number `value`, a `unit` and `how`); the report leaves it out: fix it, or delete it and run "
                  "`autotune bench` again")
     return tuple(out)
 

@@ -1156,7 +1156,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         info = target.info
         what = f"{args.kernel} on " if args.kernel else ""
         # a selector run takes (trial 97: `-d NAME.yaml`, which run refuses, was given back)
-        on = f" -d {shlex.quote(info.selector if args.device.lower().endswith('.yaml') else args.device)}" \
+        on = f" -d {shlex.quote(info.selector if profiles.slug_named(args.device) != args.device else args.device)}" \
             if args.device else ""
         check = device.build_checks([(info, target.dev)])[info.selector]
         kernel = shlex.quote(args.kernel) if args.kernel else "KERNEL"
@@ -1323,7 +1323,7 @@ def _show_target(selector: str | None, folders: Sequence[Any]) -> _ShowTarget:
         files = {p.stem: p for f in reversed(folders) if f.is_dir() for p in sorted(f.glob("*.yaml"))}
         # a part of a file's name, as report's -d takes it (trial 44: `-d h200` was refused),
         # or the file's name itself (trial 95: `-d nvidia-corporation-h200.yaml`)
-        selector = re.sub(r"\.yaml$", "", selector, flags=re.IGNORECASE) if selector else selector
+        selector = profiles.slug_named(selector) if selector else selector
         named = [s for s in files if s == selector] or [s for s in files if selector and selector.lower() in s]
         here = next(((i, d) for i, d in device.list_devices() if named and i.slug == named[0]), None)
         if len(named) == 1 and here is not None:  # trial 46: a part of this device's slug read as absent

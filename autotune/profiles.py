@@ -38,6 +38,7 @@ from filelock import FileLock, Timeout
 from . import settings, stops
 from .errors import ProfileError, SaveStopped, clipped, warn
 from .resources import data_dir
+from .spec import problem_label
 from .yamlload import load_bytes, read_yaml, syntax_error
 
 #: A field of an entry that has no default (Entry.from_yaml).
@@ -99,7 +100,7 @@ class Entry:
                              "params, time_ms, spec_hash and more); fix or delete that entry")
         problem = raw.get("problem")
         if isinstance(problem, Mapping):  # trial 95: an index alone did not find it among many
-            where += f" ({','.join(f'{k}={v}' for k, v in problem.items())})"
+            where += f" ({problem_label(problem)})"
         missing = [k for k in ("problem", "params", "time_ms", "spec_hash") if k not in raw]
         if missing:
             raise ProfileError(f"{where}: entry lacks {', '.join(missing)}; fix or delete that entry")
@@ -200,6 +201,17 @@ def _pair(value: Any) -> tuple[float, float]:
 
 def path_for(slug: str, folder: Path) -> Path:
     return folder / f"{slug}.yaml"
+
+
+def slug_named(selector: str) -> str:
+    """The profile slug (or part of one) that ``-d`` names, given a profile's file name too
+    (trials 95, 97: `-d nvidia-corporation-h200.yaml`, in any case).
+
+    Example:
+        >>> slug_named("NVIDIA-Corporation-H200.YAML"), slug_named("h200")
+        ('NVIDIA-Corporation-H200', 'h200')
+    """
+    return re.sub(r"\.yaml$", "", selector, flags=re.IGNORECASE)
 
 
 def read(path: Path, check_entries: bool = True) -> dict[str, Any]:

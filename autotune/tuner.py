@@ -218,7 +218,7 @@ class TuneReport:
     stopped_by: str
     wall_s: float
     study_name: str
-    study_key: str | None = None  # the study's identity in a profile (record.study_key); None: in memory
+    study_key: str | None = None  # the study's identity in a profile (study.study_key); None: in memory
     profile_path: Path | None = None
     profile_verdict: str | None = None
     profile_kept: profiles.Entry | None = None  # the profile's entry that this run's best did not displace

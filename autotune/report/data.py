@@ -228,7 +228,7 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
 
 def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
     """The slugs ``selector`` names: equal, contained, else the slug of the device it selects here."""
-    wanted = selector.strip().lower().removesuffix(".yaml")  # a profile's file name, as show's -d takes it
+    wanted = profiles.slug_named(selector.strip()).lower()  # a profile's file name too, as show's -d takes it
     found = {s for s in slugs if s == wanted} or {s for s in slugs if wanted and wanted in s}
     if found:
         return found

@@ -129,6 +129,9 @@ _storage = _given("give an optuna storage URL (e.g. sqlite:///studies.db) or :me
 _folder = _given("give a folder, or leave --output out for ./autotune-report-KERNEL")
 
 
+_MISSING_VALUE = re.compile(r"argument (\S+): expected one argument")
+
+
 class _ArgumentParser(argparse.ArgumentParser):
     """Usage errors as one line that points to --help. No abbreviated options: replay's
     ``--seed 3`` would be taken as ``--seeds 3``."""
@@ -137,7 +140,22 @@ class _ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        if (missing := _MISSING_VALUE.fullmatch(message)) and (hint := self._dash_value(missing[1].split("/"))):
+            message += hint
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def _dash_value(self, options: list[str]) -> str:
+        """Advice where an option's value starts with '-' (``--target -inf``): argparse reads it
+        as an option and says the option expected a value."""
+        given = getattr(self, "_given", [])
+        for at, token in enumerate(given[:-1]):
+            if token in options and given[at + 1].startswith("-"):
+                return f"; a value that starts with '-' is written {options[-1]}={given[at + 1]}"
+        return ""
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         """As argparse's; a usage error whose message cannot be written keeps its status 2."""

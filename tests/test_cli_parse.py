@@ -117,6 +117,20 @@ def test_a_usage_error_is_reported_by_its_command_with_exit_2(capsys, argv, comm
     assert f"see `autotune {command} --help`" in err
 
 
+@pytest.mark.parametrize("argv, hint", [(["replay", "x.json", "--target", "-inf"], "--target=-inf"),
+                                        (["run", "reverse", "-t", "-1e3"], "--timeout=-1e3"),
+                                        (["run", "reverse", "-n"], None)])
+def test_a_value_that_starts_with_a_dash_is_told_how_to_be_written(capsys, argv, hint):
+    """argparse takes -inf for an option and says only that --target expected a value (trial 97)."""
+    from autotune import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "expected one argument" in err
+    assert (f"a value that starts with '-' is written {hint} " in err) if hint else "starts with '-'" not in err
+
+
 def test_a_zero_size_gets_no_hint_that_would_fail_the_same_way(capsys):
     from autotune import cli
 

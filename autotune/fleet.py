@@ -39,7 +39,7 @@ from .errors import (
 from .processes import WORKER_PREFIX
 from .result import Measurement
 from .spec import KernelSpec
-from .study import IN_MEMORY, measured_count
+from .study import IN_MEMORY, measured_count, require_file
 from .tuner import RunState, TuneOptions, TuneReport, check_saveable, save_best, study_name, tune
 from .worker import describe_exit, start_resource_tracker, starting
 
@@ -79,12 +79,14 @@ def groups(infos: list[DeviceInfo]) -> dict[str, list[str]]:
 
 def require_shared(options: TuneOptions, infos: list[DeviceInfo]) -> None:
     """ProblemError unless the workers that share a study (devices of one model) can share its
-    storage; devices of other models each tune a study of their own, which :memory: can hold
+    storage, or the storage names no database file; devices of other models each tune a study of their own, which :memory: can hold
     (trial 96: refused as though shared)."""
     shared = [slug for slug, members in groups(infos).items() if len(members) > 1]
     if options.storage == IN_MEMORY and shared:
         raise ProblemError(f"the devices of {shared[0]} share a study, which --storage :memory: cannot hold (it is one "
                            "process's own): leave --storage out (SQLite in $AUTOTUNE_HOME) or give a database URL")
+    if options.storage not in (None, IN_MEMORY):
+        require_file(options.storage)  # before the run's first lines (trial 97)
 
 
 def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, Any],

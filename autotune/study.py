@@ -133,6 +133,14 @@ def sqlite_path(url: str) -> Path:
     return Path(database or url[len("sqlite:///"):])
 
 
+def require_file(url: str) -> None:
+    """ProblemError for a SQLite URL that names no database file."""
+    if url.split("?")[0] in ("sqlite://", "sqlite:///:memory:", "sqlite:///"):
+        raise ProblemError(f"--storage {shown_url(url)!r} names no database file (an in-memory SQLite database, "
+                           "which every connection sees new and empty, cannot keep a study); use "
+                           "sqlite:///PATH/studies.db, or :memory: for a study this run keeps in memory")
+
+
 def open_storage(url: str | None, reading: bool = False) -> optuna.storages.BaseStorage:
     """The optuna storage; SQLite files are created under a lock (concurrent first runs).
     ``reading``: for a command that only reads studies (its advice for a bad file differs).
@@ -143,10 +151,7 @@ def open_storage(url: str | None, reading: bool = False) -> optuna.storages.Base
     if url == IN_MEMORY:
         return optuna.storages.InMemoryStorage()
     url = url or settings.default_storage()
-    if url.split("?")[0] in ("sqlite://", "sqlite:///:memory:", "sqlite:///"):
-        raise ProblemError(f"--storage {shown_url(url)!r} names no database file (an in-memory SQLite database, "
-                           "which every connection sees new and empty, cannot keep a study); use "
-                           "sqlite:///PATH/studies.db, or :memory: for a study this run keeps in memory")
+    require_file(url)
     try:
         if not url.startswith("sqlite:///"):
             return _open_server(_with_driver(url))

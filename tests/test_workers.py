@@ -595,6 +595,8 @@ def test_memory_storage_serves_devices_of_other_models_and_q_prints_the_summary_
     with pytest.raises(ProblemError, match=r"the devices of fakecorp-fake-gpu-9000 share a study, which --storage "
                                            r":memory: cannot hold"):
         fleet.require_shared(TuneOptions(storage=":memory:"), [FAKE, same])
+    with pytest.raises(ProblemError, match=r"--storage 'sqlite://' names no database file"):  # trial 97: after
+        fleet.require_shared(TuneOptions(storage="sqlite://"), [FAKE, other])  # the lines naming each study
     report = tune(scale, TuneOptions(timeout_s=None, trials=2, storage=":memory:", save=False),
                   evaluator=Slow([], threading.Lock()), info=FAKE)
     results = [fleet.WorkerResult(FAKE.selector, FAKE, report=report), fleet.WorkerResult("1:0", other, report=report)]

@@ -79,8 +79,8 @@ def groups(infos: list[DeviceInfo]) -> dict[str, list[str]]:
 
 def require_shared(options: TuneOptions, infos: list[DeviceInfo]) -> None:
     """ProblemError unless the workers that share a study (devices of one model) can share its
-    storage, or the storage names no database file; devices of other models each tune a study of their own, which :memory: can hold
-    (trial 96: refused as though shared)."""
+    storage, and the storage names a database file; devices of other models each tune a study
+    of their own, which :memory: can hold (trial 96: refused as though shared)."""
     shared = [slug for slug, members in groups(infos).items() if len(members) > 1]
     if options.storage == IN_MEMORY and shared:
         raise ProblemError(f"the devices of {shared[0]} share a study, which --storage :memory: cannot hold (it is one "

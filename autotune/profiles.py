@@ -46,7 +46,8 @@ _REQUIRED = object()
 
 
 class NotAnEntry(ProfileError):
-    """A profile's entry that is no mapping at all (``- 5``): no run of a problem replaces it."""
+    """A profile's entry that is no mapping at all (``- 5``), or a kernel's entries that are no
+    list (``mul1: 5``): no run of a problem replaces it."""
 
 
 @dataclass(frozen=True)
@@ -309,9 +310,10 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
         if not isinstance(kernel, str):  # (an entry that is no mapping is one malformed entry, below)
             raise ProfileError(f"{path}: kernels: {clipped(repr(kernel), 40)} is no kernel name (a name is text); "
                                "fix it or move the profile away; autotune will not overwrite it")
-        if not isinstance(entries, list):
-            raise ProfileError(f"{path}: kernels.{kernel}: expected a list of entries")
-        for i, raw in enumerate(entries):
+        if entries is None:  # all its entries deleted by hand, the name left (trial 99)
+            doc["kernels"][kernel] = []
+        # a block that is no list is that kernel's fault (entries() says it), not its neighbours'
+        for i, raw in enumerate(entries if isinstance(entries, list) else ()):
             if check_entries:  # one that is no mapping is one malformed entry (trial 82: the whole profile)
                 Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
     return doc
@@ -342,8 +344,15 @@ def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
             on_error: Callable[[ProfileError], None] | None = None) -> list[Entry]:
     """``kernel``'s entries in ``doc``; a malformed one raises ProfileError, or with ``on_error``
     goes there and is left out, so one bad field hides only its entry."""
-    out = []
-    for i, raw in enumerate((doc.get("kernels") or {}).get(kernel) or []):
+    out: list[Entry] = []
+    try:
+        block = kernel_block(doc, kernel, where)
+    except ProfileError as exc:
+        if on_error is None:
+            raise
+        on_error(exc)
+        return out
+    for i, raw in enumerate(block):
         try:
             out.append(Entry.from_yaml(raw, f"{where}: kernels.{kernel}[{i}]", doc.get("device")))
         except ProfileError as exc:
@@ -351,6 +360,17 @@ def entries(doc: Mapping[str, Any], kernel: str, where: str = "profile",
                 raise
             on_error(exc)
     return out
+
+
+def kernel_block(doc: Mapping[str, Any], kernel: str, where: str) -> list[Any]:
+    """``kernel``'s list of entries in ``doc`` ([] where it has none); ProfileError where it is
+    no list (trial 99: `mul1: 5` made every kernel's entries in the profile unreadable)."""
+    block = (doc.get("kernels") or {}).get(kernel)
+    if block is not None and not isinstance(block, list):
+        raise NotAnEntry(f"{where}: kernels.{kernel} is {clipped(repr(block), 40)}, not a list of entries; write "
+                           f"each entry under it as a list item ('- problem: ...'), or delete '{kernel}:' and "
+                           "what it holds; autotune will not overwrite it")
+    return block or []
 
 
 def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
@@ -372,6 +392,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     what :func:`_tidy` removed, if anything.
     """
     new = _rehome(doc, device)
+    kernel_block(new, kernel, "profile")  # no list: a person's to fix
     items = new["kernels"].setdefault(kernel, [])
     here, tidied = _tidy(items, kernel, entry)
     mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
@@ -513,9 +534,10 @@ def _rehome(doc: Mapping[str, Any], device: Mapping[str, Any] | None) -> dict[st
     was = _device_facts(old) if written_for_another(old, header) else None
     kernels = {name: [raw if not isinstance(raw, dict) else  # no entry: kept for a person to fix
                       {**raw, "device": dict(was)} if was and "device" not in raw else dict(raw) for raw in items]
-               for name, items in (doc.get("kernels") or {}).items()}
+               if isinstance(items, list) else items for name, items in (doc.get("kernels") or {}).items()}
     for items in kernels.values():
-        _own_device(items, header)
+        if isinstance(items, list):
+            _own_device(items, header)
     # keys a person added beside them (notes: {owner: ...}) are kept (trial 72: dropped at the next save)
     return {**{k: v for k, v in doc.items() if k not in ("device", "kernels")}, "device": header, "kernels": kernels}
 

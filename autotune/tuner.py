@@ -1046,7 +1046,9 @@ def check_saveable(spec: KernelSpec, info: DeviceInfo, problem: Mapping[str, Any
     """Before a run that saves: ProfileError where the device's profile cannot take the result,
     ProblemError where another spec file of this kernel name has a tuned entry for the problem
     there (both before anything is measured; a run on several devices asks for each)."""
-    profiles.check_writable(profiles.path_for(info.slug, settings.profiles_dir()))
+    path = profiles.path_for(info.slug, settings.profiles_dir())
+    profiles.check_writable(path)
+    profiles.kernel_block(profiles.read(path, check_entries=False), spec.name, str(path))
     _refuse_a_namesake(spec, _profiled_namesakes(spec, info, problem))
 
 

@@ -654,9 +654,10 @@ def _profile_input(number: int, env: _Profiles) -> tuple[str, bytes, profiles.En
 
 def _problems(doc: Any) -> set[tuple[str, str]]:
     """(kernel, problem) of every entry of a profile document (read with its shape checked)
-    whose problem is a mapping."""
+    whose problem is a mapping; a kernel whose entries are no list has none."""
     return {(str(k), repr(sorted(map(repr, e["problem"].items()))))
-            for k, items in (doc.get("kernels") or {}).items() for e in items if isinstance(e.get("problem"), dict)}
+            for k, items in (doc.get("kernels") or {}).items() for e in (items if isinstance(items, list) else ())
+            if isinstance(e.get("problem"), dict)}
 
 
 def _profile_case(env: _Profiles, data: bytes, entry: profiles.Entry, show: Callable[[], None]) -> None:

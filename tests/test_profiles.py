@@ -130,6 +130,34 @@ def test_ceilings_that_are_no_mapping_hide_no_entry_and_are_never_overwritten(tm
     assert profiles.read(path)["device"]["ceilings"] == "none"
 
 
+@pytest.mark.parametrize("block", ["", "5", "{}", "{a: 1}"])
+def test_a_kernel_with_no_list_of_entries_hides_only_its_own(tmp_path, block):
+    """Trial 99: `mul1:` left with nothing under it (its entries deleted), or `mul1: 5`, made
+    the whole profile unreadable, so load_kernel ignored every other kernel's tuned entries."""
+    path = tmp_path / "dev.yaml"
+    text = (f"device: {{name: x}}\nkernels:\n  other: {block}\n  mm:\n"
+            "    - {problem: {N: 1}, params: {TS: 8}, time_ms: 1.0, spec_hash: h1}\n")
+    path.write_text(text)
+    doc = profiles.read(path)
+    assert len(profiles.entries(doc, "mm")) == 1
+    profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)
+    assert len(profiles.entries(profiles.read(path), "mm")) == 2
+    if not block:  # no entries, as `kernels:` with nothing under it is no kernels
+        assert profiles.entries(doc, "other") == []
+        profiles.save(entry({"N": 64}, 1.0), "other", {"name": "x"}, path)
+        assert len(profiles.entries(profiles.read(path), "other")) == 1
+        return
+    message = r"kernels.other is \S+( 1})?, not a list of entries; write each entry under it as a list item"
+    with pytest.raises(ProfileError, match=message):
+        profiles.entries(doc, "other", str(path))
+    skipped: list[ProfileError] = []
+    assert profiles.entries(doc, "other", str(path), on_error=skipped.append) == [] and len(skipped) == 1
+    before = path.read_bytes()
+    with pytest.raises(ProfileError, match=message):  # never overwritten: a person's to fix
+        profiles.save(entry({"N": 64}, 1.0), "other", {"name": "x"}, path)
+    assert path.read_bytes() == before
+
+
 def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(tmp_path):
     """Trial 31: a copied profile's entry, faster on its own machine, was kept over every run
     here, though load_kernel's warning named that run as the fix."""

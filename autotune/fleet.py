@@ -38,8 +38,9 @@ from .errors import (
 )
 from .processes import WORKER_PREFIX
 from .result import Measurement
+from .space import config_key
 from .spec import KernelSpec
-from .study import IN_MEMORY, measured_count, require_file
+from .study import IN_MEMORY, measured_count, require_file, stored_measurements
 from .tuner import RunState, TuneOptions, TuneReport, check_saveable, save_best, study_name, tune
 from .worker import describe_exit, start_resource_tracker, starting
 
@@ -128,6 +129,14 @@ def tune_together(spec: KernelSpec, options: TuneOptions, problem: Mapping[str, 
         return _saved(results, options) if options.save else results
 
 
+def _save_best(report: TuneReport, storage: str | None) -> TuneReport:
+    """save_best, knowing what the study's workers measured, as a run on one device knows its
+    own (trial 99: an entry they measured slower than the best was kept as faster than it)."""
+    if not (seen := stored_measurements(report.study_name, storage)):  # in memory, or not read: the rounds tell
+        return save_best(report, storage)
+    return save_best(report, storage, measured=lambda config: seen.get(config_key(config)))
+
+
 def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResult]:
     """``results`` with each study's best saved from the report of the worker that found it
     (its ``error`` says why, where the profile could not take it)."""
@@ -142,7 +151,7 @@ def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResu
         try:
             if stopped is not None:
                 raise SaveStopped(stopped)
-            out[i] = replace(out[i], report=save_best(report, options.storage))
+            out[i] = replace(out[i], report=_save_best(report, options.storage))
         except SaveStopped as exc:  # as a run on one device (trial 84: exit 1, every summary lost)
             stopped = stopped or f"the command was stopped before it saved this study's best ({exc})"
             out[i] = replace(out[i], report=replace(report, profile_verdict=str(exc)),
@@ -254,7 +263,7 @@ def _work(spec: KernelSpec, options: TuneOptions, problem: dict[str, Any], label
         report = exc.args[0]
         if save and parent is not None and not parent.is_alive():  # nobody else will save it
             try:
-                report = save_best(report, options.storage)
+                report = _save_best(report, options.storage)
             except AutotuneError:
                 pass  # nobody to tell: the study keeps the trials
         events.put(("interrupted", label, report, exc.signum))

@@ -26,6 +26,7 @@ import sqlite3
 import threading
 import time
 import urllib.parse
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
@@ -38,7 +39,7 @@ import sqlalchemy
 from filelock import FileLock, Timeout
 
 from . import settings
-from .errors import ProblemError, StorageError, first_line, warn
+from .errors import AutotuneWarning, ProblemError, StorageError, first_line, warn
 from .result import Measurement, Status
 from .space import config_key
 from .spec import Value
@@ -815,6 +816,29 @@ def _discard_orphans(study: optuna.Study) -> None:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
     for frozen in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(frozen.number, state=optuna.trial.TrialState.FAIL)  # no status: not a result
+
+
+def stored_measurements(name: str, storage: str | None) -> dict[str, Measurement]:
+    """The stored study ``name``'s measurements by configuration (config_key), as its runs read
+    them: a later one of a configuration stands only where it :func:`supersedes` the first.
+    {} for a study in memory, one not found, or a database that cannot be read now (its
+    workers have said why)."""
+    if storage == IN_MEMORY:
+        return {}
+    try:
+        trials = optuna.load_study(study_name=name, storage=open_storage(storage)).get_trials(
+            deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    except Exception:  # noqa: BLE001 - KeyError (none), a lost server: the caller goes on without
+        return {}
+    out: dict[str, Measurement] = {}
+    with warnings.catch_warnings():  # a trial autotune did not write: its workers warned of it
+        warnings.simplefilter("ignore", AutotuneWarning)
+        for t in sorted(trials, key=lambda t: t.number):
+            if "status" in t.user_attrs and (m := measurement_of(t)) is not None:
+                key = config_key(t.params)
+                if key not in out or supersedes(m, out[key]):
+                    out[key] = m
+    return out
 
 
 def measured_count(name: str, storage: str | None) -> int:

@@ -1056,6 +1056,31 @@ def test_an_entry_of_another_study_that_this_run_found_slower_is_replaced(scale,
     assert untimed.profile_verdict.startswith("kept"), untimed.profile_verdict
 
 
+def test_a_run_on_several_devices_replaces_an_entry_its_study_measured_slower(scale, tmp_path):
+    """Trial 99: the workers' parent saved the best knowing only the leaders' rounds, so an entry
+    the study had measured slower than the best in its search was kept as faster than it."""
+    from autotune import fleet
+
+    first = run(scale)
+    old = dict(first.best.params)
+    path = first.profile_path
+
+    class Slowed(Fast):  # the device now: the entry's configuration 4x slower than another
+        def evaluate(self, params, limit_s, cutoff_ms=None, verify=True):
+            m = super().evaluate(params, limit_s, cutoff_ms, verify)
+            return replace(m, times_ms=tuple(4 * t for t in m.times_ms)) if dict(params) == old else m
+
+    storage = f"sqlite:///{tmp_path / 'other.db'}"
+    again = tune(scale, TuneOptions(timeout_s=None, trials=6, storage=storage, save=False), evaluator=Slowed(),
+                 info=FAKE)
+    assert again.best.params != old
+    search_only = replace(again, retimed=frozenset())  # measured in the search, not in the rounds
+    path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
+    unread = replace(search_only, study_name="no such study")  # nothing read: the rounds alone tell
+    assert fleet._save_best(unread, storage).profile_verdict.startswith("kept")
+    assert fleet._save_best(search_only, storage).profile_verdict.startswith("replaced")
+
+
 def test_a_new_study_of_the_same_name_is_not_the_old_one(scale, tmp_path, monkeypatch):
     """A study database moved aside and begun again holds a study of the same name that is
     another study: its entry must not pass for the earlier one's."""

@@ -505,9 +505,12 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
 
     try:
         # an application's call waits a little for a run's save; the pick is used unsaved after that
-        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=usable, wait_s=PICK_LOCK_WAIT_S)
+        verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=usable, wait_s=PICK_LOCK_WAIT_S,
+                                edited=lambda old: not spec.stores(old))
         # trial 39: the entry kept may be another process's pick, made at the same time
         saved = (f"not saved: {path} keeps its entry for this size" if verdict.startswith("kept") else
+                 f"saved to {path} beside that entry, which stays for you to fix"
+                 if verdict == "added beside an entry edited by hand" else
                  f"saved to {path} beside that entry, which the spec's old version still uses"
                  if verdict.startswith("added beside") else f"saved to {path}")
         if verdict.startswith("kept"):  # this process does not time it again (trial 48: every call did)

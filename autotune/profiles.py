@@ -375,7 +375,7 @@ def kernel_block(doc: Mapping[str, Any], kernel: str, where: str) -> list[Any]:
 
 def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
           usable: Callable[[Entry], bool] | None = None,
-          seen: Seen | None = None) -> tuple[dict[str, Any], str]:
+          seen: Seen | None = None, edited: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
     Returns the new document and the verdict: ``added``, ``added beside`` a tuning run's entry
@@ -389,16 +389,23 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     spec's space`` (not ``usable``: edited by hand, say), ``replaced an entry measured on …``
     (another device: ``entry`` is a tuning run's), or ``kept`` (the existing one is
     better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
-    what :func:`_tidy` removed, if anything.
+    what :func:`_tidy` removed, if anything. A pick is ``added beside an entry edited by hand``
+    where a tuning run's entry is ``edited`` (its configuration is not of the spec's space): that
+    entry stays for a person to fix, as a malformed one does (trial 99: replaced, the edit left
+    in the .bak only).
     """
     new = _rehome(doc, device)
     kernel_block(new, kernel, "profile")  # no list: a person's to fix
     items = new["kernels"].setdefault(kernel, [])
-    here, tidied = _tidy(items, kernel, entry)
-    mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash]
+    here, tidied = _tidy(items, kernel, entry, edited)
+    left = _left_for_a_person(here, entry, edited)
+    mine = [i for i, old in here.items() if old.spec_hash == entry.spec_hash and i not in left]
     others = {id(items[i]) for i in here if i not in mine}  # before any is replaced
     if mine:
         verdict = _merge_into(items, mine[0], here[mine[0]], entry, usable, seen or Seen())
+    elif left:
+        items.append(entry.to_yaml())
+        verdict = "added beside an entry edited by hand"
     elif entry.picked and any(not old.picked for old in here.values()):
         items.append(entry.to_yaml())
         verdict = "added beside the entry tuned for another version of the spec"
@@ -422,15 +429,26 @@ def _order(raw: Any) -> list[str]:
     return sorted(map(str, problem.items())) if isinstance(problem, dict) else []
 
 
-def _tidy(items: list[dict[str, Any]], kernel: str, entry: Entry) -> tuple[dict[int, Entry], list[str]]:
+def _left_for_a_person(here: Mapping[int, Entry], entry: Entry, edited: Callable[[Entry], bool] | None) -> set[int]:
+    """The entries among ``here`` that the pick ``entry`` leaves as they are: tuned, and edited
+    out of the spec's space (see :func:`merge`)."""
+    if not entry.picked or edited is None:
+        return set()
+    return {i for i, old in here.items() if old.spec_hash == entry.spec_hash and not old.picked and edited(old)}
+
+
+def _tidy(items: list[dict[str, Any]], kernel: str, entry: Entry,
+          edited: Callable[[Entry], bool] | None = None) -> tuple[dict[int, Entry], list[str]]:
     """Remove the hand edits among the entries of ``entry``'s problem: malformed ones (load_kernel
     skips them; a tuning run's ``entry`` only) and copies of its version's entry (load_kernel uses
-    one; the fastest stays).
+    one; the fastest stays; a pick leaves those ``edited``).
     Returns that problem's entries left, by index, and what was removed, in words."""
     here, broken = _same_problem(items, kernel, entry.problem)
     if entry.picked:  # a pick never timed a hand-edited entry's configuration: left for a person to
         broken = []  # fix (trial 72: a tuned entry with a mistyped time gave way to a 4.4x slower pick)
-    copies = sorted((i for i, old in here.items() if old.spec_hash == entry.spec_hash), key=lambda i: here[i].time_ms)
+    left = _left_for_a_person(here, entry, edited)
+    copies = sorted((i for i, old in here.items() if old.spec_hash == entry.spec_hash and i not in left),
+                    key=lambda i: here[i].time_ms)
     if not broken and len(copies) < 2:
         return here, []
     drop = {id(raw) for raw, _ in broken} | {id(items[i]) for i in copies[1:]}
@@ -617,11 +635,11 @@ _LOCK_POLL_S = 0.2
 
 def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
          usable: Callable[[Entry], bool] | None = None, seen: Seen | None = None,
-         wait_s: float = LOCK_WAIT_S) -> str:
+         wait_s: float = LOCK_WAIT_S, edited: Callable[[Entry], bool] | None = None) -> str:
     """Lock (waiting up to ``wait_s`` for another process's save), re-read, merge (see
     :func:`merge`), back up and atomically replace the profile at ``path``."""
     try:
-        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, seen), wait_s)
+        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, seen, edited), wait_s)
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror}){_fix(exc)}") from None
 

@@ -310,21 +310,29 @@ def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tm
     assert caught[0].filename == __file__, "the warning points at the caller's line, not autotune's"
 
 
-def test_an_entry_missing_a_parameter_is_not_filled_in_and_the_pick_replaces_it(folders):
+@pytest.mark.parametrize("edit", [{"ALGO": "blocked"}, dict(T64, BOGUS=1), dict(T64, MWG=48)])
+def test_an_entry_outside_the_space_is_not_filled_in_and_the_pick_is_saved_beside_it(folders, edit):
     """A hand-edited entry naming only ALGO ran as ALGO plus every other parameter's first value,
     50x slower, as if tuned; the pick made instead was then kept out of the profile, while the
-    warning said it was saved."""
+    warning said it was saved. Trial 99: the pick replaced such an entry, the edit left in the
+    .bak only; it stays for a person to fix, as a malformed one does, the pick beside it."""
     loader._warned.clear()  # said once per process and size: other tests took this size
     problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
     path = profiles.path_for(FAKE.slug, folders[0])
-    edited = record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params={"ALGO": "blocked"}), trials=50)
+    edited = record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params=edit), trials=50)
     profiles.save(edited, "matmul", FAKE.profile_header(), path)
     timer = FakeTimer({128: 1.0, 64: 0.9, 32: 2.0})
-    with pytest.warns(loader.AutotuneWarning, match=rf"took the fastest \(0.9 ms; saved to {path}\)"):
+    with pytest.warns(loader.AutotuneWarning, match=rf"cannot be used \(.*took the fastest \(0.9 ms; saved to {path} "
+                                                     r"beside that entry, which stays for you to fix\)"):
         c = loader.choose(MM, FAKE, problem, folders, timer)
     assert c.origin == "measured" and c.params == T64
     saved = profiles.entries(profiles.read(path), "matmul")
-    assert [(e.picked, e.params) for e in saved] == [(True, MM.without_flags(T64))]
+    assert [(e.picked, e.params, e.time_ms) for e in saved] == [(False, edited.params, 0.5),
+                                                                 (True, MM.without_flags(T64), 0.9)]
+    assert choose(folders, timer, M=3000, N=3000, K=3000).params == T64 and len(timer.calls) == 1  # not timed again
+    profiles.save(replace(saved[1], tuned_at="2099-01-01T00:00:00Z", time_ms=2.0), "matmul", FAKE.profile_header(),
+                  path, edited=lambda old: not MM.stores(old))  # a later pick: renewed, the edit left still
+    assert [e.time_ms for e in profiles.entries(profiles.read(path), "matmul")] == [0.5, 2.0]
 
 
 def test_a_pick_for_a_tuned_entry_this_device_cannot_run_is_saved_and_not_timed_again(folders):

@@ -150,7 +150,8 @@ class Entry:
 class Seen:
     """What the run whose entry is saved knows of an earlier entry's configuration (see
     :func:`merge`): whether its study measured it (None: cannot tell, taken as measured), and
-    whether the run found it slower than its best (timed beside it, or measured slower)."""
+    whether the run found it, another configuration than its best, slower than its best (timed
+    beside it, or measured slower; of one configuration's two times the faster stays)."""
 
     studied: Callable[[Entry], bool] | None = None
     beaten: Callable[[Entry], bool] | None = None
@@ -503,10 +504,8 @@ def _merge_into(items: list[dict[str, Any]], i: int, old: Entry, entry: Entry,
     resumed = (not entry.partial and old.study is not None and old.study == entry.study
                and (seen.studied is None or seen.studied(old)))
     # the same where the run found the entry's configuration, another than its best, slower than
-    # its best, whatever study found it: measured at one moment (trials 96, 97); of one
-    # configuration's two times, the faster stays, as before
-    same = dict(old.params) == dict(entry.params) and set(old.build_flags) == set(entry.build_flags)
-    resumed = resumed or (not entry.partial and not same and seen.beaten is not None and seen.beaten(old))
+    # its best, whatever study found it: measured at one moment (trials 96, 97)
+    resumed = resumed or (not entry.partial and seen.beaten is not None and seen.beaten(old))
     # a later pick timed the earlier one's configuration beside those tuned since (loader)
     renewed = old.picked and entry.picked and entry.tuned_at > old.tuned_at
     if better or (old.picked and not entry.picked) or resumed or renewed:

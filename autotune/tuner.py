@@ -1275,7 +1275,9 @@ def _seen(report: TuneReport, measured: Callable[[Mapping[str, Value]], Measurem
         return measured is None or ((c := config(old)) is not None and measured(c) is not None)
 
     def beaten(old: profiles.Entry) -> bool:
-        if (c := config(old)) is None or report.best is None:
+        # of one configuration's two times the faster stays: compared as configurations, since an
+        # entry may leave out a parameter whose `when` does not hold (trial 99)
+        if (c := config(old)) is None or report.best is None or config_key(c) == config_key(report.best.params):
             return False
         m = measured(c) if measured is not None else None
         return config_key(c) in report.retimed or (m is not None and m.ok and m.median_ms > report.best.median_ms)

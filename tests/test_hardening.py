@@ -17,7 +17,7 @@ import numpy as np
 import optuna
 import pytest
 
-from autotune import cli, profiles, settings
+from autotune import cli, profiles, settings, space
 from autotune import spec as specs
 from autotune.errors import AutotuneError, AutotuneWarning, ProblemError, ProfileError, SpecError
 from autotune.measure import compute_workload, make_workload, reference_watch
@@ -1054,6 +1054,31 @@ def test_an_entry_of_another_study_that_this_run_found_slower_is_replaced(scale,
     path.write_text(re.sub(r"time_ms: [0-9.e-]+", "time_ms: 1.0e-06", path.read_text(), count=1))
     untimed = run(scale, storage=f"sqlite:///{tmp_path / 'third.db'}", trials=1, warm_start=False)
     assert untimed.profile_verdict.startswith("kept"), untimed.profile_verdict
+
+
+@pytest.mark.parametrize("stored", ["left out", "another value"])
+def test_an_entry_of_the_runs_best_configuration_written_another_way_is_not_beaten_by_it(stored):
+    """Trial 99: of one configuration's two times the faster stays, but an entry that left out a
+    parameter whose `when` does not hold (or gave it another value) was taken for another
+    configuration, which the run had measured slower than its best: itself."""
+    import types
+
+    from autotune.tuner import _seen
+
+    mul1 = specs.load("mul1")
+    best = next(c for c in space.enumerate_valid(mul1, mul1.default_problem(), FAKE.facts(), limit=2000)
+                if c["VARIANT"] != "v3")  # BLOCK_SIZE is v3's alone
+    params = mul1.without_flags(best)
+    params = {k: v for k, v in params.items() if k != "BLOCK_SIZE"} if stored == "left out" else \
+        dict(params, BLOCK_SIZE=4 if params["BLOCK_SIZE"] != 4 else 8)
+    entry = profiles.Entry(problem=mul1.default_problem(), params=params, build_flags=tuple(mul1.enabled_flags(best)),
+                           time_ms=1e-6, throughput={}, trials=1, tuned_at="2026-11-28T00:00:00Z",
+                           spec_hash=mul1.spec_hash, study="another")
+    slower = Measurement(Status.OK, times_ms=(2.0,) * 3, params=best)
+    report = types.SimpleNamespace(spec=mul1, best=replace(slower, times_ms=(1.0,) * 3), retimed=frozenset())
+    assert not _seen(report, lambda c: slower).beaten(entry)
+    other = dict(best, WG=next(w for p in mul1.parameters if p.name == "WG" for w in p.values if w != best["WG"]))
+    assert _seen(report, lambda c: slower).beaten(replace(entry, params=mul1.without_flags(other)))
 
 
 def test_a_run_on_several_devices_replaces_an_entry_its_study_measured_slower(scale, tmp_path):

@@ -1048,7 +1048,18 @@ _JSON_HELP = "print JSON (for scripts) instead of the table"
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, default=str))
+    """``value`` as strict JSON: a number that is not finite (a hand-edited time, say) is null."""
+    print(json.dumps(_strict(value), indent=2, default=str, allow_nan=False))
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
 
 
 def _cmd_list(args: argparse.Namespace) -> int:

@@ -120,29 +120,25 @@ class Entry:
             problem=get("problem", dict, "a mapping of problem keys to values"),
             params=get("params", dict, "a mapping of parameter names to values"),
             build_flags=get("build_flags", _flags, "a list of flags as text", ()),
-            time_ms=get("time_ms", _number, "a number of ms"),
+            # trial 31: `time_ms: .nan` (or -5) was listed and used as a tuned time
+            time_ms=get("time_ms", _positive, "a positive number of ms"),
             throughput=get("throughput", lambda v: {str(k): _number(x) for k, x in dict(v).items()},
                            "a mapping of metric names to numbers", {}),
-            trials=get("trials", _whole, "a whole number", 0),
+            trials=get("trials", _whole, "a whole number of 0 or more", 0),
             tuned_at=str(raw.get("tuned_at", "")),
             spec_hash=get("spec_hash", _text, "text"),
             partial=get("partial", _boolean, "true or false", False),
-            baseline_ms=get("baseline_ms", _number, "a number of ms", None),
-            spread_ms=get("spread_ms", _pair, "a list of two numbers", None) or None,
-            error=get("error", _number, "a number", None),
+            baseline_ms=get("baseline_ms", _positive, "a positive number of ms", None),
+            spread_ms=get("spread_ms", _pair, "a list of two positive numbers of ms", None) or None,
+            error=get("error", _finite, "a finite number of 0 or more", None),
             # max_error (a relative error, huge near zero) was replaced by this: not carried
-            tolerance_used=get("tolerance_used", _number, "a number", None),
+            tolerance_used=get("tolerance_used", _finite, "a finite number of 0 or more", None),
             picked=get("picked", _boolean, "true or false", False),
             extra=get("extra", dict, "a mapping", {}),
             study=str(raw["study"]) if raw.get("study") is not None else None,
             device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
             spec_file=str(raw["spec_file"]) if raw.get("spec_file") is not None else None,
         )
-        # trial 31: `time_ms: .nan` (or -5) was listed and used as a tuned time
-        if not (math.isfinite(made.time_ms) and made.time_ms > 0) or made.trials < 0:
-            bad = (f"time_ms is {raw['time_ms']}, not a positive number of ms" if made.trials >= 0
-                   else f"trials is {made.trials}")
-            raise ProfileError(f"{where}: malformed entry ({bad}); fix or delete that entry")
         return made
 
 
@@ -183,8 +179,23 @@ def _number(value: Any) -> float:
     return float(value)
 
 
+def _finite(value: Any) -> float:
+    """A finite number of 0 or more (trial 99: `spread_ms: [.nan, .inf]` was read, and show
+    --json wrote NaN, which strict JSON readers refuse)."""
+    if not (math.isfinite(number := _number(value)) and number >= 0):
+        raise ValueError(value)
+    return number
+
+
+def _positive(value: Any) -> float:
+    if not _finite(value) > 0:
+        raise ValueError(value)
+    return float(value)
+
+
 def _whole(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
+            or not 0 <= value < 2**63:  # trial 99: 400 digits of trials were shown as they were
         raise TypeError(value)
     return int(value)
 
@@ -198,7 +209,7 @@ def _boolean(value: Any) -> bool:
 def _pair(value: Any) -> tuple[float, float]:
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         raise TypeError(value)
-    return _number(value[0]), _number(value[1])
+    return _positive(value[0]), _positive(value[1])
 
 
 def path_for(slug: str, folder: Path) -> Path:
@@ -593,7 +604,10 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    try:  # an int of 400 digits is no float (trial 99: OverflowError)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 #: How long a save waits for another process's save to the same profile.

@@ -179,18 +179,24 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
     ("time_ms: .inf", "time_ms is inf, not a positive number of ms"),
     ("time_ms: 0", "time_ms is 0, not a positive number of ms"),
     ("time_ms: -5", "time_ms is -5, not a positive number of ms"),
-    ("time_ms: 1.0, trials: -3", "trials is -3"),
+    ("time_ms: 1.0, trials: -3", "trials is -3, not a whole number of 0 or more"),
     # trial 95: Python's words, and no field named
     ("time_ms: 1.0, params: [1, 2]", "params is \\[1, 2\\], not a mapping of parameter names to values"),
-    ("time_ms: 1.0, trials: five", "trials is 'five', not a whole number"),
+    ("time_ms: 1.0, trials: five", "trials is 'five', not a whole number of 0 or more"),
     # trial 97: each read as something else
     ("time_ms: 1.0, build_flags: -O2", "build_flags is '-O2', not a list of flags as text"),
-    ("time_ms: true", "time_ms is True, not a number of ms"),
-    ("time_ms: 1.0, trials: 1.7", "trials is 1.7, not a whole number"),
+    ("time_ms: true", "time_ms is True, not a positive number of ms"),
+    ("time_ms: 1.0, trials: 1.7", "trials is 1.7, not a whole number of 0 or more"),
     ("time_ms: 1.0, partial: 'no'", "partial is 'no', not true or false"),
-    ("time_ms: 1.0, spread_ms: abc", "spread_ms is 'abc', not a list of two numbers"),
-    ("time_ms: 1.0, spread_ms: [1]", "spread_ms is \\[1\\], not a list of two numbers"),
-    ("time_ms: 1.0, baseline_ms: fast", "baseline_ms is 'fast', not a number of ms"),
+    ("time_ms: 1.0, spread_ms: abc", "spread_ms is 'abc', not a list of two positive numbers of ms"),
+    ("time_ms: 1.0, spread_ms: [1]", "spread_ms is \\[1\\], not a list of two positive numbers of ms"),
+    ("time_ms: 1.0, baseline_ms: fast", "baseline_ms is 'fast', not a positive number of ms"),
+    # trial 99: read, and show --json wrote NaN
+    ("time_ms: 1.0, spread_ms: [.nan, .inf]", "spread_ms is \\[nan, inf\\], not a list of two positive numbers of ms"),
+    ("time_ms: 1.0, error: .nan", "error is nan, not a finite number of 0 or more"),
+    ("time_ms: 1.0, baseline_ms: -5", "baseline_ms is -5, not a positive number of ms"),
+    (f"time_ms: 1.0, trials: {'9' * 400}", "trials is 9999.*, not a whole number of 0 or more"),
+    ("time_ms: 1.0e+400", "time_ms is inf, not a positive number of ms"),
 ])
 def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):
     """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""

@@ -367,11 +367,12 @@ def ceilings_of(header: Mapping[str, Any], where: str = "profile") -> tuple[Ceil
     out = []
     for name, c in raw.items():
         try:
-            value = float(c["value"])
-            if not (math.isfinite(value) and value > 0):  # trial 97: 0 divided the figures by zero
+            value = c["value"]
+            # trial 97: 0 divided the figures by zero; trial 99: 400 digits, `true` and '7' were read
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
                 raise ValueError(value)
-            out.append(Ceiling(str(name), value, str(c["unit"]), str(c.get("how", ""))))
-        except (KeyError, TypeError, ValueError):
+            out.append(Ceiling(str(name), float(value), str(c["unit"]), str(c.get("how", ""))))
+        except (KeyError, TypeError, ValueError, OverflowError):
             warn(f"{where}: device.ceilings.{name}: {clipped(repr(c), 60)} is no ceiling (a mapping of a positive "
                  "number `value`, a `unit` and `how`); the report leaves it out: fix it, or delete it and run "
                  "`autotune bench` again")

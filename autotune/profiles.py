@@ -594,7 +594,7 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
 
     def higher(name: str, c: Mapping[str, Any]) -> dict[str, Any]:
         was = old.get(name)
-        if isinstance(was, Mapping) and was.get("unit") == c.get("unit") and _is_number(was.get("value")) \
+        if isinstance(was, Mapping) and was.get("unit") == c.get("unit") and is_number(was.get("value")) \
                 and was["value"] > c["value"]:
             return dict(was)
         return dict(c)
@@ -603,7 +603,7 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
     return {**doc, **new}
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     try:  # an int of 400 digits is no float (trial 99: OverflowError)
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     except OverflowError:

@@ -369,7 +369,7 @@ def ceilings_of(header: Mapping[str, Any], where: str = "profile") -> tuple[Ceil
         try:
             value = c["value"]
             # trial 97: 0 divided the figures by zero; trial 99: 400 digits, `true` and '7' were read
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            if not (profiles.is_number(value) and value > 0):
                 raise ValueError(value)
             out.append(Ceiling(str(name), float(value), str(c["unit"]), str(c.get("how", ""))))
         except (KeyError, TypeError, ValueError, OverflowError):

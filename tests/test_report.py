@@ -659,7 +659,9 @@ def test_a_malformed_profile_entry_or_ceiling_is_a_warning_and_the_report_is_wri
     doc["kernels"]["scale"][0]["time_ms"] = -3
     doc["kernels"]["other"] = ["hello"]
     doc["device"]["ceilings"] = {"copy bandwidth": {"value": "fast", "unit": "GB/s"},
-                                 "fp32 FMA peak": {"value": 0, "unit": "GFLOP/s"}}  # trial 97: a ZeroDivisionError
+                                 "fp32 FMA peak": {"value": 0, "unit": "GFLOP/s"},  # trial 97: a ZeroDivisionError
+                                 "huge": {"value": 10**400, "unit": "x"},  # trial 99: an OverflowError
+                                 "yes": {"value": True, "unit": "x"}, "text": {"value": "7", "unit": "x"}}
     path.write_text(yaml.safe_dump(doc))
     out = tmp_path / "out"
     assert main(["report", str(scale.path), "-o", str(out)]) == 0
@@ -668,7 +670,8 @@ def test_a_malformed_profile_entry_or_ceiling_is_a_warning_and_the_report_is_wri
                      err), err
     assert re.search(r"device.ceilings.copy bandwidth: \{.*'fast'.*\} is no ceiling .*; the report leaves it out",
                      err), err
-    assert re.search(r"device.ceilings.fp32 FMA peak: \{.*\} is no ceiling", err), err
+    for name in ("fp32 FMA peak", "huge", "yes", "text"):
+        assert re.search(rf"device.ceilings.{name}: \{{.*\}} is no ceiling", err), err
     assert (out / "index.html").is_file()
 
 

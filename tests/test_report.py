@@ -671,7 +671,7 @@ def test_a_malformed_profile_entry_or_ceiling_is_a_warning_and_the_report_is_wri
     assert re.search(r"device.ceilings.copy bandwidth: \{.*'fast'.*\} is no ceiling .*; the report leaves it out",
                      err), err
     for name in ("fp32 FMA peak", "huge", "yes", "text"):
-        assert re.search(rf"device.ceilings.{name}: \{{.*\}} is no ceiling", err), err
+        assert re.search(rf"device.ceilings.{name}: \{{.* is no ceiling", err), err
     assert (out / "index.html").is_file()
 
 

@@ -275,8 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help=_JSON_HELP)
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
     show.add_argument("-d", "--device", type=_selector,
-                      help="device selector (default as for run), or a profile's file name without .yaml "
-                           "(or a part of it that names one, such as h200) to show the profile of a device "
+                      help="device selector (default as for run), or a profile's file name, with or without "
+                           ".yaml (or a part of it that names one, such as h200), to show the profile of a device "
                            "not present here")
     devices = sub.add_parser("devices", help="list OpenCL devices, their selectors and whether "
                              "each can build kernels")
@@ -309,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-s", "--size", default=None, help="only this problem, as for run; default: every "
                         "problem with a study")
     report.add_argument("-d", "--device", type=_selector,
-                        help="only this device: its slug as in the study names (or part "
-                        "of it, e.g. h200), or a selector of a device on this machine; default: every device")
+                        help="only this device: its slug as in the study names and profile file names (or "
+                        "a part of it that names one, e.g. h200), or a selector of a device on this machine; "
+                        "default: every device")
     report.add_argument("-o", "--output", type=_folder, metavar="DIR", help="folder for index.html and the PNG files "
                         "(default: ./autotune-report-KERNEL)")
     report.add_argument("--storage", type=_storage, metavar="URL",

@@ -316,6 +316,9 @@ def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
     assert data.match_devices(SLUG, [SLUG, "other-gpu"]) == {SLUG}
     assert data.match_devices("FAKE", [SLUG, "other-gpu"]) == {SLUG}
     assert data.match_devices(f"{SLUG}.yaml", [SLUG, "other-gpu"]) == {SLUG}  # the file name, as show takes it
+    with pytest.raises(data.ProblemError, match=f"'GPU.YAML' is a part of several devices' names: -d {SLUG} | "
+                                                "-d other-gpu$"):  # trial 99: both reported, as show refuses
+        data.match_devices("GPU.YAML", [SLUG, "other-gpu"])
     with pytest.raises(data.ProblemError, match=f"devices with studies of this kernel: {SLUG}"):
         data.find_sections(scale, None, device="h200")
     for several in ("all", "0:0,1:0"):  # trial 91: said as though a device were called that

@@ -227,9 +227,12 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
 
 
 def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
-    """The slugs ``selector`` names: equal, contained, else the slug of the device it selects here."""
+    """The slug ``selector`` names: equal, contained (in one only), else the slug of the device it
+    selects here."""
     wanted = profiles.slug_named(selector.strip()).lower()  # a profile's file name too, as show's -d takes it
     found = {s for s in slugs if s == wanted} or {s for s in slugs if wanted and wanted in s}
+    if len(found) > 1:  # trial 99: both reported, where show refuses a part that names several
+        raise ProblemError(f"{selector!r} is a part of several devices' names: -d {' | -d '.join(sorted(found))}")
     if found:
         return found
     try:

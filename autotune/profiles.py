@@ -784,7 +784,8 @@ def _replace(path: Path, new: dict[str, Any], doc: dict[str, Any], before: tuple
     was read (``before``): False then, to read it again. A person's editor that writes the file
     in place takes no lock (trial 39: a pick merged into a half-written file, the rest of that
     save went to the file the rename unlinked, and a tuned entry was lost, .bak included)."""
-    text = yaml.dump(new, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=100)
+    text = yaml.dump(new, Dumper=_PlainDumper, sort_keys=False, default_flow_style=None, width=100,
+                     allow_unicode=True)  # as written: "rév" (trial 99: saved as "r\xE9v")
     _tidy_strays(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     # the backup is replaced only once the profile is: a file that cannot be replaced (made

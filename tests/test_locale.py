@@ -38,6 +38,7 @@ def test_spec_hashes_and_profiles_do_not_depend_on_the_locale(tmp_path: Path) ->
     assert encoding == "ascii", "the subprocess did not get an ASCII locale: the test tests nothing"
     assert json.loads(hashes) == [specs.load(n).spec_hash for n in names]
     assert profiles.read(profile)["device"]["name"] == "Dév µ"
+    assert "name: Dév µ" in profile.read_text(encoding="utf-8")  # as written (trial 99: "D\xE9v \xB5")
 
 
 def test_output_with_characters_the_locale_lacks_is_not_a_traceback(tmp_path: Path) -> None:

@@ -170,13 +170,23 @@ def _parse(text: str, path: Path) -> Any:
         said = f" ({str(error).splitlines()[0]})" if isinstance(error, json.JSONDecodeError) else ""
         raise ProblemError(f"{path} is not a JSON cache file{said}{_why_not(text, path, error)}")
     warn(f"{path}: the cache was left open, as Kernel Tuner leaves it while a run appends to it: "
-         f"{len(cache) if isinstance(cache, dict) else 0} entries read; if that run did not finish, "
+         f"{(n := len(cache))} entr{'y' if n == 1 else 'ies'} read; if that run did not finish, "
          "the optimum replays aim at is only the best it had measured")
     return raw
 
 
-#: The first characters of a JSON number or literal, and nothing after them but space.
-_TOKEN_START = r"(-?[\d.eE+-]*|t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?)\s*"
+#: The first characters of a JSON number, or of a literal, and nothing after them but space.
+_NUMBER_START = r"(-|-?(0|[1-9]\d*)(\.\d*)?([eE][+-]?\d*)?)\s*"
+_LITERAL_START = r"(t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?)?\s*"
+
+
+def _ends_mid_token(text: str, pos: int) -> bool:
+    """Whether the text from the JSON error at ``pos`` is at most the start of a number (read
+    from where its characters begin: trial 99, `01` is no start of one) or of a literal."""
+    start = pos
+    while start > 0 and text[start - 1] in "0123456789.eE+-":
+        start -= 1
+    return bool(re.fullmatch(_NUMBER_START, text[start:]) or re.fullmatch(_LITERAL_START, text[pos:]))
 
 
 def _why_not(text: str, path: Path, error: ValueError) -> str:
@@ -196,7 +206,7 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
     if text.lstrip().startswith("{"):
         # at most the start of a number or of true, false or null after the error: the reader ran
         # out of text (trials 96, 97: `{not json` and `{notjson` were called cut short)
-        if error.msg.startswith("Unterminated") or re.fullmatch(_TOKEN_START, text[error.pos:]):
+        if error.msg.startswith("Unterminated") or _ends_mid_token(text, error.pos):
             return ": it ends before its JSON does (cut short?); copy or download it again"
         return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
                 "few?); fix it there")

@@ -167,6 +167,11 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
      "the JSON is broken at line 1 column 2 (a comma or brace too many or too few?); fix it there"),
     ("early.json", "{not json",
      "the JSON is broken at line 1 column 2 (a comma or brace too many or too few?); fix it there"),
+    # trial 99: no JSON number starts with 01
+    ("zero.json", '{"a": 01', "the JSON is broken at line 1 column 8 (a comma or brace too many or too few?); fix it "
+                              "there"),
+    ("true.json", '{"a": true', "it ends before its JSON does (cut short?); copy or download it again"),
+    ("minus.json", '{"a": [1, -', "it ends before its JSON does (cut short?); copy or download it again"),
     ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",
      "is not a JSON cache file: it holds a number longer than Python's JSON reader takes (an integer of over "
      "4,300 digits); remove it"),

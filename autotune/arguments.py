@@ -245,22 +245,33 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     for key in (k.name for k in spec.problem if k.is_size):
         if all(a in out for a in ints):
             break
-        try:
-            doubled = shaped_inputs(spec, spec.resolve_problem({**problem, key: 2 * problem[key]}))
-        except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
+        if (moved := _moved(spec, problem, key)) is None:
             continue
+        size, other = moved
         for a in ints:
-            if a not in out and a in doubled and doubled[a] != given[a]:
-                out[a] = key if given[a] == problem[key] and doubled[a] == 2 * problem[key] else None
+            if a not in out and a in other and other[a] != given[a]:
+                out[a] = key if given[a] == problem[key] and other[a] == size else None
     return out
+
+
+def _moved(spec: KernelSpec, problem: Mapping[str, Any], key: str) -> tuple[int, dict[str, Any]] | None:
+    """``inputs()`` with the size ``key`` halved (the smaller draw: trial 100), else doubled
+    where the spec takes no half: the size, and what it gave. None where neither runs."""
+    for size in (problem[key] // 2, 2 * problem[key]):
+        if 0 < size != problem[key]:
+            try:
+                return size, shaped_inputs(spec, spec.resolve_problem({**problem, key: size}))
+            except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
+                continue
+    return None
 
 
 def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any]:
     """The reference module's ``inputs()`` with the arrays' sizes and types but not their values.
 
     ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that touch no
-    memory, so a 1 GiB reverse costs milliseconds, not the 5 s and 1 GiB of drawing its
-    bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
+    memory, and so are their casts (:class:`_Untouched`), so a 1 GiB reverse costs
+    milliseconds, not the 5 s and 1 GiB of drawing its bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
     """
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
@@ -312,9 +323,19 @@ class _ShapeRng:
             self._drawn += math.prod((*shape, *one.shape[1:])) * one.dtype.itemsize
             if self._free is not None and self._drawn > self._free:
                 raise MemoryError
-            return np.zeros((*shape, *one.shape[1:]), one.dtype)
+            return np.zeros((*shape, *one.shape[1:]), one.dtype).view(_Untouched)
 
         return draw
+
+
+class _Untouched(np.ndarray):
+    """A draw of :class:`_ShapeRng`: zeros whose casts are untouched zeros too. A cast copies,
+    and writing the copy maps its pages (trial 100: mul1's sizes at N=2**28 took 3 GiB and 8 s
+    in every process that loaded it, its draw cast to int32)."""
+
+    def astype(self, dtype: Any, order: str = "K", *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        fortran = order == "F" or (order in "AK" and self.flags.f_contiguous and self.ndim > 1)
+        return np.zeros(self.shape, dtype, order="F" if fortran else "C").view(_Untouched)
 
 
 def _is_buffer(mem: Any) -> bool:

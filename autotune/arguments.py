@@ -78,11 +78,11 @@ class Arguments:
         if not isinstance(value, cl_array.Array) or nbytes is None or value.nbytes <= nbytes \
                 or (arg, value.shape) in self._larger:
             return
-        self._larger.add((arg, value.shape))
         warn(f"{self.spec.name}: argument {arg} is an array of shape {value.shape} ({value.size} elements), and the "
              f"kernel, loaded for {problem_label(self.problem)}, uses its first {nbytes // value.dtype.itemsize}: "
              "the rest is neither read nor written; load the kernel for the array's problem, or pass a view of "
              "the elements it uses")
+        self._larger.add((arg, value.shape))  # once given: an error filter raises it at every call (trial 100)
 
     def _check_aliases(self, buffers: Mapping[str, Any]) -> None:
         """ValueError where an output shares memory with another argument: the kernel would
@@ -271,7 +271,8 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any
 
     ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that touch no
     memory, and so are their casts (:class:`_Untouched`), so a 1 GiB reverse costs
-    milliseconds, not the 5 s and 1 GiB of drawing its bytes. A module that does not run so (it checks its rng's type, say) gets a real rng.
+    milliseconds, not the 5 s and 1 GiB of drawing its bytes. A module that does not run so
+    (it checks its rng's type, say) gets a real rng.
     """
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here

@@ -246,6 +246,24 @@ def test_measuring_can_be_turned_off(folders, monkeypatch):
     assert c.origin == "nearest" and c.params == T128 and timer.calls == []  # 4096 is nearest
 
 
+def test_a_warning_made_an_error_is_raised_at_every_load_not_the_first_alone(folders, monkeypatch):
+    """Trial 100: a warning was noted as given before it was, so under an error filter the first
+    load raised it and later ones loaded without a word."""
+    monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "0")
+    loader._warned.clear()
+    problem = MM.resolve_problem({"M": 3001, "N": 3001, "K": 3001})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", loader.AutotuneWarning)
+        for _ in range(2):
+            with pytest.raises(loader.AutotuneWarning, match="no tuned matmul"):
+                loader.choose(MM, FAKE, problem, folders, FakeTimer({}))
+    with pytest.warns(loader.AutotuneWarning, match="no tuned matmul"):  # given once, then not again
+        loader.choose(MM, FAKE, problem, folders, FakeTimer({}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", loader.AutotuneWarning)
+        assert loader.choose(MM, FAKE, problem, folders, FakeTimer({})).origin == "nearest"
+
+
 @pytest.mark.parametrize("edit", [{"M": -5}, {"Q": 1}])
 def test_an_entry_whose_problem_the_spec_cannot_have_is_no_candidate(folders, monkeypatch, edit):
     """Trial 82: an entry edited to N=-5, which `show` said load_kernel skips, was used as the

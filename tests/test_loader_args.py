@@ -116,6 +116,12 @@ def test_an_array_larger_than_the_problem_is_warned_of_once(mm, queue):
     assert len(said) == 1, said
     assert re.search(rf"argument C is an array of shape \(128, 128\) \(16384 elements\), and the kernel, loaded "
                      rf"for M=64,N=64,K=64.*uses its first {M * N}: the rest is neither read nor written", said[0])
+    wide = cl_array.zeros(queue, (M, 3 * N), np.float32)
+    with warnings.catch_warnings():  # trial 100: an error at the first call only; later ones ran unsaid
+        warnings.simplefilter("error", autotune.AutotuneWarning)
+        for _ in range(2):
+            with pytest.raises(autotune.AutotuneWarning, match=r"argument C is an array of shape \(64, 192\)"):
+                mm(a_dev, b_dev, wide)
 
 
 @needs_opencl

@@ -6,6 +6,7 @@ and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -27,14 +28,29 @@ class AutotuneWarning(UserWarning):
 _PACKAGE = os.path.dirname(__file__) + os.sep
 
 
-def warn(message: str) -> None:
+def warn(message: str, at: FrameType | None = None) -> None:
     """An AutotuneWarning attributed to the first caller outside this package (the
-    application's call), however deep in autotune it was raised."""
-    frame: FrameType | None = sys._getframe(1)
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(AutotuneWarning(message), stacklevel=level)
+    application's call), however deep in autotune it was raised; ``at``: that caller's frame,
+    for a warning given from another thread (:func:`caller`)."""
+    if (at := at or _outside(sys._getframe(1))) is None:  # called from autotune's own thread
+        warnings.warn(AutotuneWarning(message), stacklevel=2)
+        return
+    registry = at.f_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(AutotuneWarning(message), AutotuneWarning, at.f_code.co_filename, at.f_lineno,
+                           at.f_globals.get("__name__"), registry, at.f_globals)
+
+
+def caller() -> FrameType | None:
+    """The frame of the first caller outside this package, as :func:`warn` attributes a warning."""
+    return _outside(sys._getframe(1))
+
+
+def _outside(frame: FrameType | None) -> FrameType | None:
+    # contextlib's: autotune's context managers are entered there, from the caller's `with`
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE)
+                                 or frame.f_code.co_filename == contextlib.__file__):
+        frame = frame.f_back
+    return frame
 
 
 def own_warnings() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from .errors import ProblemError, warn
+from .errors import ProblemError, caller, warn
 
 #: The note comes once the module has run this long.
 NOTE_AFTER_S = 10.0
@@ -43,10 +43,11 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
     said = (f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
             f"{counted} ({advice})")
     refused: list[Warning] = []  # the note, where the warning filter makes it an error
+    at = caller()  # the timer's thread has none of it (trial 100: said to come from threading.py)
 
     def say() -> None:
         try:
-            warn(said)
+            warn(said, at)
         except Warning as exc:  # raised here, it would end the timer's thread with a traceback (trial 60)
             refused.append(exc)
 

@@ -1603,12 +1603,14 @@ def test_a_slow_reference_is_noted_and_ended_when_the_time_is_up(tmp_path, monke
     with pytest.warns(AutotuneWarning, match=r"inputs\(\) and reference\(\) for N=256 has run for 0.2 s so far; it "
                                              r"runs before the first configuration is verified, and a run's "
                                              r"--timeout counts it \(make it faster \(vectorise it with numpy\), or "
-                                             r"choose a smaller size\)"), \
+                                             r"choose a smaller size\)") as noted, \
             pytest.raises(ProblemError, match=r"had not finished in the 1 s the run's --timeout left it .* "
                                               r"make it faster .* or give a longer --timeout"), \
             reference_watch(spec, spec.resolve_problem({}), 1.0):
         compute_workload(spec, spec.resolve_problem({}))
     assert time.perf_counter() - started < 10
+    # where the application called (trial 100: the timer's thread, threading.py), as every warning is
+    assert {w.filename for w in noted} == {__file__}, [(w.filename, w.lineno) for w in noted]
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == before
 
 

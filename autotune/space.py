@@ -63,16 +63,14 @@ def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
         value = e(env)
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: {key}: {exc}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not _integral(value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        # a float that is whole too (trial 98: `(H + WG - 1) / WG * WG` gave 1027.0 for 1028)
         raise SpecError(
-            f"{spec.path}: {key}: {e.source!r} gave {value!r}, not an integer; "
-            "use // for integer division and keep sizes divisible"
+            f"{spec.path}: {key}: {e.source!r} gave {value!r}, not an integer"
+            + ("; / is true division and gives a float: use // for integer division" if isinstance(value, float)
+               else "")
         )
-    return int(value)
-
-
-def _integral(value: int | float) -> bool:
-    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
+    return value
 
 
 def geometry(spec: KernelSpec, params: Mapping[str, Value], problem: Mapping[str, Any],
@@ -315,6 +313,10 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
         raise ConditionError(f"{spec.path}: constraints: {exc}") from None
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: constraints: {exc}") from None
+
+
+def _integral(value: int | float) -> bool:
+    return isinstance(value, int) or (math.isfinite(value) and value == int(value))
 
 
 def _local_memory(spec: KernelSpec, env: Mapping[str, Any], facts: Facts) -> str | None:

@@ -1213,13 +1213,17 @@ def _looked_in(folders: Sequence[Path], slug: str) -> str:
     """Where ``show`` looked, and the other devices' profiles there (trial 72: a mistyped
     AUTOTUNE_HOME, or one set to its profiles/ folder, said only "no tuned entries")."""
 
-    others = sorted({p.name for folder in folders if folder.is_dir() for p in folder.glob("*.yaml")
-                     if p.stem != slug})
+    # each with its folder where there are several (trial 98: "there", after the folder it was
+    # found in, named profiles of another)
+    several = len(folders) > 1
+    others = sorted({str(p) if several else p.name for folder in folders if folder.is_dir()
+                     for p in folder.glob("*.yaml") if p.stem != slug})
     present = [str(f) for f in folders if (f / f"{slug}.yaml").is_file() and _readable(f / f"{slug}.yaml")]
     said = f"  looked for {slug}.yaml in {', '.join(str(f) for f in folders)}"
     # trial 95: a profile there with no entries read as though there were none
     said += f"; found in {', '.join(present)}, with no entries for it" if present else ""
-    said += f"; other devices' profiles there: {', '.join(others)}" if others else ""
+    said += f"; other devices' profiles {'in those folders' if several else 'there'}: {', '.join(others)}" \
+        if others else ""
     home = settings.home()
     if home.name == "profiles" and any(home.glob("*.yaml")):
         said += f"; AUTOTUNE_HOME ({home}) is a profiles folder itself: set it to the folder above it"

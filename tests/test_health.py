@@ -248,7 +248,7 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     # and where it looked, with the profile of the device beside it (trial 72: a mistyped AUTOTUNE_HOME)
     from autotune import profiles, settings
     assert f"  looked for {found[1][0].slug}.yaml in {settings.profiles_dir()}" in out
-    assert f"other devices' profiles there: {broken.slug}.yaml" in out
+    assert f"other devices' profiles in those folders: {profiles.path_for(broken.slug, settings.profiles_dir())}" in out
     assert "found in" not in out
     # trial 95: a profile there without entries read as though it had not been found
     empty = profiles.path_for(found[1][0].slug, settings.profiles_dir())
@@ -257,6 +257,12 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     assert f"; found in {settings.profiles_dir()}, with no entries for it" in capsys.readouterr().out
     empty.write_text("kernels: [\n")  # corrupt (a site's is warned of): not "found, with no entries"
     assert "found in" not in cli._looked_in([settings.profiles_dir()], found[1][0].slug)
+    site = settings.profiles_dir().parent / "site"  # trial 98: "there", said after one, named another's
+    site.mkdir()
+    (site / "other-gpu.yaml").write_text("kernels:\n")
+    looked = cli._looked_in([site, settings.profiles_dir()], found[1][0].slug)
+    assert f"other devices' profiles in those folders: {profiles.path_for(broken.slug, settings.profiles_dir())}, " \
+           f"{site / 'other-gpu.yaml'}" in looked, looked
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
     assert ("no tuned entries for mul1 on CPU 0, and it cannot be tuned here, since it cannot run OpenCL kernels: "
             "error: unknown target CPU 'generic'\n") in capsys.readouterr().out

@@ -35,9 +35,11 @@ def warn(message: str, at: FrameType | None = None) -> None:
     if (at := at or _outside(sys._getframe(1))) is None:  # called from autotune's own thread
         warnings.warn(AutotuneWarning(message), stacklevel=2)
         return
+    # (not the caller's globals: with them Python 3.12 asks their loader for the source line, and
+    # the loader of `python -c` code raises ImportError)
     registry = at.f_globals.setdefault("__warningregistry__", {})
     warnings.warn_explicit(AutotuneWarning(message), AutotuneWarning, at.f_code.co_filename, at.f_lineno,
-                           at.f_globals.get("__name__"), registry, at.f_globals)
+                           at.f_globals.get("__name__"), registry)
 
 
 def caller() -> FrameType | None:

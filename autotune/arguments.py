@@ -17,7 +17,8 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from typing import cast as cast_to
@@ -237,33 +238,39 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
                   needs: Mapping[str, _ArgNeed]) -> dict[str, str | None]:
     """The integer arguments ``inputs()`` gives (``given``, taking ``needs``) that follow the
-    problem's sizes (change when one is doubled): argument -> the size key whose value it is
-    (None for one computed from sizes, ``W * H`` say: trial 27's wrote past its output). A
+    problem's sizes (change when one is doubled or halved): argument -> the size key whose value
+    it is (None for one computed from sizes, ``W * H`` say: trial 27's wrote past its output). A
     number that only happens to equal a size does not follow it."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     out: dict[str, str | None] = {}
-    for key in (k.name for k in spec.problem if k.is_size):
+    for moved in _moves(spec, problem):
         if all(a in out for a in ints):
             break
-        if (moved := _moved(spec, problem, key)) is None:
+        try:
+            other = shaped_inputs(spec, moved)
+        except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
             continue
-        size, other = moved
         for a in ints:
             if a not in out and a in other and other[a] != given[a]:
-                out[a] = key if given[a] == problem[key] and other[a] == size else None
+                out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
+                               and other[a] == moved[k]), None)
     return out
 
 
-def _moved(spec: KernelSpec, problem: Mapping[str, Any], key: str) -> tuple[int, dict[str, Any]] | None:
-    """``inputs()`` with the size ``key`` halved (the smaller draw: trial 100), else doubled
-    where the spec takes no half: the size, and what it gave. None where neither runs."""
-    for size in (problem[key] // 2, 2 * problem[key]):
-        if 0 < size != problem[key]:
+def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The problem with each size doubled, then halved (a size argument clamped at its least,
+    max(N, 64) at N=64, follows it up only; trial 101), then all sizes at once (a constraint
+    that ties them, M == N, refuses each alone: trial 101), as far as the spec takes them."""
+    keys = [k.name for k in spec.problem if k.is_size]
+    steps = [{k: 2 * problem[k]} for k in keys] + [{k: problem[k] // 2} for k in keys if problem[k] > 1]
+    steps += [{k: 2 * problem[k] for k in keys}, {k: problem[k] // 2 for k in keys if problem[k] > 1}]
+    for step in steps:
+        if step:
             try:
-                return size, shaped_inputs(spec, spec.resolve_problem({**problem, key: size}))
-            except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
+                moved = spec.resolve_problem({**problem, **step})
+            except (ProblemError, SpecError):  # a size the spec refuses
                 continue
-    return None
+            yield moved
 
 
 def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,17 +279,22 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any
     ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that touch no
     memory, and so are their casts (:class:`_Untouched`), so a 1 GiB reverse costs
     milliseconds, not the 5 s and 1 GiB of drawing its bytes. A module that does not run so
-    (it checks its rng's type, say) gets a real rng.
+    (it checks its rng's type, say, or draws again until no value is 0), or that gives an
+    empty array with them (a size summed from drawn values: trial 101, a gather's nnz of 0, so
+    any buffer passed and the kernel wrote past it), gets a real rng.
     """
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
-            return host_inputs(spec, problem, _ShapeRng())
+            given = host_inputs(spec, problem, _ShapeRng())
+        if not any(isinstance(v, np.ndarray) and v.ndim and not v.size for v in given.values()):
+            return given
     except MemoryError:  # even untouched zeros need address space: no buffers that big here either
         shown = ", ".join(f"{k}={v}" for k, v in problem.items())
         raise ProblemError(f"{spec.name} at {shown}: its arguments need more memory than this machine "
                            "can give; use a smaller problem") from None
     except SpecError:  # user code the stand-in does not fit: draw for real (a mistake raises again)
-        return host_inputs(spec, problem, np.random.default_rng(0))
+        pass
+    return host_inputs(spec, problem, np.random.default_rng(0))
 
 
 def _need(value: Any) -> _ArgNeed:
@@ -295,14 +307,20 @@ class _ShapeRng:
 
     A draw of an array comes back zero-filled (np.zeros maps pages it never touches); one of a
     scalar is real, since a size or a scalar argument may depend on it. Sizes that depend on
-    drawn array values (e.g. rejection sampling) would come out wrong: no reference does that.
+    drawn array values come out wrong where they are not 0 (an empty array falls back to a
+    real rng: :func:`shaped_inputs`).
     """
+
+    #: Draws at most: more is a loop that draws until no value is 0, which zeros never end
+    #: (trial 101: it ran until the draws added up to the host's memory, said as too little)
+    MAX_DRAWS = 1000
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)
         # the arrays cost nothing until a cast copies them (matmul's inputs() casts its draws to
-        # float32): more than the host has free is refused before that copy is made
-        self._drawn, self._free = 0, hostmemory.available()
+        # float32): more than the host has free is refused before that copy is made; an array
+        # let go no longer counts
+        self._drawn, self._free, self._draws = 0, hostmemory.available(), 0
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._rng, name)
@@ -321,12 +339,20 @@ class _ShapeRng:
             bound.arguments["size"] = 1  # one real draw gives the dtype and any trailing dimensions
             one = np.asarray(real(*bound.args, **bound.kwargs))
             shape = (size,) if isinstance(size, numbers.Integral) else tuple(size)
-            self._drawn += math.prod((*shape, *one.shape[1:])) * one.dtype.itemsize
+            nbytes = math.prod((*shape, *one.shape[1:])) * one.dtype.itemsize
+            self._drawn, self._draws = self._drawn + nbytes, self._draws + 1
+            if self._draws > self.MAX_DRAWS:
+                raise RuntimeError(f"more than {self.MAX_DRAWS} draws")  # a real rng, then
             if self._free is not None and self._drawn > self._free:
                 raise MemoryError
-            return np.zeros((*shape, *one.shape[1:]), one.dtype).view(_Untouched)
+            drawn = np.zeros((*shape, *one.shape[1:]), one.dtype).view(_Untouched)
+            weakref.finalize(drawn, self._let_go, nbytes)
+            return drawn
 
         return draw
+
+    def _let_go(self, nbytes: int) -> None:
+        self._drawn -= nbytes
 
 
 class _Untouched(np.ndarray):

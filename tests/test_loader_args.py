@@ -358,6 +358,42 @@ def test_learning_the_sizes_of_a_large_problem_maps_no_memory():
     assert int(done.stdout) < 100, f"{done.stdout.strip()} MiB mapped to learn the sizes of a 1 GiB array"
 
 
+_SIZED_REF = """
+import numpy as np
+
+def inputs(problem, rng):
+    n = problem["N"]
+    BODY
+    return {"x": x, "y": np.zeros(m, np.float32), "n": np.int32(m)}
+
+def reference(problem, arrays):
+    return {"y": 2.0 * arrays["x"]}
+"""
+
+
+@pytest.mark.parametrize("body, problem, requires, n, nbytes", [
+    # trial 101: a size clamped at its least follows it up only (halved, it did not change)
+    ("m = max(n, 64); x = rng.random(m).astype(np.float32)", {"N": 64}, "", 64, 256),
+    # trial 101: a constraint that refuses each size alone (M == N) left the argument unchecked
+    ("m = n * n; x = rng.random(m).astype(np.float32)", {"N": 64, "M": 64}, 'requires: ["M == N"]', 4096, 16384),
+    # trial 101: a size summed from drawn values was 0 on the stand-in's zeros: any buffer passed
+    ("m = int(rng.integers(1, 4, size=n).sum()); x = rng.random(m).astype(np.float32)", {"N": 64}, "", None, None),
+    # trial 101: drawn again until no value is 0, it ran until the draws added up to the host's memory
+    ("m = n; x = rng.random(m).astype(np.float32)\n    while (x == 0).any(): x = rng.random(m).astype(np.float32)",
+     {"N": 64}, "", 64, 256),
+])
+def test_a_size_argument_is_learned_however_inputs_makes_it(tmp_path: Path, monkeypatch, body, problem, requires,
+                                                            n, nbytes):
+    text = SCALE_YAML.replace("problem: {N: 256}", f"problem: {problem}\n{requires}").replace("args: [x, y]",
+                                                                                                "args: [x, y, n]")
+    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace("BODY", body)))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, spec.resolve_problem(problem), ("x", "y", "n"))
+    real = spec.host_module().inputs(spec.resolve_problem(problem), np.random.default_rng(0))
+    assert needs["x"].nbytes == real["x"].nbytes == (nbytes or real["x"].nbytes) and needs["x"].nbytes > 0
+    assert needs["n"].must_be == int(real["n"]) == (n or int(real["n"]))
+
+
 def test_a_reference_the_stand_in_does_not_fit_gets_a_real_generator(tmp_path: Path, monkeypatch):
     ref = '''
 import numpy as np

@@ -29,7 +29,7 @@ import pyopencl.array as cl_array
 import pyopencl.cltypes as cltypes
 
 from . import hostmemory
-from .errors import ProblemError, SpecError, warn
+from .errors import ProblemError, SpecError, warn_once
 from .measure import host_inputs
 from .signatures import cast
 from .spec import MAX_SIZE, KernelSpec, problem_label
@@ -76,14 +76,13 @@ class Arguments:
         (trial 55: 512x512 arrays for a kernel loaded for 256x256 gave wrong numbers without a
         word); a plain Buffer carries no shape, and a pool's may well be larger."""
         nbytes = self._needs[arg].nbytes
-        if not isinstance(value, cl_array.Array) or nbytes is None or value.nbytes <= nbytes \
-                or (arg, value.shape) in self._larger:
+        if not isinstance(value, cl_array.Array) or nbytes is None or value.nbytes <= nbytes:
             return
-        warn(f"{self.spec.name}: argument {arg} is an array of shape {value.shape} ({value.size} elements), and the "
-             f"kernel, loaded for {problem_label(self.problem)}, uses its first {nbytes // value.dtype.itemsize}: "
-             "the rest is neither read nor written; load the kernel for the array's problem, or pass a view of "
-             "the elements it uses")
-        self._larger.add((arg, value.shape))  # once given: an error filter raises it at every call (trial 100)
+        warn_once(self._larger, (arg, value.shape),
+                  f"{self.spec.name}: argument {arg} is an array of shape {value.shape} ({value.size} elements), and "
+                  f"the kernel, loaded for {problem_label(self.problem)}, uses its first "
+                  f"{nbytes // value.dtype.itemsize}: the rest is neither read nor written; load the kernel for the "
+                  "array's problem, or pass a view of the elements it uses")
 
     def _check_aliases(self, buffers: Mapping[str, Any]) -> None:
         """ValueError where an output shares memory with another argument: the kernel would

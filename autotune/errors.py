@@ -14,6 +14,7 @@ import traceback
 import warnings
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 
 class AutotuneError(Exception):
@@ -40,6 +41,14 @@ def warn(message: str, at: FrameType | None = None) -> None:
     registry = at.f_globals.setdefault("__warningregistry__", {})
     warnings.warn_explicit(AutotuneWarning(message), AutotuneWarning, at.f_code.co_filename, at.f_lineno,
                            at.f_globals.get("__name__"), registry)
+
+
+def warn_once(given: set[Any], key: Any, message: str) -> None:
+    """:func:`warn`, unless ``key`` is in ``given``: noted there once given, so that a filter that
+    makes it an error raises it at every call (trial 100: noted first, only the first raised)."""
+    if key not in given:
+        warn(message, _outside(sys._getframe(1)))
+        given.add(key)
 
 
 def caller() -> FrameType | None:

@@ -51,7 +51,7 @@ import pyopencl.array as cl_array
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
 from .arguments import Arguments, input_needs
-from .errors import AutotuneError, ProblemError, ProfileError
+from .errors import AutotuneError, ProblemError, ProfileError, warn_once
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
@@ -285,20 +285,20 @@ def _measured_elsewhere(path: Path, measured_on: Any, spec: KernelSpec, info: de
     mine = info.profile_header()
     other = profiles.written_for_another(measured_on, mine)
     if other is not None:
-        _warn_keyed((str(path), spec.name, info.slug, f"measured on {other}"),
-                    f"{path} holds {spec.name} entries measured on {other}, not this {profiles.described(mine)}: "
-                    f"they are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
+        warn_once(_warned, (str(path), spec.name, info.slug, f"measured on {other}"),
+                  f"{path} holds {spec.name} entries measured on {other}, not this {profiles.described(mine)}: "
+                  f"they are used, but may be slow here (`{tune_command(spec, problem, info)}` tunes this device)")
 
 
 def _warn_partial(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
                   entry: profiles.Entry, path: Path) -> None:
     """Warn, once a process, that the entry used comes from a run stopped early (trial 44: one
     stopped after its naive baseline served that kernel, 40x slower, without a word)."""
-    _warn_keyed((str(path), spec.name, problem_label(problem), "partial"),
-                f"the {spec.name} entry for {problem_label(problem)} in {path} is partial (its run was stopped, or "
-                f"its leaders not timed again, after {entry.trials} trial{'s' if entry.trials != 1 else ''}): it is "
-                f"used, but more tuning may find a faster one: `{tune_command(spec, problem, info)}` (with the "
-                "--storage that run used, if any, it goes on from where that run stopped)")
+    warn_once(_warned, (str(path), spec.name, problem_label(problem), "partial"),
+              f"the {spec.name} entry for {problem_label(problem)} in {path} is partial (its run was stopped, or "
+              f"its leaders not timed again, after {entry.trials} trial{'s' if entry.trials != 1 else ''}): it is "
+              f"used, but more tuning may find a faster one: `{tune_command(spec, problem, info)}` (with the "
+              "--storage that run used, if any, it goes on from where that run stopped)")
 
 
 def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
@@ -664,15 +664,7 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
                message: str) -> None:
     """Warn once a process per problem and origin: a problem whose kernel comes another way
     later (the nearest tuned once a run tuned another size) is warned of again (trial 75)."""
-    _warn_keyed((str(spec.path), info.slug, problem_label(problem), origin), message)
-
-
-def _warn_keyed(key: tuple[str, ...], message: str) -> None:
-    """Warn of ``message`` unless a warning of ``key`` was given: noted once given, so that a
-    filter that makes it an error raises it at every call (trial 100: only at the first)."""
-    if key not in _warned:
-        _warn(message)
-        _warned.add(key)
+    warn_once(_warned, (str(spec.path), info.slug, problem_label(problem), origin), message)
 
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
-from .errors import ProblemError, warn
+from .errors import ProblemError, warn_once
 
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -175,10 +175,9 @@ def site_profiles() -> list[Path]:
     given = os.environ.get("AUTOTUNE_SITE_PROFILES", "")
     parts = [part for part in given.split(os.pathsep) if part.strip()]
     left = [part for part in parts if not Path(part).is_absolute()]
-    if left and ("AUTOTUNE_SITE_PROFILES", left[0]) not in _WARNED:  # trial 79: dropped unsaid
-        _WARNED.add(("AUTOTUNE_SITE_PROFILES", left[0]))
-        warn(f"$AUTOTUNE_SITE_PROFILES: {left[0]!r} is not an absolute path (a site's folder is the same wherever "
-             "a process runs): left out")
+    if left:  # trial 79: dropped unsaid
+        warn_once(_WARNED, ("AUTOTUNE_SITE_PROFILES", left[0]), f"$AUTOTUNE_SITE_PROFILES: {left[0]!r} is not an "
+                  "absolute path (a site's folder is the same wherever a process runs): left out")
     return [Path(part) for part in parts if Path(part).is_absolute()]
 
 
@@ -194,10 +193,9 @@ def _switch(name: str, default: bool, quiet: bool = False) -> bool:
     text = os.environ.get(name, "").strip().lower()
     if text in _ON or text in _OFF:
         return text in _ON
-    if text and not quiet and (name, text) not in _WARNED:
-        _WARNED.add((name, text))  # once a process (trial 57: on every load_kernel call)
-        warn(f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off ({', '.join(_OFF)}); "
-             f"taking the default, {'on' if default else 'off'}")
+    if text and not quiet:  # once a process (trial 57: on every load_kernel call)
+        warn_once(_WARNED, (name, text), f"${name}={os.environ[name]!r} is neither on ({', '.join(_ON)}) nor off "
+                  f"({', '.join(_OFF)}); taking the default, {'on' if default else 'off'}")
     return default
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, raised_in, warn
+from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, raised_in, warn_once
 from .expr import Expr
 from .resources import data_dir
 from .yamlload import AmbiguousBoolean, read_yaml, syntax_error
@@ -822,11 +822,11 @@ def load(name_or_path: str | Path) -> KernelSpec:
         raise SpecError(f"{where}: invalid YAML ({problem}); fix the syntax there") from None
     spec = parse(raw, path)
     builtin = data_dir("search_spaces") / f"{spec.name}.yaml"
-    if path not in _named_like_builtin and _is_file(builtin) and builtin.resolve() != path.resolve():
-        _named_like_builtin.add(path)  # once per file and process: a run loads its spec more than once
-        warn(f"{path}: kernel {spec.name!r} is the name of a built-in kernel, so the two share profile entries "
-             f"(a run of one replaces the other's entry for its problem) and load_kernel({spec.name!r}) loads "
-             "the built-in; give yours a name of its own under `kernel:`")
+    if _is_file(builtin) and builtin.resolve() != path.resolve():  # once per file and process: a run loads
+        warn_once(_named_like_builtin, path,  # its spec more than once
+                  f"{path}: kernel {spec.name!r} is the name of a built-in kernel, so the two share profile "
+                  f"entries (a run of one replaces the other's entry for its problem) and load_kernel({spec.name!r}) "
+                  "loads the built-in; give yours a name of its own under `kernel:`")
     return spec
 
 

@@ -170,6 +170,11 @@ def test_an_on_off_variable_with_another_value_warns_and_keeps_its_default(monke
 
     monkeypatch.setattr(settings, "_WARNED", set())
     monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "of")  # a typo of "off"
+    with warnings.catch_warnings():  # trial 101: made an error, it was raised by the first call alone
+        warnings.simplefilter("error", AutotuneWarning)
+        for _ in range(2):
+            with pytest.raises(AutotuneWarning, match="AUTOTUNE_MEASURE_UNTUNED='of' is neither on"):
+                settings.measure_untuned()
     with pytest.warns(AutotuneWarning, match=r"AUTOTUNE_MEASURE_UNTUNED='of' is neither on .* default, on"):
         assert settings.measure_untuned() is True
     with warnings.catch_warnings():  # trial 57: once a process, not on every load_kernel call

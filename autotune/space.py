@@ -67,8 +67,7 @@ def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
         # a float that is whole too (trial 98: `(H + WG - 1) / WG * WG` gave 1027.0 for 1028)
         raise SpecError(
             f"{spec.path}: {key}: {e.source!r} gave {value!r}, not an integer"
-            + ("; / is true division and gives a float: use // for integer division" if isinstance(value, float)
-               else "")
+            + (_float_fix(spec, e) if isinstance(value, float) else "")
         )
     return value
 
@@ -126,11 +125,12 @@ def check_geometry(geo: Geometry, facts: Facts) -> str | None:
 
 def is_launch_reason(reason: str) -> bool:
     """Whether a reason from :func:`check_geometry` faults the launch sizes themselves (a global
-    size not a multiple of its local size, or not positive), not the device's limits."""
+    size not a multiple of its local size, not positive, or not an integer), not the device's
+    limits."""
     return _LAUNCH_SIZES.search(reason) is not None
 
 
-_LAUNCH_SIZES = re.compile(r"(global|local) size .* (not divisible|must be positive)")
+_LAUNCH_SIZES = re.compile(r"(global|local) size .* (not divisible|must be positive)|gave \S+, not an integer")
 
 
 def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, device: str) -> ProblemError:
@@ -313,6 +313,17 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
         raise ConditionError(f"{spec.path}: constraints: {exc}") from None
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: constraints: {exc}") from None
+
+
+def _float_fix(spec: KernelSpec, e: Expr) -> str:
+    """The fix for a size that came out a float: its `/` (in it or the derived values it reads,
+    trial 98: `GY` from `(H + WGY - 1) / WGY * WGY`), else its float terms (trial 101: `N * 1.0`
+    was blamed on a `/` it did not have)."""
+    read = spec.derived_read(e.names)
+    sources = [e.source, *(d.source for name, d in spec.derived if name in read)]
+    if any("/" in source.replace("//", "") for source in sources):
+        return "; / is true division and gives a float: use // for integer division"
+    return "; a float term makes it a float: keep a size's terms integers"
 
 
 def _integral(value: int | float) -> bool:

@@ -138,6 +138,14 @@ def test_geometry_must_be_integral(tmp_path):
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N / 3"]')))
     with pytest.raises(SpecError, match=r"launch\[0\].global: 'N / 3' gave 85.33.*use //"):
         geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["G"]')
+                               + 'derived:\n  G: "(N + 3) / 4 * 4"\n'))  # trial 98: the `/` in a derived value
+    with pytest.raises(SpecError, match=r"'G' gave 259.0, not an integer; / is true division"):
+        geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
+    # trial 101: a float term is no `/`
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N * 1.0"]')))
+    with pytest.raises(SpecError, match=r"'N \* 1.0' gave 256.0, not an integer; a float term makes it a float"):
+        geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
     # trial 98: a whole float is a `/` too, and may be the wrong whole number: (1024 + 4 - 1) / 4 * 4
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["(N + 3) / 4 * 4"]')))
     with pytest.raises(SpecError, match=r"launch\[0\].global: '\(N \+ 3\) / 4 \* 4' gave 259.0, not an integer; / is "

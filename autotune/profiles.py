@@ -114,7 +114,7 @@ class Entry:
                 return convert(value)  # a required field's None fails here
             except (TypeError, ValueError, OverflowError):  # trial 95: Python's words, no field named
                 raise ProfileError(f"{where}: malformed entry ({key} is {clipped(repr(value), 40)}, not "
-                                   f"{expected}); fix or delete that entry") from None
+                                   f"{expected}{_as_text(value)}); fix or delete that entry") from None
 
         made = cls(
             problem=get("problem", dict, "a mapping of problem keys to values"),
@@ -122,14 +122,14 @@ class Entry:
             build_flags=get("build_flags", _flags, "a list of flags as text", ()),
             # trial 31: `time_ms: .nan` (or -5) was listed and used as a tuned time
             time_ms=get("time_ms", _positive, "a positive number of ms"),
-            throughput=get("throughput", lambda v: {str(k): _number(x) for k, x in dict(v).items()},
-                           "a mapping of metric names to numbers", {}),
+            throughput=get("throughput", lambda v: {str(k): _finite(x) for k, x in dict(v).items()},
+                           "a mapping of metric names to finite numbers of 0 or more", {}),
             trials=get("trials", _whole, "a whole number of 0 or more", 0),
             tuned_at=str(raw.get("tuned_at", "")),
             spec_hash=get("spec_hash", _text, "text"),
             partial=get("partial", _boolean, "true or false", False),
             baseline_ms=get("baseline_ms", _positive, "a positive number of ms", None),
-            spread_ms=get("spread_ms", _pair, "a list of two positive numbers of ms", None) or None,
+            spread_ms=get("spread_ms", _pair, "a list of two positive numbers of ms, the least first", None) or None,
             error=get("error", _finite, "a finite number of 0 or more", None),
             # max_error (a relative error, huge near zero) was replaced by this: not carried
             tolerance_used=get("tolerance_used", _finite, "a finite number of 0 or more", None),
@@ -207,9 +207,20 @@ def _boolean(value: Any) -> bool:
 
 
 def _pair(value: Any) -> tuple[float, float]:
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise TypeError(value)
-    return _positive(value[0]), _positive(value[1])
+    if not isinstance(value, (list, tuple)) or len(value) != 2 or not _positive(value[0]) <= _positive(value[1]):
+        raise TypeError(value)  # trial 101: [2.0, 1.0] was read
+    return float(value[0]), float(value[1])
+
+
+def _as_text(value: Any) -> str:
+    """Why a number reads as text, where it does (trial 101: `1.0e308`, text to YAML 1.1)."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return " (YAML reads it as text: write an exponent with its sign, 1.0e+308)"
 
 
 def path_for(slug: str, folder: Path) -> Path:

@@ -188,15 +188,22 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
     ("time_ms: true", "time_ms is True, not a positive number of ms"),
     ("time_ms: 1.0, trials: 1.7", "trials is 1.7, not a whole number of 0 or more"),
     ("time_ms: 1.0, partial: 'no'", "partial is 'no', not true or false"),
-    ("time_ms: 1.0, spread_ms: abc", "spread_ms is 'abc', not a list of two positive numbers of ms"),
-    ("time_ms: 1.0, spread_ms: [1]", "spread_ms is \\[1\\], not a list of two positive numbers of ms"),
+    ("time_ms: 1.0, spread_ms: abc", "spread_ms is 'abc', not a list of two positive numbers of ms, the least first"),
+    ("time_ms: 1.0, spread_ms: [1]", "spread_ms is \\[1\\], not a list of two positive numbers of ms, the least first"),
     ("time_ms: 1.0, baseline_ms: fast", "baseline_ms is 'fast', not a positive number of ms"),
     # trial 99: read, and show --json wrote NaN
-    ("time_ms: 1.0, spread_ms: [.nan, .inf]", "spread_ms is \\[nan, inf\\], not a list of two positive numbers of ms"),
+    ("time_ms: 1.0, spread_ms: [.nan, .inf]", "spread_ms is \\[nan, inf\\], not a list of two positive numbers of ms, the least first"),
     ("time_ms: 1.0, error: .nan", "error is nan, not a finite number of 0 or more"),
     ("time_ms: 1.0, baseline_ms: -5", "baseline_ms is -5, not a positive number of ms"),
     (f"time_ms: 1.0, trials: {'9' * 400}", "trials is 9999.*, not a whole number of 0 or more"),
     ("time_ms: 1.0e+400", "time_ms is inf, not a positive number of ms"),
+    # trial 101: read
+    ("time_ms: 1.0, spread_ms: [2.0, 1.0]", "spread_ms is \\[2.0, 1.0\\], not a list of two positive numbers of ms, "
+                                            "the least first"),
+    ("time_ms: 1.0, throughput: {GB/s: .nan}", "throughput is \\{'GB/s': nan\\}, not a mapping of metric names to "
+                                               "finite numbers of 0 or more"),
+    ("time_ms: 1.0e308", "time_ms is '1.0e308', not a positive number of ms \\(YAML reads it as text: write an "
+                         "exponent with its sign, 1.0e\\+308\\)"),
 ])
 def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):
     """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""

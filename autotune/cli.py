@@ -153,7 +153,7 @@ class _ArgumentParser(argparse.ArgumentParser):
         as an option and says the option expected a value."""
         given = getattr(self, "_given", [])
         for at, token in enumerate(given[:-1]):
-            if token in options and given[at + 1].startswith("-"):
+            if token in options and given[at + 1].startswith("-") and given[at + 1] != "--":
                 return f"; a value that starts with '-' is written {options[-1]}={given[at + 1]}"
         return ""
 

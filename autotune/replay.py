@@ -180,6 +180,11 @@ _NUMBER_START = r"(-|-?(0|[1-9]\d*)(\.\d*)?([eE][+-]?\d*)?)\s*"
 _LITERAL_START = r"(t(r(ue?)?)?|f(a(l(se?)?)?)?|n(u(ll?)?)?)?\s*"
 
 
+def _leading_zero(text: str, pos: int) -> bool:
+    """Whether the JSON error at ``pos`` is in a number written with a leading 0 (trial 101)."""
+    return re.search(r"-?0\d+$", text[:pos + 1]) is not None
+
+
 def _ends_mid_token(text: str, pos: int) -> bool:
     """Whether the text from the JSON error at ``pos`` is at most the start of a number (read
     from where its characters begin: trial 99, `01` is no start of one) or of a literal."""
@@ -208,8 +213,9 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
         # out of text (trials 96, 97: `{not json` and `{notjson` were called cut short)
         if error.msg.startswith("Unterminated") or _ends_mid_token(text, error.pos):
             return ": it ends before its JSON does (cut short?); copy or download it again"
-        return (f": the JSON is broken at line {error.lineno} column {error.colno} (a comma or brace too many or too "
-                "few?); fix it there")
+        likely = "a number that starts with 0, which JSON does not allow" if _leading_zero(text, error.pos) else \
+            "a comma or brace too many or too few"
+        return f": the JSON is broken at line {error.lineno} column {error.colno} ({likely}?); fix it there"
     if path.suffix.lower() == ".gz":
         return ": its name ends in .gz, but it is not gzip data"
     return ": give a Kernel Tuner cache file (.json or .json.gz)"
@@ -294,7 +300,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
             raise ProblemError(f"cache entry {key!r} has no 'time': {_TIME}")
         outcome = _outcome(key, entry["time"])
         if _is_number(entry["time"]) and not entry["time"] > 0:
-            timeless.append(key)
+            timeless.append(f"{key!r}: {json.dumps(entry['time'])}")  # trial 101: the key alone read as the time
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
                 warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
@@ -302,7 +308,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
             continue
         outcomes[config], first[config] = outcome, key
     if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
-        some = ", ".join(repr(k) for k in timeless[:3]) + (", ..." if len(timeless) > 3 else "")
+        some = ", ".join(timeless[:3]) + (", ..." if len(timeless) > 3 else "")
         warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
              f"not a positive number ({some}); replayed as failures")
     if misnamed:

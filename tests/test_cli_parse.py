@@ -119,7 +119,8 @@ def test_a_usage_error_is_reported_by_its_command_with_exit_2(capsys, argv, comm
 
 @pytest.mark.parametrize("argv, hint", [(["replay", "x.json", "--target", "-inf"], "--target=-inf"),
                                         (["run", "reverse", "-t", "-1e3"], "--timeout=-1e3"),
-                                        (["run", "reverse", "-n"], None)])
+                                        (["run", "reverse", "-n"], None),
+                                        (["replay", "x.json", "--target", "--", "-5"], None)])  # trial 101: '--'=
 def test_a_value_that_starts_with_a_dash_is_told_how_to_be_written(capsys, argv, hint):
     """argparse takes -inf for an option and says only that --target expected a value (trial 97)."""
     from autotune import cli

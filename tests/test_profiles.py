@@ -192,7 +192,8 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
     ("time_ms: 1.0, spread_ms: [1]", "spread_ms is \\[1\\], not a list of two positive numbers of ms, the least first"),
     ("time_ms: 1.0, baseline_ms: fast", "baseline_ms is 'fast', not a positive number of ms"),
     # trial 99: read, and show --json wrote NaN
-    ("time_ms: 1.0, spread_ms: [.nan, .inf]", "spread_ms is \\[nan, inf\\], not a list of two positive numbers of ms, the least first"),
+    ("time_ms: 1.0, spread_ms: [.nan, .inf]", "spread_ms is \\[nan, inf\\], not a list of two positive numbers of "
+                                              "ms, the least first"),
     ("time_ms: 1.0, error: .nan", "error is nan, not a finite number of 0 or more"),
     ("time_ms: 1.0, baseline_ms: -5", "baseline_ms is -5, not a positive number of ms"),
     (f"time_ms: 1.0, trials: {'9' * 400}", "trials is 9999.*, not a whole number of 0 or more"),

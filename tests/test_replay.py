@@ -168,8 +168,8 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
     ("early.json", "{not json",
      "the JSON is broken at line 1 column 2 (a comma or brace too many or too few?); fix it there"),
     # trial 99: no JSON number starts with 01
-    ("zero.json", '{"a": 01', "the JSON is broken at line 1 column 8 (a comma or brace too many or too few?); fix it "
-                              "there"),
+    ("zero.json", '{"a": 01', "the JSON is broken at line 1 column 8 (a number that starts with 0, which JSON does "
+                              "not allow?); fix it there"),
     ("true.json", '{"a": true', "it ends before its JSON does (cut short?); copy or download it again"),
     ("minus.json", '{"a": [1, -', "it ends before its JSON does (cut short?); copy or download it again"),
     ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",
@@ -362,7 +362,7 @@ def test_a_time_of_zero_is_replayed_as_a_failure_with_one_warning(tmp_path):
     path = tmp_path / "zero.json"
     path.write_text(json.dumps({"tune_params": {"X": list(range(1, 7))}, "cache": cache}))
     with pytest.warns(AutotuneWarning, match=r"^2 cache entries record a time that is not a positive number "
-                      r"\('2', '5'\); replayed as failures$"):
+                      r"\('2': 0, '5': -1.0\); replayed as failures$"):  # trial 101: the keys alone
         rec = replay.load(path)
     assert rec.outcomes[(2,)] == "0" and rec.outcomes[(5,)] == "-1.0" and rec.outcomes[(1,)] == 1.0
 

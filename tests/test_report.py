@@ -311,7 +311,7 @@ def test_a_parameter_a_variant_ignores_is_judged_only_where_it_applies(tmp_path)
     assert re.search(r"<code>WPT=\d+ MODE=0</code>", mode0) and "WG=" not in mode0, mode0
 
 
-def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
+def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale, monkeypatch):
     tune_fake(scale)
     assert data.match_devices(SLUG, [SLUG, "other-gpu"]) == {SLUG}
     assert data.match_devices("FAKE", [SLUG, "other-gpu"]) == {SLUG}
@@ -319,6 +319,8 @@ def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale):
     with pytest.raises(data.ProblemError, match=f"'GPU.YAML' is a part of several devices' names: -d {SLUG} | "
                                                 "-d other-gpu$"):  # trial 99: both reported, as show refuses
         data.match_devices("GPU.YAML", [SLUG, "other-gpu"])
+    monkeypatch.setattr(data, "_selected_here", lambda selector: SLUG)  # trial 101: as show takes a part naming two
+    assert data.match_devices("gpu", [SLUG, "other-gpu"]) == {SLUG}  # devices here: the one it selects
     with pytest.raises(data.ProblemError, match=f"devices with studies of this kernel: {SLUG}"):
         data.find_sections(scale, None, device="h200")
     for several in ("all", "0:0,1:0"):  # trial 91: said as though a device were called that

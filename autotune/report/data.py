@@ -227,29 +227,35 @@ def find_sections(spec: KernelSpec, storage: str | None, problem: Mapping[str, A
 
 
 def match_devices(selector: str, slugs: Sequence[str]) -> set[str]:
-    """The slug ``selector`` names: equal, contained (in one only), else the slug of the device it
-    selects here."""
+    """The slug ``selector`` names: equal, contained (in one only, or in the slug of the device it
+    selects here, as show takes it), else the slug of the device it selects here."""
     wanted = profiles.slug_named(selector.strip()).lower()  # a profile's file name too, as show's -d takes it
     found = {s for s in slugs if s == wanted} or {s for s in slugs if wanted and wanted in s}
-    if len(found) > 1:  # trial 99: both reported, where show refuses a part that names several
-        raise ProblemError(f"{selector!r} is a part of several devices' names: -d {' | -d '.join(sorted(found))}")
-    if found:
+    if len(found) == 1:
         return found
+    here = _selected_here(selector)
+    if here is not None and (here in found or (not found and here in slugs)):  # trial 101: `-d xeon` was refused,
+        # where show takes the first device it names
+        return {here}
+    if found:  # trial 99: both reported
+        raise ProblemError(f"{selector!r} is a part of several devices' names: -d {' | -d '.join(sorted(found))}")
+    from ..device import several
+
+    # trial 91: `-d all` was "no study on a device matching 'all'"
+    takes = "; report takes one device, and without -d shows every device's studies" if several(selector) else ""
+    raise ProblemError(f"no study on a device matching {selector!r}{takes}; devices with studies of this "
+                       f"kernel: {', '.join(slugs)} (give one of these, or a part of it, to -d)")
+
+
+def _selected_here(selector: str) -> str | None:
+    """The slug of the device ``selector`` selects on this machine (it warns where it names
+    several), or None."""
     try:
         from ..device import select
 
-        found = {select(selector, require_build=False)[0].slug}
+        return select(selector, require_build=False)[0].slug
     except Exception:  # no OpenCL here, or no such device: the slugs are the answer  # noqa: BLE001
-        found = set()
-    if not found & set(slugs):
-        from ..device import several
-
-        # trial 91: `-d all` was "no study on a device matching 'all'"
-        takes = ("; report takes one device, and without -d shows every device's studies" if several(selector)
-                 else "")
-        raise ProblemError(f"no study on a device matching {selector!r}{takes}; devices with studies of this "
-                           f"kernel: {', '.join(slugs)} (give one of these, or a part of it, to -d)")
-    return found
+        return None
 
 
 def studies(url: str, opened: optuna.storages.BaseStorage) -> list[StudyId]:

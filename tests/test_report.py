@@ -319,14 +319,14 @@ def test_device_is_a_slug_a_part_of_one_or_an_error_listing_them(scale, monkeypa
     with pytest.raises(data.ProblemError, match=f"'GPU.YAML' is a part of several devices' names: -d {SLUG} | "
                                                 "-d other-gpu$"):  # trial 99: both reported, as show refuses
         data.match_devices("GPU.YAML", [SLUG, "other-gpu"])
-    monkeypatch.setattr(data, "_selected_here", lambda selector: SLUG)  # trial 101: as show takes a part naming two
-    assert data.match_devices("gpu", [SLUG, "other-gpu"]) == {SLUG}  # devices here: the one it selects
     with pytest.raises(data.ProblemError, match=f"devices with studies of this kernel: {SLUG}"):
         data.find_sections(scale, None, device="h200")
     for several in ("all", "0:0,1:0"):  # trial 91: said as though a device were called that
         with pytest.raises(data.ProblemError, match="; report takes one device, and without -d shows every "
                                                     "device's studies; devices with studies"):
             data.find_sections(scale, None, device=several)
+    monkeypatch.setattr(data, "_selected_here", lambda selector: SLUG)  # trial 101: as show takes a part naming two
+    assert data.match_devices("gpu", [SLUG, "other-gpu"]) == {SLUG}  # devices here: the one it selects
 
 
 def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path, monkeypatch):

@@ -398,7 +398,8 @@ def kernel_block(doc: Mapping[str, Any], kernel: str, where: str) -> list[Any]:
 
 def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str, Any] | None = None,
           usable: Callable[[Entry], bool] | None = None,
-          seen: Seen | None = None, edited: Callable[[Entry], bool] | None = None) -> tuple[dict[str, Any], str]:
+          seen: Seen | None = None, edited: Callable[[Entry], bool] | None = None,
+          where: str = "profile") -> tuple[dict[str, Any], str]:
     """Merge ``entry`` into a profile document (pure).
 
     Returns the new document and the verdict: ``added``, ``added beside`` a tuning run's entry
@@ -418,7 +419,7 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     in the .bak only).
     """
     new = _rehome(doc, device)
-    kernel_block(new, kernel, "profile")  # no list: a person's to fix
+    kernel_block(new, kernel, where)  # no list: a person's to fix (``where``: the profile's path)
     items = new["kernels"].setdefault(kernel, [])
     here, tidied = _tidy(items, kernel, entry, edited)
     left = _left_for_a_person(here, entry, edited)
@@ -663,7 +664,7 @@ def save(entry: Entry, kernel: str, device: Mapping[str, Any], path: Path,
     """Lock (waiting up to ``wait_s`` for another process's save), re-read, merge (see
     :func:`merge`), back up and atomically replace the profile at ``path``."""
     try:
-        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, seen, edited), wait_s)
+        return update(path, lambda doc: merge(doc, kernel, entry, device, usable, seen, edited, str(path)), wait_s)
     except OSError as exc:
         raise ProfileError(f"cannot write {path} ({exc.strerror}){_fix(exc)}") from None
 

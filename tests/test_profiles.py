@@ -147,7 +147,7 @@ def test_a_kernel_with_no_list_of_entries_hides_only_its_own(tmp_path, block):
         profiles.save(entry({"N": 64}, 1.0), "other", {"name": "x"}, path)
         assert len(profiles.entries(profiles.read(path), "other")) == 1
         return
-    message = r"kernels.other is \S+( 1})?, not a list of entries; write each entry under it as a list item"
+    message = r"dev.yaml: kernels.other is \S+( 1})?, not a list of entries; write each entry under it as a list item"
     with pytest.raises(ProfileError, match=message):
         profiles.entries(doc, "other", str(path))
     skipped: list[ProfileError] = []

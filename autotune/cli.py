@@ -1163,6 +1163,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
                 continue
             broken: list[ProfileError] = []
             entries = profiles.entries(doc, kernel, str(path), broken.append)
+            if not entries and not broken:  # `mul1:` left with nothing under it (trial 101: an empty table)
+                continue
             spec = current(kernel)
             block = _ShowBlock(kernel, path, entries, tuple(broken), spec,
                                profiles.written_for_another(doc.get("device"), mine) if mine is not None else None,

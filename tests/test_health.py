@@ -252,9 +252,11 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     assert "found in" not in out
     # trial 95: a profile there without entries read as though it had not been found
     empty = profiles.path_for(found[1][0].slug, settings.profiles_dir())
-    empty.write_text("device: null\nkernels:\n")
-    assert cli.main(["show", "-d", "1:0"]) == 0
-    assert f"; found in {settings.profiles_dir()}, with no entries for it" in capsys.readouterr().out
+    for text in ("device: null\nkernels:\n", "kernels:\n  mul1:\n"):  # trial 101: mul1's empty table, then
+        empty.write_text(text)                                               # the device's title again
+        assert cli.main(["show", "-d", "1:0"]) == 0
+        out = capsys.readouterr().out
+        assert f"; found in {settings.profiles_dir()}, with no entries for it" in out and "time ms" not in out, out
     empty.write_text("kernels: [\n")  # corrupt (a site's is warned of): not "found, with no entries"
     assert "found in" not in cli._looked_in([settings.profiles_dir()], found[1][0].slug)
     site = settings.profiles_dir().parent / "site"  # trial 98: "there", said after one, named another's

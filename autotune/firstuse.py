@@ -17,6 +17,7 @@ buffers are freed on return.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,10 +26,11 @@ from typing import Any
 
 import pyopencl as cl
 
+from .hosttime import noted
 from .launch import ProgramCache, quiet_builds
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
-from .spec import KernelSpec, Value
+from .spec import KernelSpec, Value, config_label, problem_label
 
 _TIMING_ONE_AT_A_TIME = threading.Lock()
 
@@ -38,6 +40,8 @@ MAX_CANDIDATES = 12
 #: on a CPU a large problem's candidates take tens of seconds each (trial 29: correlate's
 #: default problem took 149 s for its default and baseline, with nothing printed meanwhile).
 BUDGET_S = 20.0
+#: A candidate still running after this long is said to be (it may never end: :func:`_stuck`).
+STUCK_S = 60.0
 #: One warm-up, then at least 3 launches and 20 ms of device time, at most 10 launches.
 TIMING = TimingOptions(warmup=1, min_repeats=3, max_repeats=10, min_time_s=0.02, compile_threads=4)
 
@@ -81,10 +85,21 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
                     untimed = len(candidates) + len(fallbacks) - i
                     break
                 cutoff = fastest.median_ms if fastest is not None and i >= len(candidates) else None
-                timed.append(bench.measure(params, cutoff_ms=cutoff))
+                with noted(_stuck(spec, problem, params), STUCK_S):
+                    timed.append(bench.measure(params, cutoff_ms=cutoff))
             return Timed(tuple(_pick_checked(bench, timed)), bench.cache, untimed)
         finally:
             bench.cache.close()  # no build outlives the filter
+
+
+def _stuck(spec: KernelSpec, problem: Mapping[str, Any], params: Mapping[str, Value]) -> str:
+    """The note for a candidate that has run :data:`STUCK_S` (trial 98: one that spun for ever at
+    an odd size hung the application without a word, Ctrl-C included)."""
+    return (f"first use of {spec.name} at {problem_label(problem)}: {config_label(params)} has been verified and "
+            f"timed for {STUCK_S:g} s; a kernel that never ends at this size holds the process, and Ctrl-C does not "
+            f"reach it while the runtime waits for it: if so, end the process (kill {os.getpid()}), and tune this "
+            f"size with `autotune run` (it stops a configuration at --max-time-per-config), or set "
+            "AUTOTUNE_MEASURE_UNTUNED=0")
 
 
 def _pick_checked(bench: Bench, timed: list[Measurement]) -> list[Measurement]:

@@ -32,28 +32,42 @@ class _Overtime(BaseException):
 
 
 @contextmanager
+def noted(said: str, after_s: float) -> Iterator[None]:
+    """Run the block with a warning of ``said`` once it has run ``after_s`` seconds: given from a
+    timer's thread, attributed to the caller's line (trial 100: said to come from threading.py);
+    where the caller's filter makes it an error, raised in the caller's thread once the block
+    ends (raised in the timer's thread, it was a traceback there: trial 60)."""
+    refused: list[Warning] = []
+    at = caller()
+
+    def say() -> None:
+        try:
+            warn(said, at)
+        except Warning as exc:
+            refused.append(exc)
+
+    note = threading.Timer(after_s, say)
+    note.daemon = True
+    note.start()
+    try:
+        yield
+    finally:
+        note.cancel()
+    if refused:
+        raise refused[0]
+
+
+@contextmanager
 def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None]:
     """Run the block with a note after :data:`NOTE_AFTER_S` and, where ``limit_s`` is given, this
     is the main thread (an alarm signal needs it) and no other alarm is pending, a ProblemError
     once it has run that long (the alarm is taken when Python code runs: a numpy call in
     progress finishes first). ``faster``: advice that goes before "choose a smaller size"."""
-    started, note_after_s = time.perf_counter(), NOTE_AFTER_S
+    started = time.perf_counter()
     counted = "" if limit_s is None else ", and a run's --timeout counts it"
     advice = f"{faster}or choose a smaller size" if faster else "a smaller size takes less"
-    said = (f"{what} has run for {note_after_s:g} s so far; it runs before the first configuration is verified"
+    said = (f"{what} has run for {NOTE_AFTER_S:g} s so far; it runs before the first configuration is verified"
             f"{counted} ({advice})")
-    refused: list[Warning] = []  # the note, where the warning filter makes it an error
-    at = caller()  # the timer's thread has none of it (trial 100: said to come from threading.py)
-
-    def say() -> None:
-        try:
-            warn(said, at)
-        except Warning as exc:  # raised here, it would end the timer's thread with a traceback (trial 60)
-            refused.append(exc)
-
-    note = threading.Timer(note_after_s, say)
-    note.daemon = True
-    note.start()
     # not where the application has an alarm of its own pending (trial 51: it was cancelled)
     alarm = (limit_s is not None and hasattr(signal, "setitimer")
              and threading.current_thread() is threading.main_thread()
@@ -72,7 +86,8 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
         # a year is as good as forever here
         signal.setitimer(signal.ITIMER_REAL, min(max(limit_s, 1e-3), YEAR_S))
     try:
-        yield
+        with noted(said, NOTE_AFTER_S):
+            yield
     except _Overtime:
         assert limit_s is not None
         raise ProblemError(
@@ -82,9 +97,6 @@ def watched(what: str, limit_s: float | None, faster: str = "") -> Iterator[None
             f"starts; {faster}choose a smaller --size, or give a longer --timeout") from None
     finally:
         armed[0] = False
-        note.cancel()
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
-    if refused:  # the caller's filter turned the note into an error: raised in the caller's thread
-        raise refused[0]

@@ -264,6 +264,38 @@ def test_a_warning_made_an_error_is_raised_at_every_load_not_the_first_alone(fol
         assert loader.choose(MM, FAKE, problem, folders, FakeTimer({})).origin == "nearest"
 
 
+def test_a_first_use_candidate_that_runs_long_is_said_to_with_the_way_out(monkeypatch):
+    """Trial 98: a kernel that spun for ever at an odd size hung load_kernel without a word, and
+    Ctrl-C did not reach it while the runtime waited: a note says so, at the application's line."""
+    import time as clock
+
+    from autotune import firstuse
+
+    class SlowBench:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.cache = ProgramCache()
+
+        def prefetch(self, params: Any) -> None:
+            pass
+
+        def measure(self, params: Any, cutoff_ms: Any = None) -> Measurement:
+            clock.sleep(0.5)
+            return Measurement(Status.OK, "", (1.0,), params=dict(params))
+
+        def verify_strictly(self, params: Any) -> None:
+            return None
+
+    monkeypatch.setattr(firstuse, "STUCK_S", 0.1)
+    monkeypatch.setattr(firstuse, "make_workload", lambda spec, problem: None)
+    monkeypatch.setattr(firstuse, "Bench", SlowBench)
+    problem = MM.resolve_problem({"M": 3001, "N": 3001, "K": 3001})
+    with pytest.warns(loader.AutotuneWarning, match=r"first use of matmul at M=3001,N=3001,K=3001,layout=row: "
+                      r"ALGO=tiled .* has been verified and timed for 0.1 s; a kernel that never ends at this size "
+                      r"holds the process, and Ctrl-C does not reach it .*AUTOTUNE_MEASURE_UNTUNED=0") as said:
+        assert firstuse.time_candidates(MM, problem, None, None, {}, [T64]).fastest is not None
+    assert [w.filename for w in said] == [__file__]
+
+
 @pytest.mark.parametrize("edit", [{"M": -5}, {"Q": 1}])
 def test_an_entry_whose_problem_the_spec_cannot_have_is_no_candidate(folders, monkeypatch, edit):
     """Trial 82: an entry edited to N=-5, which `show` said load_kernel skips, was used as the

@@ -236,24 +236,39 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
                   needs: Mapping[str, _ArgNeed]) -> dict[str, str | None]:
-    """The integer arguments ``inputs()`` gives (``given``, taking ``needs``) that follow the
-    problem's sizes (change when one is doubled or halved): argument -> the size key whose value
-    it is (None for one computed from sizes, ``W * H`` say: trial 27's wrote past its output). A
-    number that only happens to equal a size does not follow it."""
+    """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
+    must pass as given: argument -> the size key whose value it is, where it follows one
+    (changes with it when the sizes are moved), else None (``W * H`` say: trial 27's wrote past
+    its output). Left out: one that another seed's draws change (data: mul1's multiplier) but for
+    an array's length, and
+    one that stays as the arrays' sizes change (a number of its own: a count of repeats). One
+    whose fate no move shows (a clamp, a constant size, a spec that takes no other size) is
+    held to its value (trial 102: unchecked, the kernel wrote past a buffer)."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
+    # an array's length that the draws decide (a gather's nnz) is held to this draw's: buffers
+    # are checked against this draw's sizes too
+    lengths = {np.asarray(v).size for v in given.values() if np.asarray(v).ndim}
+    for seed in (1, 2, 3) if ints else ():
+        other = shaped_inputs(spec, problem, seed)
+        ints = [a for a in ints if a in other and (other[a] == given[a] or int(given[a]) in lengths)]
     out: dict[str, str | None] = {}
-    for moved in _moves(spec, problem):
-        if all(a in out for a in ints):
-            break
+    own: set[str] = set()
+    for moved in _moves(spec, problem) if ints else ():
         try:
             other = shaped_inputs(spec, moved)
-        except Exception:  # noqa: BLE001 - the reference's own code at another size: no check then
+        except Exception:  # noqa: BLE001 - the reference's own code at another size: no word from it
             continue
-        for a in ints:
-            if a not in out and a in other and other[a] != given[a]:
+        resized = any(a in other and _need(other[a]).nbytes != need.nbytes
+                      for a, need in needs.items() if need.nbytes is not None)
+        for a in [a for a in ints if a not in out and a not in own and a in other]:
+            if other[a] != given[a]:
                 out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
                                and other[a] == moved[k]), None)
-    return out
+            elif resized:
+                own.add(a)
+        if all(a in out or a in own for a in ints):
+            break
+    return {a: out.get(a) for a in ints if a not in own}
 
 
 def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -272,20 +287,23 @@ def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, A
             yield moved
 
 
-def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any]:
+def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
     """The reference module's ``inputs()`` with the arrays' sizes and types but not their values.
 
     ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that touch no
     memory, and so are their casts (:class:`_Untouched`), so a 1 GiB reverse costs
-    milliseconds, not the 5 s and 1 GiB of drawing its bytes. A module that does not run so
-    (it checks its rng's type, say, or draws again until no value is 0), or that gives an
-    empty array with them (a size summed from drawn values: trial 101, a gather's nnz of 0, so
-    any buffer passed and the kernel wrote past it), gets a real rng.
+    milliseconds, not the 5 s and 1 GiB of drawing its bytes. Where its draws come to less than
+    :data:`REAL_BELOW`, or the module does not run so (it checks its rng's type, say, or draws
+    again until no value is 0), or gives an empty array with them (a size summed from drawn
+    values: trial 101, a gather's nnz of 0, so any buffer passed and the kernel wrote past it),
+    it runs again with a real rng, so that sizes that follow the drawn values are right (trial
+    102: summed, plus one, they were not empty, and too small). ``seed``: the draws'.
     """
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
-            given = host_inputs(spec, problem, _ShapeRng())
-        if not any(isinstance(v, np.ndarray) and v.ndim and not v.size for v in given.values()):
+            given = host_inputs(spec, problem, stand_in := _ShapeRng(seed))
+        if stand_in.total > REAL_BELOW and \
+                not any(isinstance(v, np.ndarray) and v.ndim and not v.size for v in given.values()):
             return given
     except MemoryError:  # even untouched zeros need address space: no buffers that big here either
         shown = ", ".join(f"{k}={v}" for k, v in problem.items())
@@ -293,7 +311,11 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, Any
                            "can give; use a smaller problem") from None
     except SpecError:  # user code the stand-in does not fit: draw for real (a mistake raises again)
         pass
-    return host_inputs(spec, problem, np.random.default_rng(0))
+    return host_inputs(spec, problem, np.random.default_rng(seed))
+
+
+#: Draws of at most this many bytes are made for real (milliseconds), their sizes exact.
+REAL_BELOW = 1 << 24
 
 
 def _need(value: Any) -> _ArgNeed:
@@ -314,8 +336,9 @@ class _ShapeRng:
     #: (trial 101: it ran until the draws added up to the host's memory, said as too little)
     MAX_DRAWS = 1000
 
-    def __init__(self) -> None:
-        self._rng = np.random.default_rng(0)
+    def __init__(self, seed: int = 0) -> None:
+        self._rng = np.random.default_rng(seed)
+        self.total = 0  # the bytes of every array drawn
         # the arrays cost nothing until a cast copies them (matmul's inputs() casts its draws to
         # float32): more than the host has free is refused before that copy is made; an array
         # let go no longer counts
@@ -339,7 +362,7 @@ class _ShapeRng:
             one = np.asarray(real(*bound.args, **bound.kwargs))
             shape = (size,) if isinstance(size, numbers.Integral) else tuple(size)
             nbytes = math.prod((*shape, *one.shape[1:])) * one.dtype.itemsize
-            self._drawn, self._draws = self._drawn + nbytes, self._draws + 1
+            self._drawn, self._draws, self.total = self._drawn + nbytes, self._draws + 1, self.total + nbytes
             if self._draws > self.MAX_DRAWS:
                 raise RuntimeError(f"more than {self.MAX_DRAWS} draws")  # a real rng, then
             if self._free is not None and self._drawn > self._free:

@@ -334,6 +334,7 @@ def test_sizes_are_those_of_inputs_without_drawing_them(name, monkeypatch):
     monkeypatch.setattr(arguments, "host_inputs", lambda s, p, rng: given.append(type(rng).__name__) or
                         real_inputs(s, p, rng))
     monkeypatch.setattr(arguments, "_needs_cache", {})
+    monkeypatch.setattr(arguments, "REAL_BELOW", 0)  # below it, drawn for real (milliseconds)
     needs = arguments._arg_needs(spec, problem, tuple(real))
     assert given and set(given) == {"_ShapeRng"}, given  # once, and once per size key for a number argument
     for arg, value in real.items():
@@ -378,6 +379,11 @@ def reference(problem, arrays):
     ("m = n * n; x = rng.random(m).astype(np.float32)", {"N": 64, "M": 64}, 'requires: ["M == N"]', 4096, 16384),
     # trial 101: a size summed from drawn values was 0 on the stand-in's zeros: any buffer passed
     ("m = int(rng.integers(1, 4, size=n).sum()); x = rng.random(m).astype(np.float32)", {"N": 64}, "", None, None),
+    # trial 102: clamped where both moves give the clamp, a size the spec cannot move, and a size
+    # from drawn values that was not empty on the stand-in's zeros: each unchecked, or too small
+    ("m = max(n, 64); x = rng.random(m).astype(np.float32)", {"N": 32}, "", 64, 256),
+    ("m = n; x = rng.random(m).astype(np.float32)", {"N": 5}, 'requires: ["N % 2 == 1"]', 5, 20),
+    ("m = int((rng.random(n) > 0.5).sum()) + 1; x = rng.random(m).astype(np.float32)", {"N": 64}, "", None, None),
     # trial 101: drawn again until no value is 0, it ran until the draws added up to the host's memory
     ("m = n; x = rng.random(m).astype(np.float32)\n    while (x == 0).any(): x = rng.random(m).astype(np.float32)",
      {"N": 64}, "", 64, 256),

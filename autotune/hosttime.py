@@ -12,6 +12,7 @@ looked like a hang (trial 45), and --timeout did not end it. Example:
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -35,16 +36,18 @@ class _Overtime(BaseException):
 def noted(said: str, after_s: float) -> Iterator[None]:
     """Run the block with a warning of ``said`` once it has run ``after_s`` seconds: given from a
     timer's thread, attributed to the caller's line (trial 100: said to come from threading.py);
-    where the caller's filter makes it an error, raised in the caller's thread once the block
-    ends (raised in the timer's thread, it was a traceback there: trial 60)."""
+    where the caller's filter makes it an error, printed to stderr when due and raised in the
+    caller's thread once the block ends (raised in the timer's thread, it was a traceback there:
+    trial 60)."""
     refused: list[Warning] = []
     at = caller()
 
     def say() -> None:
         try:
             warn(said, at)
-        except Warning as exc:
+        except Warning as exc:  # said now as well: the block may never end (trial 102: a hung kernel)
             refused.append(exc)
+            print(f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     note = threading.Timer(after_s, say)
     note.daemon = True

@@ -213,14 +213,17 @@ def _pair(value: Any) -> tuple[float, float]:
 
 
 def _as_text(value: Any) -> str:
-    """Why a number reads as text, where it does (trial 101: `1.0e308`, text to YAML 1.1)."""
-    if not isinstance(value, str):
-        return ""
+    """Why a number reads as text, where it does (trial 101: `1.0e308`, text to YAML 1.1; trial
+    102: the advice was given for '12', nan and inf too, and 1e+3 is text as well)."""
     try:
-        float(value)
+        number = float(value) if isinstance(value, str) else math.nan
     except ValueError:
         return ""
-    return " (YAML reads it as text: write an exponent with its sign, 1.0e+308)"
+    if not math.isfinite(number):
+        return ""
+    if re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)\s*", value):
+        return " (text, in quotes: write it without them)"
+    return " (YAML reads it as text: write it with a point and a signed exponent, such as 1.0e+3)"
 
 
 def path_for(slug: str, folder: Path) -> Path:

@@ -296,6 +296,20 @@ def test_a_first_use_candidate_that_runs_long_is_said_to_with_the_way_out(monkey
     assert [w.filename for w in said] == [__file__]
 
 
+def test_a_note_made_an_error_is_printed_when_due_since_its_block_may_never_end(capsys):
+    """Trial 102: under an error filter the note was raised only once the block ended, which a
+    kernel that never ends never does: the hang was silent again."""
+    import time as clock
+
+    from autotune import hosttime
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", loader.AutotuneWarning)
+        with pytest.raises(loader.AutotuneWarning, match="still at it"), hosttime.noted("still at it", 0.05):
+            clock.sleep(0.4)
+            assert "AutotuneWarning: still at it" in capsys.readouterr().err  # before the block ends
+
+
 @pytest.mark.parametrize("edit", [{"M": -5}, {"Q": 1}])
 def test_an_entry_whose_problem_the_spec_cannot_have_is_no_candidate(folders, monkeypatch, edit):
     """Trial 82: an entry edited to N=-5, which `show` said load_kernel skips, was used as the

@@ -203,8 +203,10 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
                                             "the least first"),
     ("time_ms: 1.0, throughput: {GB/s: .nan}", "throughput is \\{'GB/s': nan\\}, not a mapping of metric names to "
                                                "finite numbers of 0 or more"),
-    ("time_ms: 1.0e308", "time_ms is '1.0e308', not a positive number of ms \\(YAML reads it as text: write an "
-                         "exponent with its sign, 1.0e\\+308\\)"),
+    ("time_ms: 1.0e308", "time_ms is '1.0e308', not a positive number of ms \\(YAML reads it as text: write it "
+                         "with a point and a signed exponent, such as 1.0e\\+3\\)"),
+    ("time_ms: '12'", "time_ms is '12', not a positive number of ms \\(text, in quotes: write it without them\\)"),
+    ("time_ms: nan", "time_ms is 'nan', not a positive number of ms"),  # trial 102: told to write an exponent
 ])
 def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):
     """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""

@@ -1,5 +1,6 @@
 """Time taken by the reference module (inputs(), reference(), error_bound()): a note while it
-runs long, and an end where a run's --timeout is up.
+runs long, and an end where a run's --timeout is up; the note alone (:func:`noted`) for a
+first-use candidate that runs long.
 
 It runs before the first kernel is built (inputs() twice: to size the buffers, then for the
 values) and says nothing while it runs; a slow one (a pure-Python loop over a large problem)

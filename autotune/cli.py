@@ -902,7 +902,8 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
     lines.append(f"  trials      {report.measured} measured {by} ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, "
                  f"{_count(report.repeats, 'repeat')} reused{elsewhere}; "
-                 f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}")
+                 f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}"
+                 + _copies(report))
     lines += _ruled_out(report)
     if report.pruned:
         lines.append(f"    {report.pruned:>4} pruned: two timed launches took over --prune times the best so far")
@@ -1039,6 +1040,14 @@ def _ruled_out(report: Any) -> list[str]:
                 for why, values in by_why.items()]
         lines.append(f"              valid in no configuration here: {_clip('; '.join(said), 400)}")
     return lines
+
+
+def _copies(report: Any) -> str:
+    """What the whole counts where a parameter has a ``when`` (trial 98: "96 of 128" read as 32
+    ruled out, where they were copies differing only in a parameter their variant ignores)."""
+    if not any(p.when is not None for p in report.spec.parameters):
+        return ""
+    return " combinations (those that differ only in a parameter their variant ignores are one configuration)"
 
 
 def _valid_space(report: Any) -> str:

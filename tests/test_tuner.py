@@ -64,6 +64,18 @@ def run(spec, ev, progress=None, **kw):
                 progress=progress)
 
 
+def test_the_summary_says_a_gap_in_the_valid_space_of_a_conditional_space_may_be_copies(scale, tmp_path):
+    """Trial 98: "valid space 96 of 128" read as 32 configurations ruled out, where they differed
+    only in a parameter their variant ignores."""
+    report = run(scale, FakeEvaluator(), trials=2)
+    assert "combinations (those that differ only" not in format_report(report)
+    text = SCALE_YAML.replace("MODE: [0]", 'MODE: [0, 1]\n  PAD: {values: [0, 1], when: "MODE == 1"}')
+    conditional = specs.load(write_spec(tmp_path, text))
+    summary = format_report(run(conditional, FakeEvaluator(), trials=2))
+    assert re.search(r"valid space \d+ of \d+ combinations \(those that differ only in a parameter their variant "
+                     r"ignores are one configuration\)", summary), summary
+
+
 def test_grid_measures_every_valid_config_once_and_wrong_never_wins(scale):
     ev = FakeEvaluator()
     report = run(scale, ev, sampler="grid", trials=1000)

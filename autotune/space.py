@@ -67,7 +67,7 @@ def _as_int(spec: KernelSpec, key: str, e: Expr, env: Mapping[str, Any]) -> int:
         # a float that is whole too (trial 98: `(H + WG - 1) / WG * WG` gave 1027.0 for 1028)
         raise SpecError(
             f"{spec.path}: {key}: {e.source!r} gave {value!r}, not an integer"
-            + (_float_fix(spec, e) if isinstance(value, float) else "")
+            + (_float_fix(spec, e, env) if isinstance(value, float) else "")
         )
     return value
 
@@ -315,15 +315,17 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
         raise SpecError(f"{spec.path}: constraints: {exc}") from None
 
 
-def _float_fix(spec: KernelSpec, e: Expr) -> str:
-    """The fix for a size that came out a float: its `/` (in it or the derived values it reads,
-    trial 98: `GY` from `(H + WGY - 1) / WGY * WGY`), else its float terms (trial 101: `N * 1.0`
-    was blamed on a `/` it did not have)."""
+def _float_fix(spec: KernelSpec, e: Expr, env: Mapping[str, Any]) -> str:
+    """The fix for a size that came out a float: its `/` (in it or in a derived value it reads
+    that is a float, trial 98: `GY` from `(H + WGY - 1) / WGY * WGY`), else its float terms
+    (trials 101, 102: `N * 1.0` was blamed on a `/` it did not have, or one another value had)."""
     read = spec.derived_read(e.names)
-    sources = [e.source, *(d.source for name, d in spec.derived if name in read)]
-    if any("/" in source.replace("//", "") for source in sources):
-        return "; / is true division and gives a float: use // for integer division"
-    return "; a float term makes it a float: keep a size's terms integers"
+    sources = [e.source, *(d.source for name, d in spec.derived if name in read and isinstance(env.get(name), float))]
+    divides = ["/" in source.replace("//", "") for source in sources]
+    if not any(divides):
+        return "; a float term makes it a float: keep a size's terms integers"
+    return ("; / is true division and gives a float: use // for integer division"
+            + ("" if all(divides) else ", and keep its other terms integers"))
 
 
 def _integral(value: int | float) -> bool:

@@ -142,6 +142,11 @@ def test_geometry_must_be_integral(tmp_path):
                                + 'derived:\n  G: "(N + 3) / 4 * 4"\n'))  # trial 98: the `/` in a derived value
     with pytest.raises(SpecError, match=r"'G' gave 259.0, not an integer; / is true division"):
         geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["E if D > 0 else N"]')
+                               + 'derived:\n  D: "N / 2"\n  E: "N * 1.0"\n'))  # trial 102: the `/` alone blamed
+    with pytest.raises(SpecError, match=r"gave 256.0, not an integer; / is true division .*, and keep its other terms "
+                                        r"integers"):
+        geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
     # trial 101: a float term is no `/`
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N * 1.0"]')))
     with pytest.raises(SpecError, match=r"'N \* 1.0' gave 256.0, not an integer; a float term makes it a float"):

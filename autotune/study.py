@@ -819,26 +819,18 @@ def _discard_orphans(study: optuna.Study) -> None:
 
 
 def stored_measurements(name: str, storage: str | None) -> dict[str, Measurement]:
-    """The stored study ``name``'s measurements by configuration (config_key), as its runs read
-    them: a later one of a configuration stands only where it :func:`supersedes` the first.
-    {} for a study in memory, one not found, or a database that cannot be read now (its
-    workers have said why)."""
+    """The stored study ``name``'s measurements by configuration (config_key), as a run reads
+    them (:class:`StudyLog`, which writes nothing without a store). {} for a study in memory, one
+    not found, or a database that cannot be read now (its workers have said why)."""
     if storage == IN_MEMORY:
         return {}
     try:
-        trials = optuna.load_study(study_name=name, storage=open_storage(storage)).get_trials(
-            deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        study = optuna.load_study(study_name=name, storage=open_storage(storage))
     except Exception:  # noqa: BLE001 - KeyError (none), a lost server: the caller goes on without
         return {}
-    out: dict[str, Measurement] = {}
     with warnings.catch_warnings():  # a trial autotune did not write: its workers warned of it
         warnings.simplefilter("ignore", AutotuneWarning)
-        for t in sorted(trials, key=lambda t: t.number):
-            if "status" in t.user_attrs and (m := measurement_of(t)) is not None:
-                key = config_key(t.params)
-                if key not in out or supersedes(m, out[key]):
-                    out[key] = m
-    return out
+        return StudyLog(study).seen
 
 
 def measured_count(name: str, storage: str | None) -> int:

@@ -240,10 +240,9 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     must pass as given: argument -> the size key whose value it is, where it follows one
     (changes with it when the sizes are moved), else None (``W * H`` say: trial 27's wrote past
     its output). Left out: one that another seed's draws change (data: mul1's multiplier) but for
-    an array's length, and
-    one that stays as the arrays' sizes change (a number of its own: a count of repeats). One
-    whose fate no move shows (a clamp, a constant size, a spec that takes no other size) is
-    held to its value (trial 102: unchecked, the kernel wrote past a buffer)."""
+    an array's length, and one that stays as the arrays' sizes change (a number of its own: a
+    count of repeats). One whose fate no move shows (a clamp, a constant size, a spec that takes
+    no other size) is held to its value (trial 102: unchecked, the kernel wrote past a buffer)."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # an array's length that the draws decide (a gather's nnz) is held to this draw's: buffers
     # are checked against this draw's sizes too

@@ -394,8 +394,8 @@ def kernel_block(doc: Mapping[str, Any], kernel: str, where: str) -> list[Any]:
     block = (doc.get("kernels") or {}).get(kernel)
     if block is not None and not isinstance(block, list):
         raise NotAnEntry(f"{where}: kernels.{kernel} is {clipped(repr(block), 40)}, not a list of entries; write "
-                           f"each entry under it as a list item ('- problem: ...'), or delete '{kernel}:' and "
-                           "what it holds; autotune will not overwrite it")
+                         f"each entry under it as a list item ('- problem: ...'), or delete '{kernel}:' and "
+                         "what it holds; autotune will not overwrite it")
     return block or []
 
 

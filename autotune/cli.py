@@ -1226,9 +1226,10 @@ def _looked_in(folders: Sequence[Path], slug: str) -> str:
 
     # each with its folder where there are several (trial 98: "there", after the folder it was
     # found in, named profiles of another)
+    # in the order they are searched, so the user's own come before autotune's shipped ones
     several = len(folders) > 1
-    others = sorted({str(p) if several else p.name for folder in folders if folder.is_dir()
-                     for p in folder.glob("*.yaml") if p.stem != slug})
+    others = list(dict.fromkeys(str(p) if several else p.name for folder in folders if folder.is_dir()
+                                for p in sorted(folder.glob("*.yaml")) if p.stem != slug))
     present = [str(f) for f in folders if (f / f"{slug}.yaml").is_file() and _readable(f / f"{slug}.yaml")]
     said = f"  looked for {slug}.yaml in {', '.join(str(f) for f in folders)}"
     # trial 95: a profile there with no entries read as though there were none

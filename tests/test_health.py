@@ -12,6 +12,7 @@ import pytest
 from autotune import device, health
 from autotune.errors import DeviceError
 from autotune.health import BuildCheck
+from autotune.resources import data_dir
 from conftest import FAKE, needs_opencl, save_winner
 
 
@@ -248,7 +249,11 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     # and where it looked, with the profile of the device beside it (trial 72: a mistyped AUTOTUNE_HOME)
     from autotune import profiles, settings
     assert f"  looked for {found[1][0].slug}.yaml in {settings.profiles_dir()}" in out
-    assert f"other devices' profiles in those folders: {profiles.path_for(broken.slug, settings.profiles_dir())}" in out
+    # the user's own first, then autotune's shipped ones (the CI failure of 78adbb4: sorted by path,
+    # a checkout under /check put the shipped profiles first)
+    listed = out.split("other devices' profiles in those folders: ")[1].split(";")[0].strip().split(", ")
+    assert listed[0] == str(profiles.path_for(broken.slug, settings.profiles_dir()))
+    assert {Path(p).name for p in listed[1:]} == {p.name for p in data_dir("profiles").glob("*.yaml")}
     assert "found in" not in out
     # trial 95: a profile there without entries read as though it had not been found
     empty = profiles.path_for(found[1][0].slug, settings.profiles_dir())
@@ -263,8 +268,8 @@ def test_show_reads_the_profile_of_a_named_device_that_cannot_build(monkeypatch,
     site.mkdir()
     (site / "other-gpu.yaml").write_text("kernels:\n")
     looked = cli._looked_in([site, settings.profiles_dir()], found[1][0].slug)
-    assert f"other devices' profiles in those folders: {profiles.path_for(broken.slug, settings.profiles_dir())}, " \
-           f"{site / 'other-gpu.yaml'}" in looked, looked
+    assert f"other devices' profiles in those folders: {site / 'other-gpu.yaml'}, " \
+           f"{profiles.path_for(broken.slug, settings.profiles_dir())}" in looked, looked  # in search order
     assert cli.main(["show", "mul1", "-d", "0:0"]) == 0  # nothing tuned on the broken one: no run advised
     assert ("no tuned entries for mul1 on CPU 0, and it cannot be tuned here, since it cannot run OpenCL kernels: "
             "error: unknown target CPU 'generic'\n") in capsys.readouterr().out

@@ -38,6 +38,7 @@ from filelock import FileLock, Timeout
 from . import settings, stops
 from .errors import ProfileError, SaveStopped, clipped, warn
 from .resources import data_dir
+from .result import is_real
 from .spec import problem_label
 from .yamlload import load_bytes, read_yaml, syntax_error
 
@@ -619,8 +620,9 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
 
 
 def is_number(value: Any) -> bool:
+    """Whether a profile's field holds a finite int or float (not a bool, NaN or inf)."""
     try:  # an int of 400 digits is no float (trial 99: OverflowError)
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return is_real(value) and math.isfinite(value)
     except OverflowError:
         return False
 

@@ -33,7 +33,7 @@ from .device import DeviceInfo
 from .errors import AutotuneWarning, ProblemError, clipped, warn
 from .expr import Expr
 from .proposer import Sampler
-from .result import Measurement, Status
+from .result import Measurement, Status, is_real
 from .spec import KernelSpec, LaunchStep, Parameter, Value
 from .warmstart import OTHERS_LIMIT
 
@@ -299,7 +299,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         if "time" not in entry:
             raise ProblemError(f"cache entry {key!r} has no 'time': {_TIME}")
         outcome = _outcome(key, entry["time"])
-        if _is_number(entry["time"]) and not entry["time"] > 0:
+        if is_real(entry["time"]) and not entry["time"] > 0:
             timeless.append(f"{key!r}: {json.dumps(entry['time'])}")  # trial 101: the key alone read as the time
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
@@ -332,7 +332,7 @@ def _outcome(key: str, t: Any) -> float | str:
         return float(t)
     if isinstance(t, str) and _number(t) is None:  # an error, Kernel Tuner's or another's (warned of)
         return t
-    if _is_number(t):
+    if is_real(t):
         return str(t)
     raise ProblemError(f"cache entry {key!r} has time {json.dumps(t)[:60]}: {_TIME}")  # JSON's null, not None
 
@@ -371,19 +371,15 @@ def _short(v: Any) -> str:
 
 
 def _value(v: Any, name: str) -> Value:
-    if _is_number(v) and not -2**63 <= v < 2**63:  # NaN and inf too
+    if is_real(v) and not -2**63 <= v < 2**63:  # NaN and inf too
         raise ProblemError(f"{name} has the value {str(v)[:40]}, not a number a parameter can take")
     if isinstance(v, (bool, int, float, str)):
         return v
     raise ProblemError(f"{name} has the value {v!r}, which is not a number, string or boolean")
 
 
-def _is_number(t: Any) -> bool:
-    return isinstance(t, (int, float)) and not isinstance(t, bool)
-
-
 def _is_time(t: Any) -> bool:
-    return _is_number(t) and 0 < t < 1e20  # compared, not converted: an int of 400 digits is no float
+    return is_real(t) and 0 < t < 1e20  # compared, not converted: an int of 400 digits is no float
 
 
 def spec_for(rec: Recorded, starts: Sequence[Mapping[str, Value]] = ()) -> KernelSpec:

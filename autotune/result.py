@@ -107,7 +107,13 @@ class Measurement:
                    limit_s=attrs.get("limit_s"))
 
 
-def _is_number(v: Any) -> bool:
+def is_real(v: Any) -> bool:
+    """Whether ``v`` is an int or float read from a file (inf and nan too), not a bool.
+
+    Example:
+        >>> [is_real(v) for v in (3, float("inf"), True, "3")]
+        [True, True, False, False]
+    """
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -115,7 +121,7 @@ def _check_record(attrs: Mapping[str, Any]) -> None:
     """ValueError naming the first field of a stored record that :meth:`Measurement.attrs` would
     not have written so."""
     for key in ("error", "tolerance_used", "build_s", "wall_s", "limit_s", "median_ms"):
-        if attrs.get(key) is not None and not _is_number(attrs[key]):
+        if attrs.get(key) is not None and not is_real(attrs[key]):
             raise ValueError(f"{key} {attrs[key]!r} is not a number")
     if attrs.get("median_ms") is not None and not 0 < attrs["median_ms"] <= math.inf:
         raise ValueError(f"median_ms {attrs['median_ms']!r} is not a positive time")
@@ -124,7 +130,7 @@ def _check_record(attrs: Mapping[str, Any]) -> None:
     for key in ("times_ms", "spread_ms"):
         value = attrs.get(key)
         # a time is positive and finite (trial 53: a forged -5 ms became the best)
-        if value is not None and not (isinstance(value, list) and all(_is_number(t) and 0 < t < math.inf
+        if value is not None and not (isinstance(value, list) and all(is_real(t) and 0 < t < math.inf
                                                                       for t in value)):
             raise ValueError(f"{key} {value!r} are not all positive, finite numbers")
     if attrs.get("status") == Status.OK.value and not attrs.get("times_ms") and attrs.get("median_ms") is None:

@@ -28,7 +28,7 @@ import pyopencl as cl
 import pyopencl.array as cl_array
 import pyopencl.cltypes as cltypes
 
-from . import hostmemory
+from . import hostmemory, hosttime
 from .errors import ProblemError, SpecError, warn_once
 from .measure import host_inputs
 from .signatures import cast
@@ -226,11 +226,17 @@ def _arg_needs(spec: KernelSpec, problem: Mapping[str, Any], names: tuple[str, .
 
 def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _ArgNeed]:
     """What the reference module's ``inputs()`` gives for ``problem``: the arrays the tuner
-    verifies with, so the one definition of the sizes (a spec need not repeat them)."""
-    given = shaped_inputs(spec, problem)
-    needs = {k: _need(v) for k, v in given.items()}
-    for arg, key in _sizes_passed(spec, problem, given, needs).items():
-        needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key)
+    verifies with, so the one definition of the sizes (a spec need not repeat them). It runs
+    ``inputs()`` several times (other seeds, other sizes): a slow one is said after
+    :data:`hosttime.NOTE_AFTER_S` (trial 104: 5.5 s without a word for one of 0.5 s)."""
+    said = (f"{spec.name}: learning the sizes of its arguments for {problem_label(problem)} from "
+            f"{spec.reference}'s inputs() (run at other seeds and sizes too) has taken {hosttime.NOTE_AFTER_S:g} s "
+            "so far; a faster inputs() shortens it")
+    with hosttime.noted(said, hosttime.NOTE_AFTER_S):
+        given = shaped_inputs(spec, problem)
+        needs = {k: _need(v) for k, v in given.items()}
+        for arg, key in _sizes_passed(spec, problem, given, needs).items():
+            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key)
     return needs
 
 
@@ -244,29 +250,36 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     count of repeats). One whose fate no move shows (a clamp, a constant size, a spec that takes
     no other size) is held to its value (trial 102: unchecked, the kernel wrote past a buffer)."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
-    # an array's length that the draws decide (a gather's nnz) is held to this draw's: buffers
-    # are checked against this draw's sizes too
-    lengths = {np.asarray(v).size for v in given.values() if np.asarray(v).ndim}
-    for seed in (1, 2, 3) if ints else ():
-        other = shaped_inputs(spec, problem, seed)
-        ints = [a for a in ints if a in other and (other[a] == given[a] or int(given[a]) in lengths)]
+    # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
+    # be thrown away (trial 104: a slow inputs() ran 10 times)
+    small = sum(need.nbytes or 0 for need in needs.values()) << (2 + len(spec.problem)) <= REAL_BELOW
     out: dict[str, str | None] = {}
     own: set[str] = set()
     for moved in _moves(spec, problem) if ints else ():
         try:
-            other = shaped_inputs(spec, moved)
+            other = shaped_inputs(spec, moved, small=small)
         except Exception:  # noqa: BLE001 - the reference's own code at another size: no word from it
             continue
-        resized = any(a in other and _need(other[a]).nbytes != need.nbytes
-                      for a, need in needs.items() if need.nbytes is not None)
+        arrays = [a for a, v in given.items() if np.ndim(v) and a in other]
+        resized = any(np.shape(other[a]) != np.shape(given[a]) for a in arrays)
+        kept = _lengths({a: given[a] for a in arrays if np.shape(other[a]) == np.shape(given[a])})
         for a in [a for a in ints if a not in out and a not in own and a in other]:
             if other[a] != given[a]:
                 out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
                                and other[a] == moved[k]), None)
-            elif resized:
+            elif resized and int(given[a]) not in kept:
+                # arrays resized and it stayed, and it is the length of none that stayed (trial
+                # 104: max(N, 64) sized y alone, which stayed as x grew)
                 own.add(a)
         if all(a in out or a in own for a in ints):
             break
+    # one that follows no size key may be data instead; an array's length that the draws decide
+    # (a gather's nnz) is held to this draw's, as buffers are checked against this draw's sizes;
+    # a 2-D array's rows count too (trial 104: its (nnz, 2) arrays' nnz went unchecked)
+    doubtful = [a for a in ints if a not in own and out.get(a) is None and int(given[a]) not in _lengths(given)]
+    for seed in (1, 2, 3) if doubtful else ():
+        other = shaped_inputs(spec, problem, seed, small)
+        own.update(a for a in doubtful if a not in other or other[a] != given[a])
     return {a: out.get(a) for a in ints if a not in own}
 
 
@@ -286,7 +299,13 @@ def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, A
             yield moved
 
 
-def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
+def _lengths(given: Mapping[str, Any]) -> set[int]:
+    """The element counts and the extents of every dimension of the arrays in ``given``."""
+    return {d for v in given.values() if np.ndim(v) for d in (np.size(v), *np.shape(v))}
+
+
+def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0, small: bool = False
+                  ) -> dict[str, Any]:
     """The reference module's ``inputs()`` with the arrays' sizes and types but not their values.
 
     ``inputs()`` runs with :class:`_ShapeRng`, whose array draws are zeros that touch no
@@ -296,8 +315,11 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0) -
     again until no value is 0), or gives an empty array with them (a size summed from drawn
     values: trial 101, a gather's nnz of 0, so any buffer passed and the kernel wrote past it),
     it runs again with a real rng, so that sizes that follow the drawn values are right (trial
-    102: summed, plus one, they were not empty, and too small). ``seed``: the draws'.
+    102: summed, plus one, they were not empty, and too small). ``seed``: the draws'; ``small``:
+    the caller knows they come to less than :data:`REAL_BELOW`, so they are made for real at once.
     """
+    if small:
+        return host_inputs(spec, problem, np.random.default_rng(seed))
     try:
         with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
             given = host_inputs(spec, problem, stand_in := _ShapeRng(seed))

@@ -364,8 +364,9 @@ import numpy as np
 
 def inputs(problem, rng):
     n = problem["N"]
+    y = None
     BODY
-    return {"x": x, "y": np.zeros(m, np.float32), "n": np.int32(m)}
+    return {"x": x, "y": np.zeros(m, np.float32) if y is None else y, "n": np.int32(m)}
 
 def reference(problem, arrays):
     return {"y": 2.0 * arrays["x"]}
@@ -384,6 +385,11 @@ def reference(problem, arrays):
     ("m = max(n, 64); x = rng.random(m).astype(np.float32)", {"N": 32}, "", 64, 256),
     ("m = n; x = rng.random(m).astype(np.float32)", {"N": 5}, 'requires: ["N % 2 == 1"]', 5, 20),
     ("m = int((rng.random(n) > 0.5).sum()) + 1; x = rng.random(m).astype(np.float32)", {"N": 64}, "", None, None),
+    # trial 104: a clamp that sizes one array alone, which stayed as the other grew; a size from
+    # drawn values that is the rows of 2-D arrays
+    ("m = max(n, 64); x = rng.random(n).astype(np.float32)", {"N": 32}, "", 64, 128),
+    ("m = int(rng.integers(1, 4, size=n).sum()); x = rng.random((m, 2)).astype(np.float32); "
+     "y = np.zeros((m, 2), np.float32)", {"N": 64}, "", None, None),
     # trial 101: drawn again until no value is 0, it ran until the draws added up to the host's memory
     ("m = n; x = rng.random(m).astype(np.float32)\n    while (x == 0).any(): x = rng.random(m).astype(np.float32)",
      {"N": 64}, "", 64, 256),
@@ -398,6 +404,22 @@ def test_a_size_argument_is_learned_however_inputs_makes_it(tmp_path: Path, monk
     real = spec.host_module().inputs(spec.resolve_problem(problem), np.random.default_rng(0))
     assert needs["x"].nbytes == real["x"].nbytes == (nbytes or real["x"].nbytes) and needs["x"].nbytes > 0
     assert needs["n"].must_be == int(real["n"]) == (n or int(real["n"]))
+
+
+def test_a_slow_inputs_runs_few_times_and_is_said(tmp_path: Path, monkeypatch):
+    """Trial 104: an inputs() of 0.5 s made load_kernel take 5.5 s (10 runs) without a word."""
+    text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
+    body = "import time; time.sleep(0.2); CALLS.append(type(rng).__name__); m = n; x = rng.random(m).astype(np.float32)"
+    spec = specs.load(write_spec(tmp_path, text, ref="CALLS = []\n" + _SIZED_REF.replace("BODY", body)))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    monkeypatch.setattr(arguments.hosttime, "NOTE_AFTER_S", 0.3)
+    with pytest.warns(autotune.AutotuneWarning, match=r"scale: learning the sizes of its arguments for N=256 from .*"
+                      r"ref\.py's inputs\(\) \(run at other seeds and sizes too\) has taken 0\.3 s so far; a faster "
+                      r"inputs\(\) shortens it"):
+        needs = arguments._arg_needs(spec, {"N": 256}, ("x", "y", "n"))
+    assert (needs["n"].must_be, needs["n"].size_of) == (256, "N")
+    # the stand-in, then for real at N=256 (its draws are small) and at one other size, which shows n is N
+    assert spec.host_module().CALLS == ["_ShapeRng", "Generator", "Generator"]
 
 
 def test_a_reference_the_stand_in_does_not_fit_gets_a_real_generator(tmp_path: Path, monkeypatch):

@@ -406,6 +406,27 @@ def test_a_size_argument_is_learned_however_inputs_makes_it(tmp_path: Path, monk
     assert needs["n"].must_be == int(real["n"]) == (n or int(real["n"]))
 
 
+@pytest.mark.parametrize("body", [
+    "m = int((rng.random(n) < 0.5).sum()); x = rng.random(m).astype(np.float32)",  # zeros: too large
+    "m = int((rng.random(n) > 0.5).sum()) + 1; x = rng.random(m).astype(np.float32)",  # zeros: too small
+])
+def test_sizes_that_follow_the_draws_of_a_large_problem_are_those_of_real_draws(tmp_path: Path, monkeypatch, body):
+    """Trial 104: above REAL_BELOW, sizes came out as the stand-in's zeros make them: inputs()'
+    own arrays were refused, or a buffer too small was taken."""
+    text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
+    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace("BODY", body)))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    monkeypatch.setattr(arguments, "_follow_draws", {})
+    monkeypatch.setattr(arguments, "REAL_BELOW", 1024)  # N=4096 draws 32 KiB: the stand-in's, but for this
+    needs = arguments._arg_needs(spec, {"N": 4096}, ("x", "y", "n"))
+    real = spec.host_module().inputs({"N": 4096}, np.random.default_rng(0))
+    assert (needs["x"].nbytes, needs["n"].must_be) == (real["x"].nbytes, int(real["n"]))
+    # a spec whose sizes follow no draw keeps the stand-in's zeros
+    plain = specs.load(write_spec(tmp_path / "plain", text, ref=_SIZED_REF.replace(
+        "BODY", "m = n; x = rng.random(m).astype(np.float32)")))
+    assert type(arguments.shaped_inputs(plain, {"N": 4096})["x"]).__name__ == "_Untouched"
+
+
 def test_a_slow_inputs_runs_few_times_and_is_said(tmp_path: Path, monkeypatch):
     """Trial 104: an inputs() of 0.5 s made load_kernel take 5.5 s (10 runs) without a word."""
     text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")

@@ -17,6 +17,7 @@ from .loader import Choice, choose
 from .measure import Bench, TimingOptions, make_workload
 from .result import Measurement
 from .space import canonical, check
+from .spec import Value
 
 #: Launches until 0.5 s of device time (20 at least): on a 2-core CPU device, launches in the
 #: first tens of milliseconds after the host's numpy work ran 2x slow (Intel's runtime, OpenBLAS
@@ -69,13 +70,13 @@ def _measured(spec: specs.KernelSpec, prob: dict[str, Any], info: devices.Device
     ctx = context(dev)
     choice = choose(spec, info, prob, timer=firstuse.timer(spec, prob, ctx, dev, info.facts()))
     bench = Bench(spec, prob, ctx, make_workload(spec, prob), info.facts(), BENCH_TIMING)
-    m = bench.measure(choice.params)
+    m = _measure(bench, choice.params)
     baseline = canonical(spec, spec.baseline_config, prob, info.facts())
     invalid = None
     if baseline == dict(choice.params):
         base: Measurement | None = m  # the tuned configuration is the baseline: time it once
     elif (invalid := check(spec, baseline, prob, info.facts())) is None:
-        base = bench.measure(baseline)
+        base = _measure(bench, baseline)
         if m.ok and base.ok:
             m, base = _in_turn(bench, m, base)
     else:
@@ -94,6 +95,15 @@ def _measured(spec: specs.KernelSpec, prob: dict[str, Any], info: devices.Device
     return BenchResult(spec, info, prob, choice, m, metrics, tuple(found), base, invalid)
 
 
+def _measure(bench: Bench, params: Mapping[str, Value], verify: bool = True) -> Measurement:
+    """``bench.measure``, said once it has run :data:`firstuse.STUCK_S` (trial 104: a baseline
+    that never ends held `autotune bench` without a word)."""
+    with firstuse.stuck_noted(f"autotune bench of {bench.spec.name} at {specs.problem_label(bench.problem)}",
+                              params, "fix that configuration in the spec or the profile (bench times the "
+                              "profile's and the spec's baseline; `autotune run` stops one at --max-time-per-config)"):
+        return bench.measure(params, verify=verify)
+
+
 #: After the first timing of each, the tuned configuration and the baseline are timed again in
 #: this many more rounds, in turn: one timing after the other gave speed-ups of 0.85x to 2.15x
 #: on one entry of a shared 2-core CPU (trial 59).
@@ -106,7 +116,7 @@ def _in_turn(bench: Bench, m: Measurement, base: Measurement) -> tuple[Measureme
     times = [list(m.times_ms), list(base.times_ms)]
     for round_ in range(BENCH_ROUNDS):
         for i in (1, 0) if round_ % 2 == 0 else (0, 1):
-            again = bench.measure((m, base)[i].params, verify=False)
+            again = _measure(bench, (m, base)[i].params, verify=False)
             if not again.ok:  # it verified and ran a moment ago: keep the timings so far
                 return m, base
             times[i] += again.times_ms

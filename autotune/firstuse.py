@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,37 +80,44 @@ def time_candidates(spec: KernelSpec, problem: Mapping[str, Any], ctx: cl.Contex
                 bench.prefetch(params)
             timed: list[Measurement] = []
             end, untimed = time.perf_counter() + BUDGET_S, 0
+            what = f"first use of {spec.name} at {problem_label(problem)}"
             for i, params in enumerate([*candidates, *fallbacks]):
                 fastest = Timed(tuple(timed), bench.cache).fastest
                 if fastest is not None and time.perf_counter() > end:
                     untimed = len(candidates) + len(fallbacks) - i
                     break
                 cutoff = fastest.median_ms if fastest is not None and i >= len(candidates) else None
-                with noted(_stuck(spec, problem, params), STUCK_S):
+                with stuck_noted(what, params, FIRST_USE_WAY_OUT):
                     timed.append(bench.measure(params, cutoff_ms=cutoff))
-            return Timed(tuple(_pick_checked(bench, timed)), bench.cache, untimed)
+            return Timed(tuple(_pick_checked(bench, timed, what)), bench.cache, untimed)
         finally:
             bench.cache.close()  # no build outlives the filter
 
 
-def _stuck(spec: KernelSpec, problem: Mapping[str, Any], params: Mapping[str, Value]) -> str:
-    """The note for a candidate that has run :data:`STUCK_S` (trial 98: one that spun for ever at
-    an odd size hung the application without a word, Ctrl-C included)."""
-    return (f"first use of {spec.name} at {problem_label(problem)}: {config_label(params)} has been verified and "
-            f"timed for {STUCK_S:g} s; a kernel that never ends at this size holds the process, and Ctrl-C does not "
-            f"reach it while the runtime waits for it: if so, end the process (kill {os.getpid()}), and tune this "
-            f"size with `autotune run` (it stops a configuration at --max-time-per-config), or set "
-            "AUTOTUNE_MEASURE_UNTUNED=0")
+#: What a first use's hung candidate leaves to do, beside ending the process.
+FIRST_USE_WAY_OUT = ("tune this size with `autotune run` (it stops a configuration at --max-time-per-config), "
+                     "or set AUTOTUNE_MEASURE_UNTUNED=0")
 
 
-def _pick_checked(bench: Bench, timed: list[Measurement]) -> list[Measurement]:
+def stuck_noted(what: str, params: Mapping[str, Value], way_out: str) -> AbstractContextManager[None]:
+    """A note once the measurement of ``params`` in the block has run :data:`STUCK_S` (trial 98:
+    one that spun for ever at an odd size hung the application without a word, Ctrl-C
+    included; trial 104: `autotune bench` on a baseline that does so). ``what``: the work, as
+    "first use of matmul at M=64"; ``way_out``: what to do instead."""
+    return noted(f"{what}: {config_label(params)} has been verified and timed for {STUCK_S:g} s; a kernel that "
+                 "never ends at this size holds the process, and Ctrl-C does not reach it while the runtime waits "
+                 f"for it: if so, end the process (kill {os.getpid()}), and {way_out}", STUCK_S)
+
+
+def _pick_checked(bench: Bench, timed: list[Measurement], what: str) -> list[Measurement]:
     """``timed`` with its fastest verified again strictly (Bench.verify_strictly: other bytes in
     the zones and unwritten elements), and the next where that one fails: the pick is saved at
     once, with no leaders' check again (trial 40). Only the pick: checking every candidate made
     a first use a third slower (trial 46)."""
     out = list(timed)
     while (best := Timed(tuple(out), bench.cache).fastest) is not None:
-        failed = bench.verify_strictly(best.params or {})
+        with stuck_noted(what, best.params or {}, FIRST_USE_WAY_OUT):
+            failed = bench.verify_strictly(best.params or {})
         if failed is None:
             break
         out[next(i for i, m in enumerate(out) if m is best)] = failed

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 import warnings
+from types import SimpleNamespace
 
 import pytest
 
-from autotune import benchmark
+from autotune import benchmark, firstuse
+from autotune.errors import AutotuneWarning
 from conftest import needs_opencl
 
 
@@ -115,7 +118,7 @@ def test_a_lower_ceiling_measured_later_does_not_replace_a_higher_one(monkeypatc
     assert "faster than numpy matmul (timed now, on this machine as it is: not kept)" in out, out
 
 
-def test_bench_times_the_tuned_configuration_and_the_baseline_in_turn():
+def test_bench_times_the_tuned_configuration_and_the_baseline_in_turn(monkeypatch):
     """Trial 59: one timing after the other gave speed-ups of 0.85x to 2.15x on one entry of a
     shared CPU; both are timed in more rounds, in turn, the baseline first every other round."""
     from autotune.result import Measurement, Status
@@ -123,8 +126,11 @@ def test_bench_times_the_tuned_configuration_and_the_baseline_in_turn():
     order: list[str] = []
 
     class Fake:
+        spec, problem, slow_s = SimpleNamespace(name="scale"), {"N": 256}, 0.0
+
         def measure(self, params, verify=True):
             order.append(params["v"])
+            time.sleep(self.slow_s if params["v"] == "base" else 0)
             return Measurement(Status.OK, "", (1.0,) if params["v"] == "tuned" else (2.0,), params=params)
 
     tuned = Measurement(Status.OK, "", (1.0,), params={"v": "tuned"})
@@ -132,3 +138,10 @@ def test_bench_times_the_tuned_configuration_and_the_baseline_in_turn():
     m, b = benchmark._in_turn(Fake(), tuned, base)
     assert order == ["base", "tuned", "tuned", "base"][:2 * benchmark.BENCH_ROUNDS]
     assert len(m.times_ms) == len(b.times_ms) == benchmark.BENCH_ROUNDS + 1 and b.median_ms == 2.0
+    # trial 104: a baseline that never ended held bench without a word
+    monkeypatch.setattr(firstuse, "STUCK_S", 0.1)
+    Fake.slow_s = 0.4
+    with pytest.warns(AutotuneWarning, match=r"^autotune bench of scale at N=256: v=base has been verified and timed "
+                      r"for 0.1 s; a kernel that never ends .*kill \d+\), and fix that configuration in the spec or "
+                      r"the profile .*--max-time-per-config\)$"):
+        benchmark._in_turn(Fake(), tuned, base)

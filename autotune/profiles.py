@@ -115,15 +115,15 @@ class Entry:
                 return convert(value)  # a required field's None fails here
             except (TypeError, ValueError, OverflowError):  # trial 95: Python's words, no field named
                 raise ProfileError(f"{where}: malformed entry ({key} is {clipped(repr(value), 40)}, not "
-                                   f"{expected}{_as_text(value)}); fix or delete that entry") from None
+                                   f"{expected}{_as_text(value, convert)}); fix or delete that entry") from None
 
         made = cls(
-            problem=get("problem", dict, "a mapping of problem keys to values"),
-            params=get("params", dict, "a mapping of parameter names to values"),
+            problem=get("problem", _mapping, "a mapping of problem keys to values"),
+            params=get("params", _mapping, "a mapping of parameter names to values"),
             build_flags=get("build_flags", _flags, "a list of flags as text", ()),
             # trial 31: `time_ms: .nan` (or -5) was listed and used as a tuned time
             time_ms=get("time_ms", _positive, "a positive number of ms"),
-            throughput=get("throughput", lambda v: {str(k): _finite(x) for k, x in dict(v).items()},
+            throughput=get("throughput", lambda v: {str(k): _finite(x) for k, x in _mapping(v).items()},
                            "a mapping of metric names to finite numbers of 0 or more", {}),
             trials=get("trials", _whole, "a whole number of 0 or more", 0),
             tuned_at=str(raw.get("tuned_at", "")),
@@ -135,7 +135,7 @@ class Entry:
             # max_error (a relative error, huge near zero) was replaced by this: not carried
             tolerance_used=get("tolerance_used", _finite, "a finite number of 0 or more", None),
             picked=get("picked", _boolean, "true or false", False),
-            extra=get("extra", dict, "a mapping", {}),
+            extra=get("extra", _mapping, "a mapping", {}),
             study=str(raw["study"]) if raw.get("study") is not None else None,
             device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
             spec_file=str(raw["spec_file"]) if raw.get("spec_file") is not None else None,
@@ -213,18 +213,30 @@ def _pair(value: Any) -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: Any, convert: Callable[[Any], Any]) -> str:
     """Why a number reads as text, where it does (trial 101: `1.0e308`, text to YAML 1.1; trial
-    102: the advice was given for '12', nan and inf too, and 1e+3 is text as well)."""
+    102: the advice was given for '12', nan and inf too, and 1e+3 is text as well; trial 104:
+    told to unquote a quoted '1.5e+3' as though it were unquoted, to unquote full-width digits,
+    and to unquote '-5', no positive number either). ``convert``: the field's check."""
     try:
         number = float(value) if isinstance(value, str) else math.nan
     except ValueError:
         return ""
     if not math.isfinite(number):
         return ""
-    if re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)\s*", value):
-        return " (text, in quotes: write it without them)"
-    return " (YAML reads it as text: write it with a point and a signed exponent, such as 1.0e+3)"
+    if not value.isascii():
+        return " (its digits are not ASCII: write them as 0-9)"
+    try:  # what the same characters are, unquoted
+        unquoted = yaml.safe_load(value)
+    except yaml.YAMLError:
+        unquoted = value
+    if not is_real(unquoted):
+        return " (YAML reads it as text: write it with a point and a signed exponent, such as 1.0e+3)"
+    try:
+        convert(unquoted)
+    except (TypeError, ValueError, OverflowError):
+        return f" (text, in quotes; and without them, {unquoted} is not that either)"
+    return " (text, in quotes: write it without them)"
 
 
 def path_for(slug: str, folder: Path) -> Path:
@@ -617,6 +629,13 @@ def with_ceilings(doc: Mapping[str, Any], device: Mapping[str, Any],
 
     header["ceilings"] = {**old, **{k: higher(k, v) for k, v in ceilings.items()}}
     return {**doc, **new}
+
+
+def _mapping(value: Any) -> dict[Any, Any]:
+    """``value``, a mapping, as a dict (trial 104: dict() took a list of pairs for one)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(value)
+    return dict(value)
 
 
 def is_number(value: Any) -> bool:

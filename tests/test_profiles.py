@@ -207,6 +207,14 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
                          "with a point and a signed exponent, such as 1.0e\\+3\\)"),
     ("time_ms: '12'", "time_ms is '12', not a positive number of ms \\(text, in quotes: write it without them\\)"),
     ("time_ms: nan", "time_ms is 'nan', not a positive number of ms"),  # trial 102: told to write an exponent
+    # trial 104: told to unquote the unquoted, and to unquote a number the field refuses as well
+    ("time_ms: '1.5e+3'", "time_ms is '1.5e\\+3', not a positive number of ms \\(text, in quotes: write it "
+                          "without them\\)"),
+    ("time_ms: \uff11\uff12", "time_ms is '\uff11\uff12', not a positive number of ms \\(its digits are not "
+                                "ASCII: write them as 0-9\\)"),
+    ("time_ms: '-5'", "time_ms is '-5', not a positive number of ms \\(text, in quotes; and without them, -5 is not "
+                      "that either\\)"),
+    ("time_ms: 1.0, params: [[TS, 8]]", "params is \\[\\['TS', 8\\]\\], not a mapping of parameter names to values"),
 ])
 def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):
     """Trial 31: show listed such entries as times, and load_kernel used them as tuned."""
@@ -214,6 +222,15 @@ def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, fie
     fields = f"{field}, params: {{TS: 8}}" if "params" not in field else field
     path.write_text(f"kernels:\n  mm:\n    - {{problem: {{N: 1}}, {fields}, spec_hash: h1}}\n")
     with pytest.raises(ProfileError, match=rf"kernels.mm\[0\] \(N=1\): malformed entry \({message}\)"):
+        profiles.read(path)
+
+
+def test_an_entry_whose_problem_is_a_list_of_pairs_is_malformed(tmp_path):
+    """Trial 104: dict() read [[N, 4096]] as {N: 4096}, and show listed the entry as usable."""
+    path = tmp_path / "dev.yaml"
+    path.write_text("kernels:\n  mm:\n    - {problem: [[N, 1]], params: {TS: 8}, time_ms: 1.0, spec_hash: h1}\n")
+    with pytest.raises(ProfileError, match=r"kernels.mm\[0\]: malformed entry \(problem is \[\['N', 1\]\], not a "
+                       r"mapping of problem keys to values\)"):
         profiles.read(path)
     assert profiles.entries_in([(path, profiles.read(path, check_entries=False))], "mm", lambda exc: None) == []
 

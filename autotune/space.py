@@ -133,6 +133,11 @@ def is_launch_reason(reason: str) -> bool:
 _LAUNCH_SIZES = re.compile(r"(global|local) size .* (not divisible|must be positive)|gave \S+, not an integer")
 
 
+#: A reason that is an expression of the spec's giving no size at all (trial 104: a scratch
+#: size's `/` was answered with the launch sizes' rules, local memory's with "choose a problem").
+_NOT_A_SIZE = re.compile(r"gave \S+, not (an integer|a number of bytes)")
+
+
 def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, device: str) -> ProblemError:
     """The error for a problem that rules out every configuration on ``device``: the default's
     reason, and the fix (``run``, ``bench`` and ``load_kernel`` say the same)."""
@@ -140,7 +145,8 @@ def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, devic
     return ProblemError(
         f"no configuration of {spec.name} is valid for {problem_label(problem)} on {device} "
         f"(the default's reason: {why}); every configuration is ruled out for this problem: "
-        + ("check the spec's launch sizes (each global size a multiple of its local size, at most the "
+        + ("fix that expression in the spec" if why and _NOT_A_SIZE.search(why) else
+           "check the spec's launch sizes (each global size a multiple of its local size, at most the "
            "device's work-group size)" if why and is_launch_reason(why) else
            "the default is over this device's limits whatever the problem: give the spec's parameters "
            "smaller values (work-group sizes, tiles) this device allows, or choose a problem another "
@@ -318,14 +324,18 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
 def _float_fix(spec: KernelSpec, e: Expr, env: Mapping[str, Any]) -> str:
     """The fix for a size that came out a float: its `/` (in it or in a derived value it reads
     that is a float, trial 98: `GY` from `(H + WGY - 1) / WGY * WGY`), else its float terms
-    (trials 101, 102: `N * 1.0` was blamed on a `/` it did not have, or one another value had)."""
+    (trials 101, 102: `N * 1.0` was blamed on a `/` it did not have, or one another value had).
+    A term that is a float only as it reads such a value is no other float term (trial 104:
+    `D1 + 0`, with `D1` from `N / WPT`, was told to keep its other terms integers)."""
     read = spec.derived_read(e.names)
-    sources = [e.source, *(d.source for name, d in spec.derived if name in read and isinstance(env.get(name), float))]
-    divides = ["/" in source.replace("//", "") for source in sources]
+    floats = {name for name, _ in spec.derived if name in read and isinstance(env.get(name), float)}
+    exprs = [e, *(d for name, d in spec.derived if name in floats)]
+    divides = ["/" in x.source.replace("//", "") for x in exprs]
     if not any(divides):
         return "; a float term makes it a float: keep a size's terms integers"
+    own = [not d and not floats & set(x.names) for x, d in zip(exprs, divides, strict=True)]
     return ("; / is true division and gives a float: use // for integer division"
-            + ("" if all(divides) else ", and keep its other terms integers"))
+            + (", and keep its other terms integers" if any(own) else ""))
 
 
 def _integral(value: int | float) -> bool:
@@ -340,7 +350,10 @@ def _local_memory(spec: KernelSpec, env: Mapping[str, Any], facts: Facts) -> str
     except ExpressionError as exc:
         raise SpecError(f"{spec.path}: local_memory: {exc}") from None
     if isinstance(need, bool) or not isinstance(need, (int, float)) or not _integral(need) or need < 0:
-        raise SpecError(f"{spec.path}: local_memory: {spec.local_memory.source!r} gave {need!r}, not a number of bytes")
+        # the `/` named, as for a launch size (trial 104: "choose a problem the spec allows")
+        fix = _float_fix(spec, spec.local_memory, env) if isinstance(need, float) and not _integral(need) else ""
+        raise SpecError(f"{spec.path}: local_memory: {spec.local_memory.source!r} gave {need!r}, not a number of "
+                        f"bytes{fix}")
     if need > facts["local_mem_size"]:
         return f"local memory {need} B > device {facts['local_mem_size']} B"
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -147,6 +148,12 @@ def test_geometry_must_be_integral(tmp_path):
     with pytest.raises(SpecError, match=r"gave 256.0, not an integer; / is true division .*, and keep its other terms "
                                         r"integers"):
         geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
+    # trial 104: a value that is a float as it reads one made by `/` is no other float term
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["D2"]')
+                               + 'derived:\n  D1: "N / WPT"\n  D2: "D1 + 0"\n'))
+    with pytest.raises(SpecError, match=r"'D2' gave 256.0, not an integer; / is true division and gives a float: use "
+                                        r"// for integer division$"):
+        geometry(sp, sp.complete({"WPT": 1}), {"N": 256}, FAKE.facts())
     # trial 101: a float term is no `/`
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N * 1.0"]')))
     with pytest.raises(SpecError, match=r"'N \* 1.0' gave 256.0, not an integer; a float term makes it a float"):
@@ -156,6 +163,22 @@ def test_geometry_must_be_integral(tmp_path):
     with pytest.raises(SpecError, match=r"launch\[0\].global: '\(N \+ 3\) / 4 \* 4' gave 259.0, not an integer; / is "
                                         r"true division and gives a float: use // for integer division"):
         geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
+
+
+@pytest.mark.parametrize("extra, reason", [
+    ('scratch:\n  tmp: "N / 2"\n', r"scratch.tmp: 'N / 2' gave 128.0, not an integer; / is true division"),
+    ('local_memory: "WG * 4 / 3"\n', r"local_memory: 'WG \* 4 / 3' gave 21.3+\d*, not a number of bytes; / is true "
+                                     r"division"),
+])
+def test_a_size_expression_that_gives_no_size_is_the_spec_s_to_fix(tmp_path, extra, reason):
+    """Trial 104: a scratch size's `/` was answered with the launch sizes' rules, and local
+    memory's with "choose a problem the spec allows"."""
+    from autotune.space import none_valid
+
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML + extra))
+    error = str(none_valid(sp, {"N": 256}, FAKE.facts(), "a CPU"))
+    assert re.search(reason + r".*\); every configuration is ruled out for this problem: fix that expression in the "
+                     r"spec$", error), error
 
 
 def test_matmul_edge_rules():

@@ -742,6 +742,15 @@ def _near(name: str, words: set[str]) -> list[str]:
     return difflib.get_close_matches(name, sorted(words), n=1, cutoff=0.85)
 
 
+def _is_numeral(text: str) -> bool:
+    """Whether ``text`` reads as a number (``"32"``, ``"1e3"``), as a quoted one in a list of numbers does."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _macros(name: str, value: Any) -> dict[str, Value]:
     """``NAME=value``; booleans as 0/1; an identifier string also as ``NAME_VALUE=1``, upper-cased."""
     if isinstance(value, bool):
@@ -914,7 +923,10 @@ class _Validator:
         for key, required in _TOP_KEYS.items():
             if required and key not in raw:
                 raise self.fail(key, "missing required key (see the spec format in README.md)")
-        name = str(raw["kernel"])
+        if not isinstance(raw["kernel"], str):  # trial 103: `kernel:` empty was tuned as None, `true` as True
+            raise self.fail("kernel", f"{raw['kernel']!r} is no name: give the kernel's name, an identifier "
+                                      "(letters, digits, _), as `kernel: my_kernel`")
+        name = raw["kernel"]
         if len(name) > MAX_NAME:  # trial 82: 5,000 characters were saved, and `report` could not name its file
             raise self.fail("kernel", f"a name of {len(name)} characters: give one of at most {MAX_NAME}")
         if not _IDENT.match(name):
@@ -1157,6 +1169,11 @@ class _Validator:
                 # trial 40: [1, 2.0, 4] was taken, then the spec's own baseline WPT: 2 was not in it
                 raise self.fail(where, f"values {values!r} mix whole numbers with floats ({floats[0]!r}); write them "
                                 "all alike (2, or 2.0 and 1.0 beside it), as they reach the compiler as written")
+            numeric = [v for v in values if isinstance(v, str) and _is_numeral(v)]
+            if numeric and any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+                # trial 103: [16, "32", 64] ran, and every configuration of WG=32 failed its constraint
+                raise self.fail(where, f"values {values!r} mix numbers with text that reads as one ({numeric[0]!r}); "
+                                "write it without quotes")
             if len(set(map(repr, values))) != len(values):
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))

@@ -183,6 +183,11 @@ def test_missing_file():
     (("outputs: [y]", "outputs: [y]\ntolerance: {atol: -1}"), r"tolerance.atol: '-1' gives -1"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2.0, 4, 8, 16]"),  # trial 40
      r"parameters.WPT: values .* mix whole numbers with floats \(2.0\); write them all alike"),
+    # trial 103: a quoted number ran as text, and a kernel named by no text was tuned as None
+    (("  WG: [16, 32, 64, 128, 512]", "  WG: [16, \"32\", 64]"),
+     r"parameters.WG: values \[16, '32', 64\] mix numbers with text that reads as one \('32'\); write it without"),
+    (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
+    (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),
      r"requires\[0\]: 'N > 1000' does not hold for the default problem"),
 ])

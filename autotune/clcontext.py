@@ -4,7 +4,8 @@ SIGQUIT (Ctrl-backslash) in place.
 Intel's CPU runtime installs SIGINT and SIGTERM handlers of its own when it is loaded (the
 first platform query) and when it makes a context; a Ctrl-C that then landed inside the
 runtime could end the process with status 130 and nothing said or saved (trial 35, ``run
---no-isolation``). Python's handlers are put back right after each.
+--no-isolation``). Python's handlers are put back right after each, and the signals are held
+back until then, so that one sent meanwhile reaches them.
 
 Example:
     >>> ctx = context(platforms()[0].get_devices()[0])  # doctest: +SKIP
@@ -50,10 +51,15 @@ def _handlers_kept() -> Iterator[None]:
     # (SIGKILL and SIGSTOP read as SIG_DFL: never taken)
     before.update({s: h for s in signal.valid_signals() if callable(h := signal.getsignal(s)) or h is signal.SIG_IGN})
     before.update({s: signal.SIG_IGN for s in stops.ignored()})  # Intel's runtime sets a handler over it
+    # held back until Python's handlers are back, then taken by them (trial 103: a Ctrl-C in the
+    # runtime's 26 ms with its handler was swallowed, and the run went on to exit 0)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, before) if hasattr(signal, "pthread_sigmask") else None
     try:
         yield
     finally:
         for s, handler in before.items():
             if handler is not None:  # None: installed outside Python, which cannot put it back
                 signal.signal(s, handler)
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 

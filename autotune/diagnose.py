@@ -108,17 +108,30 @@ class SameBuildError(_SameFailure):
     def _signature(self, status: Status, message: str) -> str | None:
         if status is not Status.COMPILE_ERROR or self._deliberate(message):
             return None
+        located, lines = errors(message), self._lines()
+        if located and all(e.file == self._template_name and 0 < e.line <= len(lines) for e in located):
+            # the template's mistake, wherever it is: the same one in each variant's branch
+            # failed each at its own line, and the run went on (trial 103); a line past the
+            # template's end is the compiler's own, compared with its line
+            return "\n".join(dict.fromkeys(e.text for e in located))
         return signature(message)
+
+    @property
+    def _template_name(self) -> str | None:
+        return None if self._template is None else self._template.name
+
+    def _lines(self) -> list[str]:
+        if self._template is None:
+            return []
+        try:
+            return self._template.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return []
 
     def _deliberate(self, message: str) -> bool:
         """Whether the build stopped at an ``#error`` line of the template."""
-        if self._template is None:
-            return False
-        try:
-            lines = self._template.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            return False
-        return any(e.file == self._template.name and 0 < e.line <= len(lines)
+        lines = self._lines()
+        return any(e.file == self._template_name and 0 < e.line <= len(lines)
                    and re.match(r"\s*#\s*error\b", lines[e.line - 1]) for e in errors(message))
 
 

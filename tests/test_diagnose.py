@@ -41,12 +41,18 @@ def test_located_errors_read_alike_from_each_runtime() -> None:
     assert signature(noisy[0]) == signature(noisy[1]), "addresses and temporary files are noise"
 
 
-def test_the_watch_fires_on_the_third_identical_build_error_only() -> None:
+def test_the_watch_fires_on_the_third_identical_build_error_only(tmp_path: Path) -> None:
     failed, built = Status.COMPILE_ERROR, Status.OK
     watch = SameBuildError()
     assert [watch.add(failed, m) for m in (INTEL, NVIDIA, INTEL)] == [False, False, True]
     other = SameBuildError()
     assert not any(other.add(failed, m) for m in (INTEL, "<kernel>:9:1: error: unknown type", INTEL, INTEL))
+    # trial 103: the same mistake in each variant's branch fails each at its own line
+    template = tmp_path / "k.cl"
+    template.write_text("\n" * 20)
+    branches = SameBuildError(template=template)
+    assert [branches.add(failed, f"k.cl:{line}:5: error: use of undeclared identifier 'x'") for line in (6, 14, 6)] \
+        == [False, False, True]
     ok_first = SameBuildError()
     assert not any(ok_first.add(s, INTEL) for s in (built, failed, failed, failed, failed))
 

@@ -754,11 +754,11 @@ def _progress(spec: Any, label: str = "") -> Any:
             best = state.best.median_ms if state.best else math.inf
             star = "*" if state.best is rec else " "
             once = "  (pruned)" if rec.pruned else ""
-            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  {_fmt_params(rec.params, spec)}{once}",
-                  flush=True)
+            print(f"{n} {rec.median_ms:10.4f} ms {star} best {best:.4f} ms  "
+                  f"{_fmt_params(rec.params, spec, state.problem)}{once}", flush=True)
         else:
-            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params, spec)}  ({_clip(rec.message, 120)})",
-                  flush=True)
+            print(f"{n} {rec.status.value:>13}  {_fmt_params(rec.params, spec, state.problem)}  "
+                  f"({_clip(rec.message, 120)})", flush=True)
     return show
 
 

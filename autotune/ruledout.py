@@ -74,7 +74,7 @@ def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws:
         if len(out) >= REASONS_MOST or time.perf_counter() > deadline:
             out.append(NeverValid(name, value, None))
             continue
-        tally = _Tally()
+        tally, ignored = _Tally(), 0
         for _ in range(draws):
             drawn = space.draw(rng)
             if drawn is None:
@@ -83,8 +83,20 @@ def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws:
             if config[name] == value:
                 for why in reasons(spec, config, problem, facts):
                     tally.add(why)
-        out.append(NeverValid(name, value, next((why for why, _ in tally.commonest(1)), None)))
+            else:
+                ignored += 1
+        out.append(NeverValid(name, value, next((why for why, _ in tally.commonest(1)), None)
+                              or _ignored_here(spec, name, ignored)))
     return tuple(out)
+
+
+def _ignored_here(spec: KernelSpec, name: str, ignored: int) -> str | None:
+    """The reason for a value that every configuration drawn ignores (its parameter's ``when``
+    holds in none: trial 103, a ``when`` that names a problem key, whose values read as invalid)."""
+    when = next((p.when for p in spec.parameters if p.name == name), None)
+    if not ignored or when is None:
+        return None
+    return f"{name} applies only where {when.source}, which holds in no configuration here, so it is not tuned"
 
 
 class _Tally:

@@ -324,6 +324,7 @@ class RunState:
     failures: Counter[str] = field(default_factory=Counter)
     failure_examples: dict[str, str] = field(default_factory=dict)
     variants: frozenset[str] = frozenset()  # the parameters that choose a variant (see unverified)
+    problem: dict[str, Any] = field(default_factory=dict)  # the run's, for the configurations' labels
     # per (variant parameter, value): measurements that ran correctly, and failures by status
     _choices: dict[tuple[str, Value], Counter[str]] = field(default_factory=dict)
 
@@ -405,7 +406,7 @@ class _Run:
             self._check_suggestions()
         self.state = RunState(budget=options.trials, device=f"{info.name} ({info.platform}, {info.selector})",
                               study_budget=options.study_trials, other_versions=sum(others.values()),
-                              variants=spec.variant_parameters)
+                              variants=spec.variant_parameters, problem=dict(problem))
         self.limits = KernelLimits()
         self.limit = options.max_time_per_config  # before the study's baseline sets the default
         self._take_in(list(self.log.seen.values()))

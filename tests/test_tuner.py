@@ -1786,6 +1786,22 @@ def test_the_summary_says_why_most_of_the_space_is_invalid_and_which_values_are_
     assert [(n.name, n.value) for n in plain.never_valid] == [("WG", 512)]
 
 
+def test_a_parameter_whose_when_holds_at_no_configuration_of_the_problem_is_said_not_tuned(tmp_path, capsys):
+    """Trial 103: a `when` that names a problem key and holds nowhere at this size: the progress
+    lines showed the ignored parameter, which the summary dropped, and its values read as
+    invalid ("valid in no configuration here: UNROLL=4") without a word why."""
+    from autotune.cli import _progress
+
+    text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  UNROLL: {values: [2, 4], when: \"WPT > 1 and N > 1000\"}")
+    spec = specs.load(write_spec(tmp_path, text))
+    report = run(spec, FakeEvaluator(), progress=_progress(spec), sampler="grid", trials=1000, save=False)
+    lines = capsys.readouterr().out
+    assert "WPT=2" in lines and "UNROLL" not in lines, lines
+    why = {(n.name, n.value): n.why for n in report.never_valid}
+    assert why[("UNROLL", 4)] == ("UNROLL applies only where WPT > 1 and N > 1000, which holds in no configuration "
+                                  "here, so it is not tuned"), why
+
+
 def test_a_value_in_no_valid_configuration_is_given_its_own_reason(tmp_path):
     """Trial 94: every value was given the constraint that failed first in random draws
     (`SCALE == 1` for a work-group that `WG <= 64` rules out)."""

@@ -47,6 +47,9 @@ class _Flag:
 #: ignored" and goes on; a run checks this too (see StopSignals), so it stops all the same.
 _REQUESTED = _Flag()
 
+#: How many :func:`stop_signals` the main thread is inside (the command's, then a run's).
+_DEPTH = [0]
+
 #: The signal of the first stop since the handlers were set (SIGINT, SIGTERM or SIGHUP): the
 #: command exits 128 + its number.
 _SIGNAL = [int(signal.SIGINT)]
@@ -105,8 +108,16 @@ def stop_signals() -> Iterator[StopSignals]:
         if not main:
             yield StopSignals(lambda: None, lambda: False)
             return
-        _REQUESTED.clear()
-        _SIGNAL[0] = signal.SIGINT
+        # a stop before a run's own (nested: the command's, then tune's) is the run's too (trial
+        # 103: its KeyboardInterrupt lost while the command started, the run began afresh and
+        # went on to exit 0); the outermost starts and ends clear
+        outer = _DEPTH[0] == 0
+        if outer:
+            _REQUESTED.clear()
+            _SIGNAL[0] = signal.SIGINT
+        elif _REQUESTED.is_set():
+            _ignore_stops()  # its KeyboardInterrupt was raised once already
+        _DEPTH[0] += 1
         hook = sys.unraisablehook
 
         def unraisable(u: Any) -> None:
@@ -120,7 +131,9 @@ def stop_signals() -> Iterator[StopSignals]:
             yield StopSignals(_ignore_stops, _REQUESTED.is_set)
         finally:
             sys.unraisablehook = hook
-            _REQUESTED.clear()
+            _DEPTH[0] -= 1
+            if outer:
+                _REQUESTED.clear()
 
 
 @contextmanager

@@ -1157,6 +1157,24 @@ def test_a_second_stop_while_the_first_is_handled_is_noted_not_raised():
         time.sleep(1)
 
 
+def test_a_stop_whose_interrupt_was_lost_before_the_run_stops_the_run(scale):
+    """Trial 103: a Ctrl-C while the command started, its KeyboardInterrupt caught on the way,
+    was cleared when the run set its handlers again, and the run went on to exit 0."""
+    import os
+
+    with stops.stop_signals():  # the command's
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:  # caught by code on the way (or dropped in a finalizer)
+            pass
+        with pytest.raises(TuningInterrupted) as stopped:
+            run(scale, FakeEvaluator(), sampler="random", trials=5)
+        assert stopped.value.report.measured <= 1 and stopped.value.signum == signal.SIGINT
+    with stops.stop_signals() as stopping:  # the next command starts clear
+        assert not stopping.requested()
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_before_the_run_started_exits_with_its_signals_status(monkeypatch, capsys, signum):
     """Trial 23: a SIGTERM in the run's first second (the study opening) exited 130, as a Ctrl-C."""

@@ -64,6 +64,9 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
             out[key] = value
             named.add(key)
             continue
+        if re.fullmatch(r"0x[0-9a-f]+", part.lower()):  # trial 103: read as 0 by 10000, "2 dimensions"
+            raise ProblemError(f"--size {text!r}: {part!r} is hexadecimal; write sizes in decimal "
+                               f"({int(part, 16)})")
         dims = part.lower().split("x")
         if not all(re.fullmatch(r"\d+", d) for d in dims):
             raise ProblemError(f"--size {text!r}: {part!r} is not a size; use e.g. {_size_examples(size_keys)}")

@@ -18,6 +18,9 @@ def test_size_forms():
     assert parse_size("64x32x16", KEYS) == {"M": "64", "N": "32", "K": "16"}
     assert parse_size("M=8,layout=col", KEYS) == {"M": "8", "layout": "col"}
     assert parse_size("512,M=8", KEYS) == {"M": "8", "N": "512", "K": "512"}  # all, then one
+    with pytest.raises(ProblemError, match=r"^--size '0x10000': '0x10000' is hexadecimal; write sizes in decimal "
+                       r"\(65536\)$"):  # trial 103: "2 dimensions given"
+        parse_size("0x10000", ["N"])
 
 
 def test_an_empty_size_or_a_key_given_twice_is_an_error_not_a_silent_choice(capsys):

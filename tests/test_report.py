@@ -104,6 +104,12 @@ def test_a_report_that_cannot_be_written_in_full_leaves_the_earlier_one_whole(sc
     assert [p.name for p in blocked.iterdir() if p.name.endswith(".tmp")] == []
     err = capsys.readouterr().err
     assert "cannot write the report to" in err and "make room" not in err, err
+    # trial 103: a file given as -o was "(File exists); give -o a writable folder"
+    (tmp_path / "f").write_text("mine")
+    assert main(["report", str(scale.path), "-o", str(tmp_path / "f")]) == 1
+    assert capsys.readouterr().err == (f"autotune: error: cannot write the report to {tmp_path / 'f'}: it is a file; "
+                                       "give -o a folder (the report is index.html and its figures)\n")
+    assert (tmp_path / "f").read_text() == "mine"
 
 
 def test_section_records_what_the_study_holds(scale):

@@ -38,6 +38,9 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
     """Write ``out/index.html`` and ``out/NN-PROBLEM-FIGURE.png`` for the studies of ``spec`` in
     ``storage`` (only ``problem``, only ``device``: see :func:`.data.find_sections`)."""
     plots.require_matplotlib()
+    if out.exists() and not out.is_dir():  # trial 103: "(File exists); give -o a writable folder"
+        raise ProblemError(f"cannot write the report to {out}: it is a file; give -o a folder (the report is "
+                           "index.html and its figures)")
     sections = find_sections(spec, storage, problem, device)
     figures = [_figures(s) for s in sections]
     files = {out / f"{i + 1:02d}-{_stem(s)}-{kind}.png": png

@@ -1591,7 +1591,8 @@ def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any], u
 def _replayed(target: float) -> Any:
     def show(r: Any) -> None:
         found = f"within {target:g}% after {r.within}" if r.within else f"not within {target:g}% after {r.measured}"
-        print(f"  seed {r.seed}: {found} measured (best {r.best_ms:.4g} ms, {r.ratio:.3f}x the optimum)")
+        ratio = f"{r.ratio:.3f}" if r.ratio < 1000 else f"{r.ratio:.3g}"  # trial 104: 300 digits
+        print(f"  seed {r.seed}: {found} measured (best {r.best_ms:.4g} ms, {ratio}x the optimum)")
     return show
 
 

@@ -211,10 +211,13 @@ def _why_not(text: str, path: Path, error: ValueError) -> str:
     if text.lstrip().startswith("{"):
         # at most the start of a number or of true, false or null after the error: the reader ran
         # out of text (trials 96, 97: `{not json` and `{notjson` were called cut short)
-        if error.msg.startswith("Unterminated") or _ends_mid_token(text, error.pos):
+        # (trial 104: or inside a \u escape, "Invalid \uXXXX escape")
+        if error.msg.startswith("Unterminated") or _ends_mid_token(text, error.pos) or \
+                (error.msg.startswith("Invalid \\uXXXX") and len(text.rstrip()) <= error.pos + 6):
             return ": it ends before its JSON does (cut short?); copy or download it again"
         likely = "a number that starts with 0, which JSON does not allow" if _leading_zero(text, error.pos) else \
-            "a comma or brace too many or too few"
+            "a backslash escape JSON does not allow, as \\u with fewer than 4 hex digits" \
+            if "escape" in error.msg else "a comma or brace too many or too few"
         return f": the JSON is broken at line {error.lineno} column {error.colno} ({likely}?); fix it there"
     if path.suffix.lower() == ".gz":
         return ": its name ends in .gz, but it is not gzip data"
@@ -278,7 +281,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     keys = [k for k, _ in params]
     outcomes: dict[tuple[Value, ...], float | str] = {}
     first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
-    timeless: list[str] = []  # keys whose time is a number but not positive (0, negative, NaN)
+    timeless: list[str] = []  # keys whose time is a number but not positive (0, negative, NaN) or infinite
+    implausible: list[str] = []  # keys whose time is under FASTEST_MS
     misnamed: list[str] = []  # keys that do not spell their entry's values (trial 30: a hand edit)
     unnamed: list[str] = []  # error strings Kernel Tuner does not write
     for key, entry in raw["cache"].items():
@@ -299,8 +303,10 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         if "time" not in entry:
             raise ProblemError(f"cache entry {key!r} has no 'time': {_TIME}")
         outcome = _outcome(key, entry["time"])
-        if is_real(entry["time"]) and not entry["time"] > 0:
+        if is_real(entry["time"]) and not 0 < entry["time"] < math.inf:  # trial 104: Infinity unsaid
             timeless.append(f"{key!r}: {json.dumps(entry['time'])}")  # trial 101: the key alone read as the time
+        elif _is_time(entry["time"]) and entry["time"] < FASTEST_MS:
+            implausible.append(f"{key!r}: {json.dumps(entry['time'])}")
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
                 warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
@@ -310,7 +316,12 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
         some = ", ".join(timeless[:3]) + (", ..." if len(timeless) > 3 else "")
         warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
-             f"not a positive number ({some}); replayed as failures")
+             f"not a positive, finite number ({some}); replayed as failures")
+    if implausible:  # trial 104: 1e-300 ms became the optimum, and every seed 2.5e300x from it
+        some = ", ".join(implausible[:3]) + (", ..." if len(implausible) > 3 else "")
+        warn(f"{len(implausible)} cache entr{'y records' if len(implausible) == 1 else 'ies record'} a time under "
+             f"{FASTEST_MS:g} ms ({some}), faster than any kernel launch: the optimum replays aim at is the "
+             "fastest time; check those entries, and that the file's times are in ms (Kernel Tuner's are)")
     if misnamed:
         warn(f"{_some(misnamed)}: {'its key does' if len(misnamed) == 1 else 'their keys do'} not spell "
              "the values (Kernel Tuner's key is the values in the order of 'tune_params_keys', else of "
@@ -376,6 +387,10 @@ def _value(v: Any, name: str) -> Value:
     if isinstance(v, (bool, int, float, str)):
         return v
     raise ProblemError(f"{name} has the value {v!r}, which is not a number, string or boolean")
+
+
+#: A recorded time under this (ms) is warned of: no kernel launch is that fast.
+FASTEST_MS = 1e-4
 
 
 def _is_time(t: Any) -> bool:

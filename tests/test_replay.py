@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
+import re
 import signal
 import warnings
 from pathlib import Path
@@ -172,6 +174,10 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
                               "not allow?); fix it there"),
     ("true.json", '{"a": true', "it ends before its JSON does (cut short?); copy or download it again"),
     ("minus.json", '{"a": [1, -', "it ends before its JSON does (cut short?); copy or download it again"),
+    ("escape.json", '{"a": {"ti\\u00',
+     "it ends before its JSON does (cut short?); copy or download it again"),
+    ("bad-escape.json", '{"a": "\\u00zz", "b": 1}', "the JSON is broken at line 1 column 9 (a backslash escape JSON does not "
+     "allow, as \\u with fewer than 4 hex digits?); fix it there"),  # trial 104
     ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",
      "is not a JSON cache file: it holds a number longer than Python's JSON reader takes (an integer of over "
      "4,300 digits); remove it"),
@@ -361,10 +367,27 @@ def test_a_time_of_zero_is_replayed_as_a_failure_with_one_warning(tmp_path):
     cache["2"]["time"], cache["5"]["time"] = 0, -1.0
     path = tmp_path / "zero.json"
     path.write_text(json.dumps({"tune_params": {"X": list(range(1, 7))}, "cache": cache}))
-    with pytest.warns(AutotuneWarning, match=r"^2 cache entries record a time that is not a positive number "
-                      r"\('2': 0, '5': -1.0\); replayed as failures$"):  # trial 101: the keys alone
+    cache["3"]["time"] = math.inf  # trial 104: replayed as a failure without a word
+    path.write_text(json.dumps({"tune_params": {"X": list(range(1, 7))}, "cache": cache}))
+    with pytest.warns(AutotuneWarning, match=r"^3 cache entries record a time that is not a positive, finite number "
+                      r"\('2': 0, '3': Infinity, '5': -1.0\); replayed as failures$"):  # trial 101: the keys alone
         rec = replay.load(path)
     assert rec.outcomes[(2,)] == "0" and rec.outcomes[(5,)] == "-1.0" and rec.outcomes[(1,)] == 1.0
+
+
+def test_a_time_faster_than_any_launch_is_warned_of(tmp_path, capsys):
+    """Trial 104: 1e-300 ms became the optimum without a word, and each seed printed a ratio
+    of 300 digits."""
+    cache = {f"{x}": {"X": x, "time": float(x)} for x in range(1, 7)}
+    cache["4"]["time"] = 1e-300
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps({"tune_params": {"X": list(range(1, 7))}, "cache": cache}))
+    with pytest.warns(AutotuneWarning, match=r"^1 cache entry records a time under 0.0001 ms \('4': 1e-300\), "
+                      r"faster than any kernel launch: .*in ms \(Kernel Tuner's are\)$"):
+        replay.load(path)
+    assert cli.main(["replay", str(path), "-n", "2", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"x the optimum", out) and len(max(out.splitlines(), key=len)) < 200, out
 
 
 def test_a_cache_tuned_for_another_objective_is_replayed_by_time_with_a_warning(tmp_path):

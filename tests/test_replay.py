@@ -176,8 +176,9 @@ def test_a_cache_file_in_another_encoding_or_gzipped_twice_says_so(tmp_path):
     ("minus.json", '{"a": [1, -', "it ends before its JSON does (cut short?); copy or download it again"),
     ("escape.json", '{"a": {"ti\\u00',
      "it ends before its JSON does (cut short?); copy or download it again"),
-    ("bad-escape.json", '{"a": "\\u00zz", "b": 1}', "the JSON is broken at line 1 column 9 (a backslash escape JSON does not "
-     "allow, as \\u with fewer than 4 hex digits?); fix it there"),  # trial 104
+    ("bad-escape.json", '{"a": "\\u00zz", "b": 1}',  # trial 104
+     "the JSON is broken at line 1 column 9 (a backslash escape JSON does not allow, as \\u with fewer than 4 hex "
+     "digits?); fix it there"),
     ("long.json", '{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1.0, "n": ' + "1" * 5000 + "}}}",
      "is not a JSON cache file: it holds a number longer than Python's JSON reader takes (an integer of over "
      "4,300 digits); remove it"),

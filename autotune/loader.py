@@ -256,6 +256,11 @@ def _ignoring(owner: str, exc: ProfileError) -> None:
     _warn(f"ignoring profile: {exc}{owner}")
 
 
+def _ignoring_entry(exc: ProfileError) -> None:
+    # the kernel's block, where it is no list (trial 104: "an entry", for all of them)
+    _warn(f"ignoring {'every entry of the kernel' if isinstance(exc, profiles.NotAList) else 'an entry'}: {exc}")
+
+
 def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
                folders: list[Path] | None, timer: firstuse.Timer | None) -> Choice:
     """:func:`choose`, for one thread at a time."""
@@ -265,7 +270,7 @@ def _choose_in(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
     for f in folders:
         owner = "" if os.path.realpath(f) in yours else " (not yours: tell its owner)"
         docs.update(profiles.readable([profiles.path_for(info.slug, f)], partial(_ignoring, owner)))
-    entries = profiles.entries_in(docs.items(), spec.name, lambda exc: _warn(f"ignoring an entry: {exc}"))
+    entries = profiles.entries_in(docs.items(), spec.name, _ignoring_entry)
     found = [(e, p) for e, p in entries if e.spec_hash == spec.spec_hash]
     # tuning runs' entries from another version of the spec: not used as they are, but their
     # configurations are timed with the others (a small template edit rarely changes the
@@ -494,6 +499,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     took_s = time.perf_counter() - t0  # the timing alone, not a wait for the profile's lock (trial 73)
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
     path = profiles.path_for(info.slug, folder)
+    saved_to: Path | None = path  # .profile: none where it was not saved (trial 104: the path all the same)
     facts = info.facts()
 
     def usable(old: profiles.Entry) -> bool:  # here: a tuned entry this device cannot run gives way
@@ -510,10 +516,12 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
                  f"saved to {path} beside that entry, which the spec's old version still uses"
                  if verdict.startswith("added beside") else f"saved to {path}")
         if verdict.startswith("kept"):  # this process does not time it again (trial 48: every call did)
-            _unsaved[key] = Choice(best.params, "measured", entry, path)
+            _unsaved[key] = Choice(best.params, "measured", entry, None)
+            saved_to = None
     except ProfileError as exc:
         saved = f"not saved: {exc}; this process uses it again without timing"
-        _unsaved[key] = Choice(best.params, "measured", entry, path)
+        _unsaved[key] = Choice(best.params, "measured", entry, None)
+        saved_to = None
     what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
     _warn_once(spec, info, problem, "measured", (
         f"{lead}: verified and timed {what} there "
@@ -521,7 +529,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         f"{_costly(spec, costly)} "
         f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
         "this size"))
-    return Choice(best.params, "measured", entry, path, timed.cache)
+    return Choice(best.params, "measured", entry, saved_to, timed.cache)
 
 
 def builds_here(info: devices.DeviceInfo) -> None:

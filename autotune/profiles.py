@@ -48,7 +48,11 @@ _REQUIRED = object()
 
 class NotAnEntry(ProfileError):
     """A profile's entry that is no mapping at all (``- 5``), or a kernel's entries that are no
-    list (``mul1: 5``): no run of a problem replaces it."""
+    list (``mul1: 5``, :class:`NotAList`): no run of a problem replaces it."""
+
+
+class NotAList(NotAnEntry):
+    """A kernel's entries that are no list (``mul1: 5``): every entry of that kernel is hidden."""
 
 
 @dataclass(frozen=True)
@@ -406,7 +410,7 @@ def kernel_block(doc: Mapping[str, Any], kernel: str, where: str) -> list[Any]:
     no list (trial 99: `mul1: 5` made every kernel's entries in the profile unreadable)."""
     block = (doc.get("kernels") or {}).get(kernel)
     if block is not None and not isinstance(block, list):
-        raise NotAnEntry(f"{where}: kernels.{kernel} is {clipped(repr(block), 40)}, not a list of entries; write "
+        raise NotAList(f"{where}: kernels.{kernel} is {clipped(repr(block), 40)}, not a list of entries; write "
                          f"each entry under it as a list item ('- problem: ...'), or delete '{kernel}:' and "
                          "what it holds; autotune will not overwrite it")
     return block or []

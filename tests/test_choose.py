@@ -702,6 +702,28 @@ def test_profiles_shipped_beside_an_applications_own_spec_are_used_and_a_pick_go
     assert [e.problem["N"] for e in profiles.entries(profiles.read(shipped), "scale")] == [256]
 
 
+def test_a_pick_that_is_not_saved_names_no_profile_and_a_block_that_is_no_list_is_said_of_every_entry(tmp_path):
+    """Trial 104: `scale: 5` under kernels: was "ignoring an entry", and the pick that could not
+    be saved there still gave the profile's path as `.profile`."""
+    from autotune import settings
+    from conftest import SCALE_YAML, write_spec
+
+    loader._warned.clear()
+    spec = specs.load(write_spec(tmp_path / "app", SCALE_YAML))
+    mine = profiles.path_for(FAKE.slug, settings.profiles_dir())
+    mine.parent.mkdir(parents=True, exist_ok=True)
+    mine.write_text("kernels:\n  scale: 5\n")
+    timer = lambda cands, own=(): Timed(  # noqa: E731
+        tuple(Measurement(Status.OK, "", (1.0,), params=dict(p)) for p in [*cands, *own]), ProgramCache())
+    with pytest.warns(loader.AutotuneWarning) as said:
+        c = loader.choose(spec, FAKE, spec.resolve_problem({"N": 512}), timer=timer)
+    text = [str(w.message) for w in said]
+    assert any(t.startswith("ignoring every entry of the kernel: ") and "kernels.scale is 5" in t for t in text), text
+    assert any("not saved: " in t for t in text), text
+    assert c.origin == "measured" and c.profile is None
+    assert mine.read_text() == "kernels:\n  scale: 5\n"
+
+
 def test_threads_loading_one_untuned_size_at_once_time_it_once_and_get_one_configuration(folders):
     """Trial 22: four threads loading one untuned size each timed the candidates, and one of
     them went on with another configuration than the one saved."""

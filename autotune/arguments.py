@@ -245,10 +245,11 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
     must pass as given: argument -> the size key whose value it is, where it follows one
     (changes with it when the sizes are moved), else None (``W * H`` say: trial 27's wrote past
-    its output). Left out: one that another seed's draws change (data: mul1's multiplier) but for
-    an array's length, and one that stays as the arrays' sizes change (a number of its own: a
-    count of repeats). One whose fate no move shows (a clamp, a constant size, a spec that takes
-    no other size) is held to its value (trial 102: unchecked, the kernel wrote past a buffer)."""
+    its output). Left out: one that stays while every array's size changes (a number of its own:
+    a count of repeats), and one that another seed's draws change while no array's shape
+    changes with them (data: mul1's multiplier). Any other is held to its value: a clamp, a
+    constant size, a count of pairs in an array of 2 * k, a size the draws decide (trials 102,
+    104: left unchecked, each let the kernel write past a buffer)."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
@@ -260,27 +261,28 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
             other = shaped_inputs(spec, moved, small=small)
         except Exception:  # noqa: BLE001 - the reference's own code at another size: no word from it
             continue
-        arrays = [a for a, v in given.items() if np.ndim(v) and a in other]
-        resized = any(np.shape(other[a]) != np.shape(given[a]) for a in arrays)
-        kept = _lengths({a: given[a] for a in arrays if np.shape(other[a]) == np.shape(given[a])})
+        every = _reshaped(given, other) == {a for a, v in given.items() if np.ndim(v) and a in other}
         for a in [a for a in ints if a not in out and a not in own and a in other]:
             if other[a] != given[a]:
                 out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
                                and other[a] == moved[k]), None)
-            elif resized and int(given[a]) not in kept:
-                # arrays resized and it stayed, and it is the length of none that stayed (trial
-                # 104: max(N, 64) sized y alone, which stayed as x grew)
+            elif every:  # it stayed while every array grew or shrank: it sizes none of them
                 own.add(a)
         if all(a in out or a in own for a in ints):
             break
-    # one that follows no size key may be data instead; an array's length that the draws decide
-    # (a gather's nnz) is held to this draw's, as buffers are checked against this draw's sizes;
-    # a 2-D array's rows count too (trial 104: its (nnz, 2) arrays' nnz went unchecked)
-    doubtful = [a for a in ints if a not in own and out.get(a) is None and int(given[a]) not in _lengths(given)]
+    # one that follows no size key may be data: another seed's draws change it, and no array's
+    # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
+    doubtful = [a for a in ints if a not in own and out.get(a) is None]
     for seed in (1, 2, 3) if doubtful else ():
         other = shaped_inputs(spec, problem, seed, small)
-        own.update(a for a in doubtful if a not in other or other[a] != given[a])
+        if not _reshaped(given, other):
+            own.update(a for a in doubtful if a not in other or other[a] != given[a])
     return {a: out.get(a) for a in ints if a not in own}
+
+
+def _reshaped(given: Mapping[str, Any], other: Mapping[str, Any]) -> set[str]:
+    """The arrays of ``given`` whose shape ``other`` changes."""
+    return {a for a, v in given.items() if np.ndim(v) and a in other and np.shape(other[a]) != np.shape(v)}
 
 
 def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -289,7 +291,8 @@ def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, A
     that ties them, M == N, refuses each alone: trial 101), as far as the spec takes them."""
     keys = [k.name for k in spec.problem if k.is_size]
     steps = [{k: 2 * problem[k]} for k in keys] + [{k: problem[k] // 2} for k in keys if problem[k] > 1]
-    steps += [{k: 2 * problem[k] for k in keys}, {k: problem[k] // 2 for k in keys if problem[k] > 1}]
+    if len(keys) > 1:  # (one key: the same moves again)
+        steps += [{k: 2 * problem[k] for k in keys}, {k: problem[k] // 2 for k in keys if problem[k] > 1}]
     for step in steps:
         if step:
             try:
@@ -341,8 +344,9 @@ def _too_large(spec: KernelSpec, problem: Mapping[str, Any]) -> ProblemError:
                         "machine can give; use a smaller problem")
 
 
-#: Whether inputs()' array shapes follow its drawn values, by (spec file, spec hash).
-_follow_draws: dict[tuple[str, str], bool] = {}
+#: Whether inputs()' array shapes follow its drawn values, by (spec file, spec hash, the
+#: problem's keys that are no sizes).
+_follow_draws: dict[tuple[str, str, tuple[tuple[str, Any], ...]], bool] = {}
 
 
 def _sizes_follow_draws(spec: KernelSpec, problem: Mapping[str, Any]) -> bool:
@@ -352,7 +356,9 @@ def _sizes_follow_draws(spec: KernelSpec, problem: Mapping[str, Any]) -> bool:
     less, by its shapes with zeros against those with real draws (trial 104: a size from
     drawn values came out as zeros make it above 16 MiB, and a call with inputs()' own arrays
     was refused). A spec whose sizes do not halve that far is taken not to."""
-    key = (str(spec.path), spec.spec_hash)
+    # per choice of the problem's other keys too (trial 105: a sparse mode's, read at a dense one)
+    key = (str(spec.path), spec.spec_hash, tuple(sorted((k.name, problem[k.name]) for k in spec.problem
+                                                        if not k.is_size)))
     if key not in _follow_draws:
         _follow_draws[key] = _shapes_differ(spec, problem)
     return _follow_draws[key]

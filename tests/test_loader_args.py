@@ -390,6 +390,11 @@ def reference(problem, arrays):
     ("m = max(n, 64); x = rng.random(n).astype(np.float32)", {"N": 32}, "", 64, 128),
     ("m = int(rng.integers(1, 4, size=n).sum()); x = rng.random((m, 2)).astype(np.float32); "
      "y = np.zeros((m, 2), np.float32)", {"N": 64}, "", None, None),
+    # trial 105: a count of pairs in an array of 2 * k, constant, then drawn: unchecked, the kernel
+    # wrote past it
+    ("m = 64; x = rng.random(n).astype(np.float32); y = np.zeros(2 * m, np.float32)", {"N": 128}, "", 64, 512),
+    ("m = int(rng.integers(1, 4, size=n).sum()); x = rng.random(n).astype(np.float32); "
+     "y = np.zeros(2 * m, np.float32)", {"N": 64}, "", None, None),
     # trial 101: drawn again until no value is 0, it ran until the draws added up to the host's memory
     ("m = n; x = rng.random(m).astype(np.float32)\n    while (x == 0).any(): x = rng.random(m).astype(np.float32)",
      {"N": 64}, "", 64, 256),
@@ -421,6 +426,17 @@ def test_sizes_that_follow_the_draws_of_a_large_problem_are_those_of_real_draws(
     needs = arguments._arg_needs(spec, {"N": 4096}, ("x", "y", "n"))
     real = spec.host_module().inputs({"N": 4096}, np.random.default_rng(0))
     assert (needs["x"].nbytes, needs["n"].must_be) == (real["x"].nbytes, int(real["n"]))
+    # per choice of the problem's other keys (trial 105: a dense mode's verdict served a sparse one)
+    moded = specs.load(write_spec(tmp_path / "moded", text.replace("problem: {N: 256}", "problem: {N: 256, mode: "
+                                                                    "{default: dense, choices: [dense, sparse]}}"),
+                                  ref=_SIZED_REF.replace("BODY", "m = n if problem['mode'] == 'dense' else "
+                                                         + body.split(";")[0].split("= ", 1)[1] + "; x = rng.random(m)"
+                                                         ".astype(np.float32)")))
+    for mode in ("dense", "sparse"):
+        problem = moded.resolve_problem({"N": 4096, "mode": mode})
+        needs = arguments._arg_needs(moded, problem, ("x", "y", "n"))
+        real = moded.host_module().inputs(problem, np.random.default_rng(0))
+        assert (needs["x"].nbytes, needs["n"].must_be) == (real["x"].nbytes, int(real["n"])), mode
     # a spec whose sizes follow no draw keeps the stand-in's zeros
     plain = specs.load(write_spec(tmp_path / "plain", text, ref=_SIZED_REF.replace(
         "BODY", "m = n; x = rng.random(m).astype(np.float32)")))

@@ -344,15 +344,21 @@ def test_sizes_are_those_of_inputs_without_drawing_them(name, monkeypatch):
     assert arguments._arg_needs(spec, problem, tuple(real)) == needs and len(given) == calls  # cached
 
 
-def test_learning_the_sizes_of_a_large_problem_maps_no_memory():
+@pytest.mark.parametrize("kernel, problem, arg", [
+    ("mul1", "{'N': 2**28}", "x"),
+    # trial 106: matmul's np.asarray cast of its draws took 2.9 GB and 7 s at 16384^3
+    ("matmul", "{'M': 16384, 'N': 16384, 'K': 16384, 'layout': 'row'}", "A"),
+    ("matmul", "{'M': 16384, 'N': 16384, 'K': 16384, 'layout': 'col'}", "A"),
+])
+def test_learning_the_sizes_of_a_large_problem_maps_no_memory(kernel, problem, arg):
     """Trial 100: mul1's sizes at N=2**28, at the shipped profile's size, took 3 GiB and 8 s in
     every process that loaded it (its draw cast to int32, and inputs() run again at 2N)."""
     import subprocess
     import sys
 
-    code = ("import resource; from autotune import arguments, spec; s = spec.load('mul1'); "
-            "p = s.resolve_problem({'N': 2**28}); before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
-            "needs = arguments.input_needs(s, p); assert needs['x'].nbytes == 4 * 2**28, needs; "
+    code = (f"import resource; from autotune import arguments, spec; s = spec.load('{kernel}'); "
+            f"p = s.resolve_problem({problem}); before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+            f"needs = arguments.input_needs(s, p); assert needs['{arg}'].nbytes == 4 * 2**28, needs; "
             "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

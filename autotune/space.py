@@ -22,7 +22,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -531,6 +531,41 @@ class ValidSpace:
     def valid(self, config: Mapping[str, Value]) -> bool:
         return check(self.spec, config, self.problem, self.facts) is None
 
+    def nearest(self, start: Sequence[int], limit_s: float = math.inf) -> dict[str, Value] | None:
+        """The valid configuration nearest the one whose values are at ``start`` (an index into
+        each parameter's values): the fewest parameters changed, then the smallest sum of the
+        moves along the lists; by branch and bound, each parameter's values nearest first, a
+        subtree left as soon as its changes so far cost as much as the best found (trial 106:
+        matmul's default at 50^3, four parameters off, took 4 s of listing the valid ones).
+        After ``limit_s`` the best found so far (None: none yet)."""
+        best: list[Any] = [(math.inf, math.inf), None]
+        deadline, binds = time.perf_counter() + limit_s, 0
+
+        def walk(level: int, changed: int, moved: int) -> None:
+            nonlocal binds
+            values = self.spec.parameters[level].values
+            for i in sorted(range(len(values)), key=lambda i: abs(i - start[level])):
+                cost = (changed + (i != start[level]), moved + abs(i - start[level]))
+                if cost >= best[0]:
+                    continue  # (values further along cost more still, but a nearer one may change fewer)
+                binds += 1
+                if _late(binds, deadline):
+                    raise WalkTimeout
+                if not self._bind(level, values[i]):
+                    continue
+                if level + 1 < len(self.names):
+                    walk(level + 1, *cost)  # (binds only the levels below: this one's values stand)
+                elif (leaf := self._leaf()) is not None:
+                    best[:] = [cost, leaf]
+
+        self._bound_by = None
+        try:
+            if self.names:
+                walk(0, 0, 0)
+        except WalkTimeout:
+            pass
+        return best[1]
+
     def draw(self, rng: random.Random) -> dict[str, Value] | None:
         """A random valid configuration, drawn parameter by parameter: each value uniformly
         among those that still have a valid completion, so a variant with few configurations
@@ -623,49 +658,23 @@ class WalkTimeout(Exception):
     own): a space too sparse to find a configuration in the time left."""
 
 
-#: How long closest_valid walks the valid configurations, past its budget of nearby checks.
+#: How long closest_valid searches the valid configurations.
 CLOSEST_LIMIT_S = 10.0
 
 
 def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mapping[str, Any],
-                  facts: Facts, budget: int = 20_000) -> dict[str, Value] | None:
+                  facts: Facts) -> dict[str, Value] | None:
     """The valid configuration most like ``target``: the fewest parameters changed, then the
     values nearest (in each parameter's list) to the target's. None when nothing is valid.
 
-    It tries one changed parameter, then two, and so on; after ``budget`` checks it ranks the
-    enumerated valid configurations the same way instead.
+    A search of the valid space (:meth:`ValidSpace.nearest`), the best found in
+    :data:`CLOSEST_LIMIT_S` where it takes longer.
 
     Example: the matmul default (128x128 tiles) at M = N = 100 keeps all but the tile sizes.
     """
-    names = spec.parameter_names
     index = [{v: i for i, v in enumerate(p.values)} for p in spec.parameters]
-    start = [index[i].get(target[n], 0) if n in target else 0 for i, n in enumerate(names)]
-
-    def cost(config: Mapping[str, Value]) -> tuple[int, int]:
-        moves = [abs(index[i][config[n]] - start[i]) for i, n in enumerate(names)]
-        return sum(1 for m in moves if m), sum(moves)
-
-    def others(i: int) -> list[Value]:  # the other values, nearest first
-        values = spec.parameters[i].values
-        return sorted((v for j, v in enumerate(values) if j != start[i]), key=lambda v: abs(index[i][v] - start[i]))
-
-    base = {n: spec.parameters[i].values[start[i]] for i, n in enumerate(names)}
-    checks = 0
-    for changed in range(len(names) + 1):
-        found: list[dict[str, Value]] = []
-        for subset in itertools.combinations(range(len(names)), changed):
-            for values in itertools.product(*(others(i) for i in subset)):
-                config = dict(base, **{names[i]: v for i, v in zip(subset, values, strict=True)})
-                checks += 1
-                if check(spec, config, problem, facts) is None:
-                    found.append(config)
-                if checks >= budget:  # the valid ones walked in order, for a bounded time (trial 88:
-                    # load_kernel took 64 s in a sparse space)
-                    valid = enumerate_valid(spec, problem, facts, limit=budget * 10, limit_s=CLOSEST_LIMIT_S)
-                    return min(found + valid, key=cost, default=None)
-        if found:
-            return min(found, key=cost)
-    return None
+    start = [index[i].get(target[n], 0) if n in target else 0 for i, n in enumerate(spec.parameter_names)]
+    return ValidSpace(spec, problem, facts).nearest(start, CLOSEST_LIMIT_S)
 
 
 def space_size(spec: KernelSpec) -> int:

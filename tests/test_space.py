@@ -204,6 +204,25 @@ def test_closest_valid_changes_as_little_as_it_can():
     assert near["MWG"] == near["NWG"] == 64  # the nearest values that fit, not the first ones
 
 
+@pytest.mark.parametrize("n", [37, 1])
+def test_closest_valid_is_the_nearest_of_all_valid_configurations(n):
+    """Trial 106: at 50^3 matmul's default is four parameters off any valid configuration, and
+    finding the nearest took 4 s of listing the valid ones, in every process that loaded it (a
+    search now: benchmarks/load_repeat.py times it)."""
+    sp, facts = specs.load("matmul"), FAKE.facts()
+    problem = sp.resolve_problem({"M": n, "N": n, "K": n})
+    index = {p.name: {v: i for i, v in enumerate(p.values)} for p in sp.parameters}
+
+    def cost(c):
+        moves = [abs(index[k][c[k]] - index[k][sp.default_config[k]]) for k in index]
+        return sum(1 for m in moves if m), sum(moves)
+
+    near = closest_valid(sp, sp.default_config, problem, facts)
+    every = enumerate_valid(sp, problem, facts, limit=10**7)
+    assert near is not None and check(sp, near, problem, facts) is None
+    assert cost(near) == min(map(cost, every))
+
+
 def test_local_memory_limit(tmp_path):
     text = SCALE_YAML.replace("args: [x, y]", "local_memory: \"WG * 1024\"\nargs: [x, y]")
     sp = specs.load(write_spec(tmp_path, text))

@@ -156,14 +156,15 @@ class SameWrongResult(_SameFailure):
 
 
 def explain(message: str, template: Path, macros: Mapping[str, object], device: str,
-            trials: int, derived: Collection[str] = ()) -> str:
+            trials: int, derived: Collection[str] = (), same: bool = True) -> str:
     """One line: the device, the compiler's message with the template line, and the fix.
 
     ``macros`` maps each name autotune defines with ``-D`` (problem keys and parameters) to
     its value, so a name in the source that clashes with one can be named; ``derived``: the
-    spec's derived names, which a template may expect as macros too.
+    spec's derived names, which a template may expect as macros too; ``same``: whether the
+    builds all failed with this error (else it is the first's).
     """
-    head = f"every configuration fails to build on {device} ({trials} tried, same error)"
+    head = f"every configuration fails to build on {device} ({trials} tried, {'same error' if same else 'the first'})"
     missing = NO_KERNEL.search(message)
     if missing:  # the spec's fault, not the compiler's
         return (f"{head}: {message.strip()}; fix the `entry` of the spec's launch step, or the "

@@ -51,7 +51,8 @@ import pyopencl.array as cl_array
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
 from .arguments import Arguments, input_needs
-from .errors import AutotuneError, ProblemError, ProfileError, warn_once
+from .diagnose import explain, signature
+from .errors import AutotuneError, BuildError, ProblemError, ProfileError, warn_once
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
@@ -145,7 +146,8 @@ class TunedKernel:
         except CandidateError as exc:
             builds_here(devices.of(queue.device))  # or the device is at fault, not the configuration
             what = "does not build here" if exc.status == "compile_error" else "cannot run here"  # trial 58
-            raise AutotuneError(f"{spec.name}: the chosen configuration {what}: {exc}") from None
+            error = BuildError if exc.status == "compile_error" else AutotuneError
+            raise error(f"{spec.name}: the chosen configuration {what}: {exc}") from None
         first = self._launch.geometry.steps[0]
         self.global_size, self.local_size = first.global_size, first.local_size
         self.build_options = self._launch.options
@@ -484,8 +486,13 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     except (cl.Error, MemoryError):  # no room for the buffers of this size: take the nearest
         return None
     best = timed.fastest
-    if all(m.status is Status.COMPILE_ERROR for m in timed.measurements):
+    if timed.measurements and all(m.status is Status.COMPILE_ERROR for m in timed.measurements):
         builds_here(info)  # before a warning that names a configuration to use, and how to tune it
+        # the template's fault: said as a run says it, not "using the default, not verified"
+        # and then its build error (trial 106)
+        raise BuildError(f"{lead}: " + explain(timed.measurements[0].message, spec.template, spec.macros(problem),
+                                               f"{info.name} ({info.platform})", len(timed.measurements),
+                                               [n for n, _ in spec.derived], same=_same(timed.measurements)))
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
     if best is None or best.params is None:
         if wrong:
@@ -530,6 +537,11 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
         "this size"))
     return Choice(best.params, "measured", entry, saved_to, timed.cache)
+
+
+def _same(failed: Sequence[Measurement]) -> bool:
+    """Whether the builds all failed with one error (its lines aside)."""
+    return len({signature(m.message) for m in failed}) == 1
 
 
 def builds_here(info: devices.DeviceInfo) -> None:

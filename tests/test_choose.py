@@ -49,7 +49,9 @@ class FakeTimer:
         key = config_key(c)
         ms = self.fallback_ms[key] if key in self.fallback_ms else self.ms.get(c["MWG"])
         if ms is None:
-            return Measurement(Status.COMPILE_ERROR, "no", params=c)
+            return Measurement(Status.COMPILE_ERROR, "k.cl:1:1: error: no", params=c)
+        if ms == "launch":
+            return Measurement(Status.LAUNCH_ERROR, "OUT_OF_RESOURCES", params=c)
         if ms in ("wrong", "rounding"):
             why = "C: 3 of 9 elements differ" + (f"; the tolerance is {TOO_TIGHT}" if ms == "rounding" else "")
             return Measurement(Status.WRONG_RESULT, why, params=c)
@@ -235,8 +237,23 @@ def test_only_configurations_valid_for_the_size_are_candidates(folders):
 
 def test_candidates_that_fail_are_skipped_and_if_all_fail_the_nearest_is_used(folders):
     assert choose(folders, FakeTimer({128: None, 64: 0.9, 32: 0.5}), M=3000, N=3000, K=3000).params == T32
-    c = choose(folders, FakeTimer({}), M=5000, N=5000, K=5000)
+    c = choose(folders, _failing("launch"), M=5000, N=5000, K=5000)
     assert c.origin == "nearest" and c.params == T128  # 4096 is nearest to 5000
+
+
+def _failing(how: str | None) -> FakeTimer:
+    """A timer for which every configuration fails: to launch ("launch"), or to build (None)."""
+    return FakeTimer(dict.fromkeys((16, 32, 64, 128), how), {"baseline": how, "default": how})
+
+
+def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_does(folders):
+    """Trial 106: a broken template was "using the default configuration, not verified there",
+    and then the default's build error, as a plain AutotuneError."""
+    from autotune.errors import BuildError
+
+    with pytest.raises(BuildError, match=r"^no tuned matmul for .* at M=5000,N=5000,K=5000,layout=row: every "
+                       r"configuration fails to build on .* \(\d+ tried, same error\): matmul.cl:1: error: no"):
+        choose(folders, _failing(None), M=5000, N=5000, K=5000)
 
 
 def test_measuring_can_be_turned_off(folders, monkeypatch):
@@ -321,7 +338,7 @@ def test_an_entry_whose_problem_the_spec_cannot_have_is_no_candidate(folders, mo
         if e["problem"]["M"] == 4096:
             e["problem"].update(edit)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    c = choose(folders, FakeTimer({}), M=5000, N=5000, K=5000)
+    c = choose(folders, _failing("launch"), M=5000, N=5000, K=5000)
     assert c.origin == "nearest" and c.entry.problem["M"] == 2048  # the 4096 entry, edited, is skipped
 
 
@@ -336,10 +353,10 @@ def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_comm
 
 
 def test_without_a_valid_tuned_configuration_the_default_or_the_one_most_like_it(folders):
-    c = choose(folders, FakeTimer({}), M=7, N=9, K=5)  # no tuned tile fits
+    c = choose(folders, _failing("launch"), M=7, N=9, K=5)  # no tuned tile fits
     assert c.origin == "default"
     assert c.params != MM.complete({})  # not the first configuration in declaration order
-    assert choose([folders[0]], FakeTimer({}), M=512, N=512, K=512).params == MM.default_config
+    assert choose([folders[0]], _failing("launch"), M=512, N=512, K=512).params == MM.default_config
 
 
 def test_with_nothing_tuned_valid_and_the_default_invalid_the_one_most_like_it_is_verified(folders, monkeypatch):

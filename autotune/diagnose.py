@@ -108,31 +108,28 @@ class SameBuildError(_SameFailure):
     def _signature(self, status: Status, message: str) -> str | None:
         if status is not Status.COMPILE_ERROR or self._deliberate(message):
             return None
-        located, lines = errors(message), self._lines()
-        if located and all(e.file == self._template_name and 0 < e.line <= len(lines) for e in located):
-            # the template's mistake, wherever it is: the same one in each variant's branch
-            # failed each at its own line, and the run went on (trial 103); a line past the
-            # template's end is the compiler's own, compared with its line
+        located = errors(message)
+        if located and all(0 < e.line <= len(self._lines(e.file)) for e in located):
+            # the template's mistake (or a header's beside it), wherever it is: the same one in
+            # each variant's branch failed each at its own line, and the run went on (trials
+            # 103, 105); a line past the file's end is the compiler's own, compared with its line
             return "\n".join(dict.fromkeys(e.text for e in located))
         return signature(message)
 
-    @property
-    def _template_name(self) -> str | None:
-        return None if self._template is None else self._template.name
-
-    def _lines(self) -> list[str]:
+    def _lines(self, file: str) -> list[str]:
+        """The lines of ``file`` as the compiler names it: the template, or a header beside it."""
         if self._template is None:
             return []
+        path = self._template if file == self._template.name else self._template.parent / file
         try:
-            return self._template.read_text(encoding="utf-8", errors="replace").splitlines()
+            return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
         except OSError:
             return []
 
     def _deliberate(self, message: str) -> bool:
-        """Whether the build stopped at an ``#error`` line of the template."""
-        lines = self._lines()
-        return any(e.file == self._template_name and 0 < e.line <= len(lines)
-                   and re.match(r"\s*#\s*error\b", lines[e.line - 1]) for e in errors(message))
+        """Whether the build stopped at an ``#error`` line of the template or a header of it."""
+        return any(0 < e.line <= len(lines := self._lines(e.file)) and re.match(r"\s*#\s*error\b", lines[e.line - 1])
+                   for e in errors(message))
 
 
 class SameWrongResult(_SameFailure):

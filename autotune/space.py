@@ -321,6 +321,10 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
         raise SpecError(f"{spec.path}: constraints: {exc}") from None
 
 
+#: A float written in an expression (``0.5``, ``.5``, ``1e3``), not a part of a name.
+_FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*|\.\d+|\d+[eE][-+]?\d+)")
+
+
 def _float_fix(spec: KernelSpec, e: Expr, env: Mapping[str, Any]) -> str:
     """The fix for a size that came out a float: its `/` (in it or in a derived value it reads
     that is a float, trial 98: `GY` from `(H + WGY - 1) / WGY * WGY`), else its float terms
@@ -333,7 +337,9 @@ def _float_fix(spec: KernelSpec, e: Expr, env: Mapping[str, Any]) -> str:
     divides = ["/" in x.source.replace("//", "") for x in exprs]
     if not any(divides):
         return "; a float term makes it a float: keep a size's terms integers"
-    own = [not d and not floats & set(x.names) for x, d in zip(exprs, divides, strict=True)]
+    # one with a float term of its own too (trial 105: `L + 0.5`, L from `N / 2`, was told only of the /)
+    own = [not floats & set(x.names) or _FLOAT_LITERAL.search(x.source) is not None
+           for x, d in zip(exprs, divides, strict=True) if not d]
     return ("; / is true division and gives a float: use // for integer division"
             + (", and keep its other terms integers" if any(own) else ""))
 

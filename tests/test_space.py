@@ -154,6 +154,12 @@ def test_geometry_must_be_integral(tmp_path):
     with pytest.raises(SpecError, match=r"'D2' gave 256.0, not an integer; / is true division and gives a float: use "
                                         r"// for integer division$"):
         geometry(sp, sp.complete({"WPT": 1}), {"N": 256}, FAKE.facts())
+    # trial 105: one that reads such a value and has a float term of its own is told of both
+    sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["L + 0.5"]')
+                               + 'derived:\n  L: "N / 2"\n'))
+    with pytest.raises(SpecError, match=r"'L \+ 0.5' gave 128.5, not an integer; / is true division and gives a "
+                                        r"float: use // for integer division, and keep its other terms integers$"):
+        geometry(sp, sp.complete({}), {"N": 256}, FAKE.facts())
     # trial 101: a float term is no `/`
     sp = specs.load(write_spec(tmp_path, SCALE_YAML.replace('global: ["N // WPT"]', 'global: ["N * 1.0"]')))
     with pytest.raises(SpecError, match=r"'N \* 1.0' gave 256.0, not an integer; a float term makes it a float"):

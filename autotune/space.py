@@ -138,6 +138,11 @@ _LAUNCH_SIZES = re.compile(r"(global|local) size .* (not divisible|must be posit
 _NOT_A_SIZE = re.compile(r"gave \S+, not (an integer|a number of bytes)")
 
 
+#: Python's words for arithmetic or a comparison of text with a number (trial 105: answered
+#: "choose a problem the spec allows").
+_TEXT_AND_NUMBERS = re.compile(r"unsupported operand type\(s\)|not supported between instances of")
+
+
 def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, device: str) -> ProblemError:
     """The error for a problem that rules out every configuration on ``device``: the default's
     reason, and the fix (``run``, ``bench`` and ``load_kernel`` say the same)."""
@@ -146,6 +151,8 @@ def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, devic
         f"no configuration of {spec.name} is valid for {problem_label(problem)} on {device} "
         f"(the default's reason: {why}); every configuration is ruled out for this problem: "
         + ("fix that expression in the spec" if why and _NOT_A_SIZE.search(why) else
+           "fix that expression in the spec: it computes with text and numbers (a number in quotes among a "
+           "parameter's values?)" if why and _TEXT_AND_NUMBERS.search(why) else
            "check the spec's launch sizes (each global size a multiple of its local size, at most the "
            "device's work-group size)" if why and is_launch_reason(why) else
            "the default is over this device's limits whatever the problem: give the spec's parameters "

@@ -519,7 +519,17 @@ def lint(spec: KernelSpec) -> list[str]:
     never = _never_applies(spec)
     ignored = [w for w in spec.ignored_settings if not any(f".{name} has no effect: " in w for name in never)]
     return (out + list(never.values()) + ignored + _misnamed_defaults(spec, words) + _overridden(spec)
-            + _tested_for_definition(spec) + _unsized(spec) + _stepless(spec) + _failing(spec))
+            + _tested_for_definition(spec) + _unsized(spec) + _stepless(spec) + _failing(spec) + _quoted(spec))
+
+
+def _quoted(spec: KernelSpec) -> list[str]:
+    """Warnings for a parameter whose values are all numbers in quotes, which the spec's
+    expressions read as text (trial 105: `WG: ["16", "32"]` failed every constraint `% WG`, with
+    Python's words, and was told to choose another problem)."""
+    return [f"{spec.path}: parameters.{p.name}: its values {list(p.values)!r} are numbers in quotes, which the "
+            f"spec's expressions read as text ('16' is not 16, and {p.name} * 2 fails); write them without quotes, "
+            "unless they only name variants" for p in spec.parameters
+            if p.values and all(isinstance(v, str) and _is_numeral(v) for v in p.values)]
 
 
 def _never_applies(spec: KernelSpec, most: int = 2_000) -> dict[str, str]:
@@ -743,11 +753,15 @@ def _near(name: str, words: set[str]) -> list[str]:
 
 
 def _is_numeral(text: str) -> bool:
-    """Whether ``text`` reads as a number (``"32"``, ``"1e3"``), as a quoted one in a list of numbers does."""
+    """Whether ``text`` reads as a number (``"32"``, ``"1e3"``, ``"0x4"``), as a quoted one in a list of
+    numbers does."""
     try:
-        float(text)
+        return math.isfinite(float(text))  # (nan and inf may name something)
     except ValueError:
-        return False
+        try:
+            int(text, 0)  # 0x4, 0b100 (trial 105)
+        except ValueError:
+            return False
     return True
 
 

@@ -12,7 +12,16 @@ import pytest
 from autotune import space
 from autotune import spec as specs
 from autotune.errors import SpecError
-from autotune.space import ValidSpace, check, closest_valid, config_key, enumerate_valid, geometry, space_size
+from autotune.space import (
+    ValidSpace,
+    check,
+    closest_valid,
+    config_key,
+    enumerate_valid,
+    geometry,
+    none_valid,
+    space_size,
+)
 from conftest import FAKE, SCALE_YAML, write_spec
 
 
@@ -179,12 +188,21 @@ def test_geometry_must_be_integral(tmp_path):
 def test_a_size_expression_that_gives_no_size_is_the_spec_s_to_fix(tmp_path, extra, reason):
     """Trial 104: a scratch size's `/` was answered with the launch sizes' rules, and local
     memory's with "choose a problem the spec allows"."""
-    from autotune.space import none_valid
-
     sp = specs.load(write_spec(tmp_path, SCALE_YAML + extra))
     error = str(none_valid(sp, {"N": 256}, FAKE.facts(), "a CPU"))
     assert re.search(reason + r".*\); every configuration is ruled out for this problem: fix that expression in the "
                      r"spec$", error), error
+
+
+def test_arithmetic_on_numbers_in_quotes_is_the_spec_s_to_fix(tmp_path):
+    """Trial 105: `WG: ["16", "32"]` failed every constraint `% WG` with Python's words, and was
+    told to choose a problem the spec allows."""
+    text = SCALE_YAML.replace("WG: [16, 32, 64, 128, 512]", 'WG: ["16", "32"]')
+    sp = specs.load(write_spec(tmp_path, text.replace("baseline: {WPT: 1, WG: 16}", 'baseline: {WPT: 1, WG: "16"}')))
+    error = str(none_valid(sp, {"N": 256}, FAKE.facts(), "a CPU"))
+    assert error.endswith("unsupported operand type(s) for %: 'int' and 'str'); every configuration is ruled out for "
+                          "this problem: fix that expression in the spec: it computes with text and numbers (a number "
+                          "in quotes among a parameter's values?)"), error
 
 
 def test_matmul_edge_rules():

@@ -52,6 +52,13 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     # WG appears only in the launch geometry, MODE and WPT in the template: neither is flagged
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML))) == []
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
+    # trial 105: numbers in quotes, which the expressions read as text
+    text = SCALE_YAML.replace("WG: [16, 32, 64, 128, 512]", 'WG: ["16", "32"]')
+    quoted = specs.load(write_spec(tmp_path / "quoted", text.replace("baseline: {WPT: 1, WG: 16}",
+                                                                     'baseline: {WPT: 1, WG: "16"}')))
+    assert specs.lint(quoted) == [f"{quoted.path}: parameters.WG: its values ['16', '32'] are numbers in quotes, which "
+                                  "the spec's expressions read as text ('16' is not 16, and WG * 2 fails); write them "
+                                  "without quotes, unless they only name variants"]
 
 
 def test_lint_names_a_parameter_or_problem_key_the_template_defines_without_a_guard(tmp_path):
@@ -186,6 +193,8 @@ def test_missing_file():
     # trial 103: a quoted number ran as text, and a kernel named by no text was tuned as None
     (("  WG: [16, 32, 64, 128, 512]", "  WG: [16, \"32\", 64]"),
      r"parameters.WG: values \[16, '32', 64\] mix numbers with text that reads as one \('32'\); write it without"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"0x4\"]"),  # trial 105
+     r"parameters.WPT: values \[1, 2, '0x4'\] mix numbers with text that reads as one \('0x4'\)"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

@@ -141,7 +141,8 @@ class Entry:
             picked=get("picked", _boolean, "true or false", False),
             extra=get("extra", _mapping, "a mapping", {}),
             study=str(raw["study"]) if raw.get("study") is not None else None,
-            device=_device_facts(raw["device"] if isinstance(raw.get("device"), Mapping) else header),
+            # an entry's own device that is no mapping is no fact (trial 105: taken as the header's)
+            device=_device_facts(get("device", _mapping, "a mapping of the device's facts", None) or header),
             spec_file=str(raw["spec_file"]) if raw.get("spec_file") is not None else None,
         )
         return made

@@ -214,6 +214,8 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
                                 "ASCII: write them as 0-9\\)"),
     ("time_ms: '-5'", "time_ms is '-5', not a positive number of ms \\(text, in quotes; and without them, -5 is not "
                       "that either\\)"),
+    ("time_ms: 1.0, device: [[name, Other CPU]]", "device is \\[\\['name', 'Other CPU'\\]\\], not a mapping of the "
+                                                  "device's facts"),  # trial 105: the header's taken instead
     ("time_ms: 1.0, params: [[TS, 8]]", "params is \\[\\['TS', 8\\]\\], not a mapping of parameter names to values"),
 ])
 def test_an_entry_whose_time_is_not_a_positive_number_is_malformed(tmp_path, field, message):

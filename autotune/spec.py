@@ -299,15 +299,21 @@ class KernelSpec:
             if key is None:
                 raise ProblemError(f"{self.name} has no problem key {name!r}; its keys: {', '.join(keys)}")
             if key.is_size:
+                # text in decimal digits alone, as --size's bare form takes it (trial 105: `N=1_024`
+                # was taken, and `N=0x10000` told only "must be a positive integer")
+                text = isinstance(value, str)
                 try:
-                    size = 0 if isinstance(value, bool) else int(value)  # True is not a size
+                    size = 0 if isinstance(value, bool) or text and not re.fullmatch(r"\s*\+?\d+\s*", value) \
+                        else int(value)  # True is not a size
                 except (TypeError, ValueError, OverflowError):  # past Python's 4,300 digits too (trial 82)
                     size = MAX_SIZE + 1 if str(value).strip().removeprefix("+").isdigit() else 0
                 if not 0 < size <= MAX_SIZE or (isinstance(value, float) and value != size):
                     shown = repr(value) if len(repr(value)) < 40 else repr(value)[:37] + "..."
                     # the bound only where it is what is wrong: a kernel's own `requires` may be
                     # tighter (matmul: < 2**31; trial 33)
-                    want = "at most 2**40" if size > MAX_SIZE else "a positive integer"
+                    hexadecimal = text and re.fullmatch(r"\s*0[xX][0-9a-fA-F]+\s*", value)
+                    want = "at most 2**40" if size > MAX_SIZE else \
+                        f"a positive integer in decimal ({int(value, 16)})" if hexadecimal else "a positive integer"
                     raise ProblemError(f"{name}={shown}: {self.name}'s {name} must be {want}")
                 problem[name] = size
             elif str(value) in key.choices:

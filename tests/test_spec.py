@@ -231,9 +231,13 @@ def test_problem_overrides_are_checked():
         sp.resolve_problem({"M": "0"})
     with pytest.raises(ProblemError, match="choose one of row, col"):
         sp.resolve_problem({"layout": "diagonal"})
-    for bad in (True, "True", 2.5, "abc"):
+    for bad in (True, "True", 2.5, "abc", "1_024"):  # trial 105: 1_024 was taken, where --size 1_024 is not
         with pytest.raises(ProblemError, match="must be a positive integer$"):  # no bound matmul does not have
             sp.resolve_problem({"M": bad})
+    with pytest.raises(ProblemError, match=r"^M='0x10000': matmul's M must be a positive integer in decimal "
+                                           r"\(65536\)$"):  # trial 105
+        sp.resolve_problem({"M": "0x10000"})
+    assert sp.resolve_problem({"M": " +64 "})["M"] == 64
     with pytest.raises(ProblemError, match="must be at most 2\\*\\*40$"):
         sp.resolve_problem({"M": 10**400})
     with pytest.raises(ProblemError, match=r"matmul needs M < 2 \*\* 31"):  # its own, tighter bound

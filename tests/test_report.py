@@ -110,6 +110,14 @@ def test_a_report_that_cannot_be_written_in_full_leaves_the_earlier_one_whole(sc
     assert capsys.readouterr().err == (f"autotune: error: cannot write the report to {tmp_path / 'f'}: it is a file; "
                                        "give -o a folder (the report is index.html and its figures)\n")
     assert (tmp_path / "f").read_text() == "mine"
+    # trial 105: a folder inside that file, and a link to nothing
+    assert main(["report", str(scale.path), "-o", str(tmp_path / "f" / "sub")]) == 1
+    assert capsys.readouterr().err == (f"autotune: error: cannot write the report to {tmp_path / 'f' / 'sub'}: "
+                                       f"{tmp_path / 'f'} is a file; give -o a folder (the report is index.html and "
+                                       "its figures)\n")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert main(["report", str(scale.path), "-o", str(tmp_path / "dangling")]) == 1
+    assert f"it is a link to {tmp_path / 'nowhere'}, which does not exist" in capsys.readouterr().err
 
 
 def test_section_records_what_the_study_holds(scale):

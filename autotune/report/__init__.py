@@ -38,9 +38,7 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
     """Write ``out/index.html`` and ``out/NN-PROBLEM-FIGURE.png`` for the studies of ``spec`` in
     ``storage`` (only ``problem``, only ``device``: see :func:`.data.find_sections`)."""
     plots.require_matplotlib()
-    if out.exists() and not out.is_dir():  # trial 103: "(File exists); give -o a writable folder"
-        raise ProblemError(f"cannot write the report to {out}: it is a file; give -o a folder (the report is "
-                           "index.html and its figures)")
+    _check_folder(out)
     sections = find_sections(spec, storage, problem, device)
     figures = [_figures(s) for s in sections]
     files = {out / f"{i + 1:02d}-{_stem(s)}-{kind}.png": png
@@ -56,6 +54,22 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
         raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder{room}") \
             from None
     return Written(out / "index.html", tuple(p for p in files if p.suffix == ".png"), tuple(sections))
+
+
+def _check_folder(out: Path) -> None:
+    """ProblemError where ``out`` cannot be a folder: it, or a folder it would be made in, is a
+    file (trial 103: "(File exists); give -o a writable folder"; trial 105: "(Not a directory)"),
+    or a link to nothing (trial 105)."""
+    said = "give -o a folder (the report is index.html and its figures)"
+    if out.is_symlink() and not out.exists():
+        raise ProblemError(f"cannot write the report to {out}: it is a link to {os.readlink(out)}, which does not "
+                           f"exist; {said}, or make the folder it links to")
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                where = "it is a file" if path == out else f"{path} is a file"
+                raise ProblemError(f"cannot write the report to {out}: {where}; {said}")
+            return
 
 
 def _write_all(out: Path, files: Mapping[Path, bytes]) -> None:

@@ -229,8 +229,9 @@ def _as_text(value: Any, convert: Callable[[Any], Any]) -> str:
         return ""
     if not math.isfinite(number):
         return ""
-    if not value.isascii():
-        return " (its digits are not ASCII: write them as 0-9)"
+    if stray := next((c for c in value if not c.isascii()), None):  # trial 105: a no-break space blamed digits
+        what = "a digit" if stray.isdigit() else "a space" if stray.isspace() else "a character"
+        return f" (it holds {what} that is not ASCII, U+{ord(stray):04X}: write the number with 0-9 alone)"
     try:  # what the same characters are, unquoted
         unquoted = yaml.safe_load(value)
     except yaml.YAMLError:

@@ -210,8 +210,10 @@ def test_a_run_here_replaces_an_entry_measured_on_another_device_even_if_slower(
     # trial 104: told to unquote the unquoted, and to unquote a number the field refuses as well
     ("time_ms: '1.5e+3'", "time_ms is '1.5e\\+3', not a positive number of ms \\(text, in quotes: write it "
                           "without them\\)"),
-    ("time_ms: \uff11\uff12", "time_ms is '\uff11\uff12', not a positive number of ms \\(its digits are not "
-                                "ASCII: write them as 0-9\\)"),
+    ("time_ms: \uff11\uff12", "time_ms is '\uff11\uff12', not a positive number of ms \\(it holds a digit that is "
+                                "not ASCII, U\\+FF11: write the number with 0-9 alone\\)"),
+    ("time_ms: '12\u00a0'", "time_ms is '12\\\\xa0', not a positive number of ms \\(it holds a space that is not "
+                            "ASCII, U\\+00A0: write the number with 0-9 alone\\)"),  # trial 105
     ("time_ms: '-5'", "time_ms is '-5', not a positive number of ms \\(text, in quotes; and without them, -5 is not "
                       "that either\\)"),
     ("time_ms: 1.0, device: [[name, Other CPU]]", "device is \\[\\['name', 'Other CPU'\\]\\], not a mapping of the "

@@ -282,7 +282,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     outcomes: dict[tuple[Value, ...], float | str] = {}
     first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
     timeless: list[str] = []  # keys whose time is a number but not positive (0, negative, NaN) or infinite
-    implausible: list[str] = []  # keys whose time is under FASTEST_MS
+    implausible: list[str] = []  # keys whose time is under FASTEST_MS, or finite over 1e20
     misnamed: list[str] = []  # keys that do not spell their entry's values (trial 30: a hand edit)
     unnamed: list[str] = []  # error strings Kernel Tuner does not write
     for key, entry in raw["cache"].items():
@@ -305,14 +305,20 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         outcome = _outcome(key, entry["time"])
         if is_real(entry["time"]) and not 0 < entry["time"] < math.inf:  # trial 104: Infinity unsaid
             timeless.append(f"{key!r}: {json.dumps(entry['time'])}")  # trial 101: the key alone read as the time
-        elif _is_time(entry["time"]) and entry["time"] < FASTEST_MS:
-            implausible.append(f"{key!r}: {json.dumps(entry['time'])}")
+        elif _is_time(entry["time"]) and entry["time"] < FASTEST_MS or is_real(entry["time"]) and \
+                1e20 < entry["time"] < math.inf:  # past Kernel Tuner's 1e20 for a failure (trial 105)
+            implausible.append(f"{key!r}: {_short(entry['time'])}")
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
                 warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
                      f"as {outcomes[config]!r} and {outcome!r}; replaying the first")
             continue
         outcomes[config], first[config] = outcome, key
+    if not any(isinstance(t, float) for t in outcomes.values()):  # said first, with the numbers taken as failures
+        failed = sum(is_real(e["time"]) and not _is_time(e["time"]) for e in raw["cache"].values())
+        raise ProblemError("it records no successful time" + (
+            f" ({failed} of its times {'is a number' if failed == 1 else 'are numbers'} replayed as failures: 0 or "
+            "less, infinite, or over Kernel Tuner's 1e20 for one)" if failed else "") + ": nothing to tune against")
     if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
         some = ", ".join(timeless[:3]) + (", ..." if len(timeless) > 3 else "")
         warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
@@ -320,8 +326,9 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     if implausible:  # trial 104: 1e-300 ms became the optimum, and every seed 2.5e300x from it
         some = ", ".join(implausible[:3]) + (", ..." if len(implausible) > 3 else "")
         warn(f"{len(implausible)} cache entr{'y records' if len(implausible) == 1 else 'ies record'} a time under "
-             f"{FASTEST_MS:g} ms ({some}), faster than any kernel launch: the optimum replays aim at is the "
-             "fastest time; check those entries, and that the file's times are in ms (Kernel Tuner's are)")
+             f"{FASTEST_MS:g} ms, faster than any kernel launch, or over Kernel Tuner's 1e20 for a failure ({some}): "
+             "the optimum replays aim at is the fastest time, and one over 1e20 is replayed as a failure; check "
+             "those entries, and that the file's times are in ms (Kernel Tuner's are)")
     if misnamed:
         warn(f"{_some(misnamed)}: {'its key does' if len(misnamed) == 1 else 'their keys do'} not spell "
              "the values (Kernel Tuner's key is the values in the order of 'tune_params_keys', else of "
@@ -329,8 +336,6 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     if unnamed:
         warn(f"{_some(unnamed)}: not a time nor an error Kernel Tuner records ({', '.join([*_ERRORS, _INVALID])}); "
              "replayed as failures")
-    if not any(isinstance(t, float) for t in outcomes.values()):
-        raise ProblemError("it records no successful time: nothing to tune against")
     return outcomes
 
 

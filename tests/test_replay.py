@@ -383,12 +383,21 @@ def test_a_time_faster_than_any_launch_is_warned_of(tmp_path, capsys):
     cache["4"]["time"] = 1e-300
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps({"tune_params": {"X": list(range(1, 7))}, "cache": cache}))
-    with pytest.warns(AutotuneWarning, match=r"^1 cache entry records a time under 0.0001 ms \('4': 1e-300\), "
-                      r"faster than any kernel launch: .*in ms \(Kernel Tuner's are\)$"):
-        replay.load(path)
+    cache["5"]["time"] = 10**400  # trial 105: over Kernel Tuner's 1e20, a failure without a word
+    path.write_text(json.dumps({"tune_params": {"X": list(range(1, 7))}, "cache": cache}))
+    with pytest.warns(AutotuneWarning, match=r"^2 cache entries record a time under 0.0001 ms, faster than any kernel "
+                      r"launch, or over Kernel Tuner's 1e20 for a failure \('4': 1e-300, '5': 1000+…\): .*in ms "
+                      r"\(Kernel Tuner's are\)$"):
+        rec = replay.load(path)
+    assert isinstance(rec.outcomes[(5,)], str)
     assert cli.main(["replay", str(path), "-n", "2", "--seeds", "1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"x the optimum", out) and len(max(out.splitlines(), key=len)) < 200, out
+    path.write_text(json.dumps({"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": 1e25}}}))
+    with pytest.raises(ProblemError, match=r"it records no successful time \(1 of its times is a number replayed as "
+                       r"failures: 0 or less, infinite, or over Kernel Tuner's 1e20 for one\): nothing to tune "
+                       r"against$"):
+        replay.load(path)  # said once, not warned of as well
 
 
 def test_a_cache_tuned_for_another_objective_is_replayed_by_time_with_a_warning(tmp_path):

@@ -724,6 +724,20 @@ def check_writable(path: Path) -> None:
                            "folder, or set AUTOTUNE_HOME to one") from None
 
 
+def _lock_fix(path: Path) -> str:
+    """How to let this process open the profile's lock: its owner's to grant, or, where it (or
+    the folder it would be made in) is this user's own, it is immutable (trial 106: the owner
+    was told to ask its owner)."""
+    lock = Path(f"{path}.lock")
+    try:
+        owner = (lock if lock.exists() else path.parent).stat().st_uid
+    except OSError:
+        owner = -1
+    if owner == os.geteuid():
+        return f"it or {path.parent} is yours, so it is likely immutable (lsattr shows an i): chattr -i"
+    return "its owner can make it writable to you (chmod g+w with a shared group)"
+
+
 def refuse_read_only(path: Path, more: str = "") -> None:
     """ProfileError where the profile at ``path`` is read-only: made so (``chmod a-w``) to keep it
     as it is, which a save by rename would override, or immutable, which the save would find
@@ -792,8 +806,7 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
                                     "a run or load_kernel saving to it, or one stuck (`fuser` names it)") from None
     except PermissionError:
         raise OSError(errno.EACCES, f"its lock file, {path.name}.lock, cannot be opened by you (Permission "
-                                    "denied); its owner can make it writable to you (chmod g+w with a shared "
-                                    "group), or remove it while no save runs") from None
+                                    f"denied); {_lock_fix(path)}, or remove it while no save runs") from None
     try:
         refuse_read_only(path)
         for _ in range(REREADS):

@@ -682,3 +682,21 @@ def test_a_tab_in_the_indentation_is_named_as_one(tmp_path, text):
     with pytest.raises(ProfileError, match=r"dev.yaml:\d: corrupt profile \(a tab character: YAML indents with "
                                            r"spaces only; replace the tabs with spaces\)"):
         profiles.read(path)
+
+
+def test_a_lock_this_user_cannot_open_in_its_own_folder_is_said_to_be_immutable(tmp_path, monkeypatch):
+    """Trial 106: under `chattr +i` the owner was told to ask the owner to make it writable."""
+    import os
+
+    def refused(lock, path, wait_s):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(profiles, "_acquire", refused)
+    path = tmp_path / "dev.yaml"
+    with pytest.raises(ProfileError, match=rf"lock file, dev.yaml.lock, cannot be opened by you \(Permission denied\); "
+                       rf"it or {tmp_path} is yours, so it is likely immutable \(lsattr shows an i\): chattr -i, or "
+                       "remove it while no save runs"):
+        profiles.save(entry({"N": 1}, 1.0), "mm", {"name": "dev"}, path)
+    monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # another user's folder
+    with pytest.raises(ProfileError, match="its owner can make it writable to you"):
+        profiles.save(entry({"N": 1}, 1.0), "mm", {"name": "dev"}, path)

@@ -681,6 +681,19 @@ def _command_options(parser: argparse.ArgumentParser) -> set[str]:
     return {option for sub in commands.choices.values() for option in sub._option_string_actions}
 
 
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with 4 decimals, or as many more as tell them apart (trial 106: "0.0210
+    ms as the study had it, took 0.0210 ms timed again").
+
+    >>> _apart(0.02101, 0.02104), _apart(1.5, 2.0)
+    (('0.02101', '0.02104'), ('1.5000', '2.0000'))
+    """
+    digits = 4
+    while f"{a:.{digits}f}" == f"{b:.{digits}f}" and digits < 9:
+        digits += 1
+    return f"{a:.{digits}f}", f"{b:.{digits}f}"
+
+
 def _rate(report: Any) -> str:
     return f"{60 * report.measured / report.wall_s:.1f} trials/min" if report.wall_s > 0 else "no time"
 
@@ -859,9 +872,10 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
             if report.overturned is not None:  # trial 32: the progress lines' best was not what was saved
                 first, again = report.overturned
                 # "as the study had it": an earlier run's rounds' median, or the search's one timing (trial 74)
-                lines.append(f"  overturned  the search's fastest, {first:.4f} ms as the study had it "
+                was, now = _apart(first, again.median_ms)
+                lines.append(f"  overturned  the search's fastest, {was} ms as the study had it "
                              f"({_fmt_beside(again.params, best.params, report.spec, report.problem)}), took "
-                             f"{again.median_ms:.4f} ms timed again (min {again.spread[0]:.4f}, max "
+                             f"{now} ms timed again (min {again.spread[0]:.4f}, max "
                              f"{again.spread[1]:.4f}): the best above is the fastest over all rounds")
         elif report.unconfirmed and not report.unsteady and report.retime_limit is not None:  # trial 63
             lines.append("  confirmed   no: the fastest ran past the limit per configuration "

@@ -1017,6 +1017,14 @@ def _report_command(report: Any, storage: str | None) -> str | None:
 
     if storage == ":memory:":
         return None
+    from .settings import default_storage
+    from .study import sqlite_path
+
+    url = storage or default_storage()
+    if url.startswith("sqlite:") and not (database := sqlite_path(url)).exists():
+        # trial 106: AUTOTUNE_HOME removed mid-run, and the command named a study that was gone
+        return (f"none: the study database {database.absolute()} was removed during the run, and its trials with it "
+                "(the profile keeps the best; a new run starts a new study)")
     spec = report.spec
     command = " ".join(["autotune report", quote(spec.name if spec.builtin else str(spec.path)),
                         "-s", quote(problem_label(report.problem)), "-d", quote(report.device.slug),

@@ -352,6 +352,8 @@ def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path
     assert (tmp_path / "autotune-report-scale" / "index.html").is_file()
     # the report's own storage (trial 70: tune()'s caller was given the default study's command)
     url = f"sqlite:///{tmp_path / 'other.db'}"
+    (tmp_path / "other.db").touch()
+    (tmp_path / "rel.db").touch()
     assert format_report(replace(run, storage=url)).endswith(f"-d {SLUG} --storage {url}")
     assert "autotune report" not in format_report(replace(run, storage=":memory:"))
     assert format_report(replace(run, storage="sqlite:///rel.db")).endswith(
@@ -359,12 +361,18 @@ def test_the_run_summary_ends_with_the_report_command_that_works(scale, tmp_path
         "a relative path is made absolute: the command works from another folder (trial 28)"
     odd = tmp_path / "w d%?" / "p%41"  # trial 43: the printed URL named another database, or none
     odd.mkdir(parents=True)
+    (odd / "rel.db").touch()
     monkeypatch.chdir(odd)
     from autotune.study import sqlite_path
     shown = format_report(replace(run, storage="sqlite:///rel.db?timeout=5")).rsplit("--storage ", 1)[1]
     assert sqlite_path(shlex.split(shown)[0]) == odd / "rel.db" and shown.endswith("?timeout=5'"), shown
     assert format_report(replace(run, storage="postgresql://tuner:s3cret@db.lan/studies")).endswith(
         "--storage 'postgresql://tuner:***@db.lan/studies'"), "a summary is shared: no password (trial 33)"
+    # trial 106: AUTOTUNE_HOME removed mid-run; the command named a study that was gone
+    (odd / "rel.db").unlink()
+    assert format_report(replace(run, storage="sqlite:///rel.db")).endswith(
+        f"  report      none: the study database {odd / 'rel.db'} was removed during the run, and its trials with it "
+        "(the profile keeps the best; a new run starts a new study)")
 
 
 def test_the_report_page_does_not_show_the_databases_password(scale, tmp_path, monkeypatch):

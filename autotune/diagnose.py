@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,10 +104,12 @@ class SameBuildError(_SameFailure):
     def __init__(self, window: int = WINDOW, template: Path | None = None) -> None:
         super().__init__(window)
         self._template = template
+        self._messages: list[str] = []  # the failed builds' messages, for places()
 
     def _signature(self, status: Status, message: str) -> str | None:
         if status is not Status.COMPILE_ERROR or self._deliberate(message):
             return None
+        self._messages.append(message)
         located = errors(message)
         if located and all(0 < e.line <= len(self._lines(e.file)) for e in located):
             # the template's mistake (or a header's beside it), wherever it is: the same one in
@@ -115,6 +117,10 @@ class SameBuildError(_SameFailure):
             # 103, 105); a line past the file's end is the compiler's own, compared with its line
             return "\n".join(dict.fromkeys(e.text for e in located))
         return signature(message)
+
+    def places(self) -> list[tuple[str, int]]:
+        """Where the builds watched failed: (file, line) of each error, each once, in order."""
+        return list(dict.fromkeys((e.file, e.line) for m in self._messages for e in errors(m)))
 
     def _lines(self, file: str) -> list[str]:
         """The lines of ``file`` as the compiler names it: the template, or a header beside it."""
@@ -153,13 +159,15 @@ class SameWrongResult(_SameFailure):
 
 
 def explain(message: str, template: Path, macros: Mapping[str, object], device: str,
-            trials: int, derived: Collection[str] = (), same: bool = True) -> str:
+            trials: int, derived: Collection[str] = (), same: bool = True,
+            places: Sequence[tuple[str, int]] = ()) -> str:
     """One line: the device, the compiler's message with the template line, and the fix.
 
     ``macros`` maps each name autotune defines with ``-D`` (problem keys and parameters) to
     its value, so a name in the source that clashes with one can be named; ``derived``: the
     spec's derived names, which a template may expect as macros too; ``same``: whether the
-    builds all failed with this error (else it is the first's).
+    builds all failed with this error (else it is the first's); ``places``: the (file, line)
+    where they failed (:meth:`SameBuildError.places`).
     """
     head = f"every configuration fails to build on {device} ({trials} tried, {'same error' if same else 'the first'})"
     missing = NO_KERNEL.search(message)
@@ -189,6 +197,9 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
                "(only problem keys and parameters are, as macros): compute it in the template from those")
     else:
         fix = f"fix {file.name} at line {first.line}"
+        # the same mistake elsewhere, in another variant's branch (trial 103: named one at a time)
+        others = [f"{f}:{line}" for f, line in places if (f, line) != (first.file, first.line)]
+        fix += f" (other configurations fail the same way at {', '.join(others)})" if others else ""
     return f"{head}: {where}; {fix}"
 
 

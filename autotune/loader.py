@@ -51,7 +51,7 @@ import pyopencl.array as cl_array
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
 from .arguments import Arguments, input_needs
-from .diagnose import explain, signature
+from .diagnose import errors, explain, signature
 from .errors import AutotuneError, BuildError, ProblemError, ProfileError, warn_once
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
@@ -492,7 +492,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         # and then its build error (trial 106)
         raise BuildError(f"{lead}: " + explain(timed.measurements[0].message, spec.template, spec.macros(problem),
                                                f"{info.name} ({info.platform})", len(timed.measurements),
-                                               [n for n, _ in spec.derived], same=_same(timed.measurements)))
+                                               [n for n, _ in spec.derived], same=_same(timed.measurements),
+                                               places=list(dict.fromkeys((e.file, e.line) for m in timed.measurements
+                                                                         for e in errors(m.message)))))
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
     if best is None or best.params is None:
         if wrong:

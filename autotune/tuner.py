@@ -325,6 +325,7 @@ class RunState:
     failure_examples: dict[str, str] = field(default_factory=dict)
     variants: frozenset[str] = frozenset()  # the parameters that choose a variant (see unverified)
     problem: dict[str, Any] = field(default_factory=dict)  # the run's, for the configurations' labels
+    build_places: tuple[tuple[str, int], ...] = ()  # where every build failed, once the run stops so
     # per (variant parameter, value): measurements that ran correctly, and failures by status
     _choices: dict[tuple[str, Value], Counter[str]] = field(default_factory=dict)
 
@@ -758,6 +759,7 @@ class _Run:
                             dropped, upcoming = upcoming, None
                             self.drop(dropped)
                     elif contrast is None or config_key(m.params or {}) == config_key(contrast):
+                        self.state.build_places = tuple(broken.places())
                         return "broken"
                 if wrong is not None and wrong.add(m.status, m.message) and self.state.best is None:
                     return "same wrong result"
@@ -1154,7 +1156,8 @@ def tune(kernel: str | KernelSpec, options: TuneOptions = TuneOptions(),
         if stopped_by == "broken":  # nothing can build: say why instead of a summary of failures
             raise BuildError(explain(run.state.failure_examples["compile_error"], spec.template,
                                      spec.macros(prob), f"{info.name} ({info.platform})",
-                                     run.state.measured, [n for n, _ in spec.derived]))
+                                     run.state.measured, [n for n, _ in spec.derived],
+                                     places=run.state.build_places))
         report = run.report(stopped_by, time.perf_counter() - t_start, space_size(spec))
         if options.save:
             try:

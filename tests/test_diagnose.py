@@ -53,6 +53,10 @@ def test_the_watch_fires_on_the_third_identical_build_error_only(tmp_path: Path)
     branches = SameBuildError(template=template)
     assert [branches.add(failed, f"k.cl:{line}:5: error: use of undeclared identifier 'x'") for line in (6, 14, 6)] \
         == [False, False, True]
+    assert branches.places() == [("k.cl", 6), ("k.cl", 14)]
+    assert explain("k.cl:6:5: error: use of undeclared identifier 'x'", template, {}, "Dev", 3,
+                   places=branches.places()).endswith("fix k.cl at line 6 (other configurations fail the same way "
+                                                      "at k.cl:14)")
     (tmp_path / "helper.h").write_text("\n" * 8)  # trial 105: or in each branch of a header it includes
     header = SameBuildError(template=template)
     assert [header.add(failed, f"helper.h:{line}:5: error: use of undeclared identifier 'x'") for line in (2, 4, 6)] \

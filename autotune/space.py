@@ -544,14 +544,16 @@ class ValidSpace:
     def valid(self, config: Mapping[str, Value]) -> bool:
         return check(self.spec, config, self.problem, self.facts) is None
 
-    def nearest(self, start: Sequence[int], limit_s: float = math.inf) -> dict[str, Value] | None:
+    def nearest(self, start: Sequence[int], limit_s: float = math.inf,
+                known: tuple[tuple[int, int], dict[str, Value]] | None = None) -> dict[str, Value] | None:
         """The valid configuration nearest the one whose values are at ``start`` (an index into
         each parameter's values): the fewest parameters changed, then the smallest sum of the
         moves along the lists; by branch and bound, each parameter's values nearest first, a
         subtree left as soon as its changes so far cost as much as the best found (trial 106:
         matmul's default at 50^3, four parameters off, took 4 s of listing the valid ones).
-        After ``limit_s`` the best found so far (None: none yet)."""
-        best: list[Any] = [(math.inf, math.inf), None]
+        After ``limit_s`` the best found so far (None: none yet); ``known``: a valid one and its
+        cost (changes, moves), which bounds the search from the start."""
+        best: list[Any] = list(known) if known is not None else [(math.inf, math.inf), None]
         deadline, binds = time.perf_counter() + limit_s, 0
 
         def walk(level: int, changed: int, moved: int) -> None:
@@ -685,9 +687,42 @@ def closest_valid(spec: KernelSpec, target: Mapping[str, Value], problem: Mappin
 
     Example: the matmul default (128x128 tiles) at M = N = 100 keeps all but the tile sizes.
     """
+    names = spec.parameter_names
     index = [{v: i for i, v in enumerate(p.values)} for p in spec.parameters]
-    start = [index[i].get(target[n], 0) if n in target else 0 for i, n in enumerate(spec.parameter_names)]
+    start = [index[i].get(target[n], 0) if n in target else 0 for i, n in enumerate(names)]
+    # first one or two parameters changed, checked whole: a constraint that only the last
+    # parameters settle hides these from the search below until it has walked whole subtrees
+    # (trial 107: one change away, it ran 10 s and found none)
+    base = {n: spec.parameters[i].values[start[i]] for i, n in enumerate(names)}
+    found, checks = None, 0
+    for changed in (0, 1, 2):
+        for subset in itertools.combinations(range(len(names)), changed):
+            for values in itertools.product(*(_others(spec.parameters[i].values, start[i]) for i in subset)):
+                config = dict(base, **{names[i]: v for i, v in zip(subset, values, strict=True)})
+                checks += 1
+                if checks > NEAR_CHECKS:
+                    return ValidSpace(spec, problem, facts).nearest(start, CLOSEST_LIMIT_S, found)
+                if check(spec, config, problem, facts) is None:
+                    cost = _cost(config, names, index, start)
+                    found = min(found or (cost, config), (cost, config), key=lambda f: f[0])
+        if found is not None:  # none with fewer changes, and every one with these was checked
+            return found[1]
     return ValidSpace(spec, problem, facts).nearest(start, CLOSEST_LIMIT_S)
+
+
+#: Configurations closest_valid checks whole (one or two parameters changed) before its search.
+NEAR_CHECKS = 2_000
+
+
+def _others(values: Sequence[Value], start: int) -> list[Value]:
+    """The values other than the one at ``start``, nearest first."""
+    return [values[i] for i in sorted(range(len(values)), key=lambda i: abs(i - start)) if i != start]
+
+
+def _cost(config: Mapping[str, Value], names: Sequence[str], index: Sequence[Mapping[Value, int]],
+          start: Sequence[int]) -> tuple[int, int]:
+    moves = [abs(index[i][config[n]] - start[i]) for i, n in enumerate(names)]
+    return sum(1 for m in moves if m), sum(moves)
 
 
 def space_size(spec: KernelSpec) -> int:

@@ -247,6 +247,21 @@ def test_closest_valid_is_the_nearest_of_all_valid_configurations(n):
     assert cost(near) == min(map(cost, every))
 
 
+def test_closest_valid_finds_one_change_where_a_constraint_settles_only_at_the_last_parameters(tmp_path):
+    """Trial 107: eight parameters and a constraint naming them all: the search walked the whole
+    subtree of the default's first value for 10 s, and load_kernel called every configuration
+    invalid, where one change (A = 1) was valid."""
+    params = "".join(f"  {n}: [1, 2, 3, 4, 5, 6, 7, 8]\n" for n in "ABCDEFGH")
+    rule = '  - "A * WG <= 16 or B + C + D + E + F + G + H <= 6"'
+    text = SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n" + params).replace(
+        '  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n' + rule)
+    sp = specs.load(write_spec(tmp_path, text))
+    default = sp.complete({n: 2 for n in "ABCDEFGH"} | {"WPT": 1, "WG": 16})
+    assert check(sp, default, {"N": 256}, FAKE.facts()) is not None
+    near = closest_valid(sp, default, {"N": 256}, FAKE.facts())
+    assert near == {**default, "A": 1}
+
+
 def test_local_memory_limit(tmp_path):
     text = SCALE_YAML.replace("args: [x, y]", "local_memory: \"WG * 1024\"\nargs: [x, y]")
     sp = specs.load(write_spec(tmp_path, text))

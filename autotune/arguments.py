@@ -118,8 +118,12 @@ class Arguments:
             return (f"the kernel was loaded for {key}={need.must_be}, which the reference module's inputs() "
                     f"passes as {arg}: pass {need.must_be}{other}")
         shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
-        return (f"the kernel was loaded for {shown}, for which the reference module's inputs() passes {arg}="
-                f"{need.must_be}: pass {need.must_be}, or load the kernel for the problem that gives {value}")
+        said = f"the kernel was loaded for {shown}, for which the reference module's inputs() passes {arg}={need.must_be}"
+        if need.fixed:  # no size moved it (trial 107: told to load a problem that gives 5, of which there is none)
+            return (f"{said}, and it stays so at other sizes: pass {need.must_be}; where the application chooses "
+                    f"it, make it a problem key of the spec, which load_kernel takes ({arg} is held to it since "
+                    "a kernel may size its reads and writes by it)")
+        return f"{said}: pass {need.must_be}, or load the kernel for the problem that gives {value}"
 
     def _buffer(self, arg: str, value: Any, need: _ArgNeed) -> cl.Buffer:
         """``value`` as a buffer the kernel may use whole: of this context, ``need.nbytes`` or
@@ -200,6 +204,7 @@ class _ArgNeed:
     nbytes: int | None
     must_be: int | None = None
     size_of: str | None = None
+    fixed: bool = False  # must_be stayed at the other sizes tried
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -235,49 +240,45 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     with hosttime.noted(said, hosttime.NOTE_AFTER_S):
         given = shaped_inputs(spec, problem)
         needs = {k: _need(v) for k, v in given.items()}
-        for arg, key in _sizes_passed(spec, problem, given, needs).items():
-            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key)
+        for arg, (key, fixed) in _sizes_passed(spec, problem, given, needs).items():
+            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed)
     return needs
 
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
-                  needs: Mapping[str, _ArgNeed]) -> dict[str, str | None]:
+                  needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
-    must pass as given: argument -> the size key whose value it is, where it follows one
-    (changes with it when the sizes are moved), else None (``W * H`` say: trial 27's wrote past
-    its output). Left out: one that stays while every array's size changes (a number of its own:
-    a count of repeats), and one that another seed's draws change while no array's shape
-    changes with them (data: mul1's multiplier). Any other is held to its value: a clamp, a
-    constant size, a count of pairs in an array of 2 * k, a size the draws decide (trials 102,
-    104: left unchecked, each let the kernel write past a buffer)."""
+    must pass as given: argument -> (the size key whose value it is, where it follows one,
+    else None; whether no other problem changes it). Every one but data: one that another
+    seed's draws change while no array's shape changes with them (mul1's multiplier). A count
+    of its own is held too: from the sizes alone a count of repeats cannot be told from one
+    that sizes a dimension of every array, or a halo (trials 102, 104, 105, 107: each left
+    unchecked let the kernel write past a buffer); a value the application chooses belongs
+    among the spec's problem keys."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
     small = sum(need.nbytes or 0 for need in needs.values()) << (2 + len(spec.problem)) <= REAL_BELOW
     out: dict[str, str | None] = {}
-    own: set[str] = set()
     for moved in _moves(spec, problem) if ints else ():
         try:
             other = shaped_inputs(spec, moved, small=small)
         except Exception:  # noqa: BLE001 - the reference's own code at another size: no word from it
             continue
-        every = _reshaped(given, other) == {a for a, v in given.items() if np.ndim(v) and a in other}
-        for a in [a for a in ints if a not in out and a not in own and a in other]:
-            if other[a] != given[a]:
-                out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
-                               and other[a] == moved[k]), None)
-            elif every:  # it stayed while every array grew or shrank: it sizes none of them
-                own.add(a)
-        if all(a in out or a in own for a in ints):
+        for a in [a for a in ints if a not in out and a in other and other[a] != given[a]]:
+            out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
+                           and other[a] == moved[k]), None)
+        if all(a in out for a in ints):
             break
     # one that follows no size key may be data: another seed's draws change it, and no array's
     # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
-    doubtful = [a for a in ints if a not in own and out.get(a) is None]
+    data: set[str] = set()
+    doubtful = [a for a in ints if out.get(a) is None]
     for seed in (1, 2, 3) if doubtful else ():
         other = shaped_inputs(spec, problem, seed, small)
         if not _reshaped(given, other):
-            own.update(a for a in doubtful if a not in other or other[a] != given[a])
-    return {a: out.get(a) for a in ints if a not in own}
+            data.update(a for a in doubtful if a not in other or other[a] != given[a])
+    return {a: (out.get(a), a not in out) for a in ints if a not in data}
 
 
 def _reshaped(given: Mapping[str, Any], other: Mapping[str, Any]) -> set[str]:

@@ -687,18 +687,24 @@ def test_a_number_that_inputs_gives_as_a_problem_size_must_be_the_loaded_size(tm
     spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, n, reps, seed]"),
                                  ref=SIZE_ARG_REF))
     needs = arguments._input_needs(spec, {"N": 256})
-    # reps is 256 too, but stays 256 at N = 512: a number of its own, as is the drawn seed
-    assert {a: needs[a].size_of for a in ("n", "reps", "seed")} == {"n": "N", "reps": None, "seed": None}
+    # reps is 256 too, but stays 256 at N = 512: a number of its own, held all the same (trial 107:
+    # one that sized a dimension of every array went unchecked); the drawn seed is data, free
+    assert {a: (needs[a].size_of, needs[a].must_be) for a in ("n", "reps", "seed")} == {
+        "n": ("N", 256), "reps": (None, 256), "seed": (None, None)}
     args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n", "reps", "seed"), queue.context, queue.device)
     x, y = buffer(queue, 4 * 512), buffer(queue, 4 * 512)
     for wrong in (512, 128):
         with pytest.raises(ValueError, match=rf"argument n is {wrong}, but the kernel was loaded for N=256, which "
                            r"the reference module's inputs\(\) passes as n: pass 256, or load the kernel for "
                            rf"N={wrong}$"):
-            args.bind((x, y, wrong, 3, 5), {})
+            args.bind((x, y, wrong, 256, 5), {})
     with pytest.raises(ValueError, match=r"argument n is 0, .* passes as n: pass 256$"):  # N=0 is no size
-        args.bind((x, y, 0, 3, 5), {})
-    assert args.bind((x, y, 256, 3, 5), {})["n"] == 256
+        args.bind((x, y, 0, 256, 5), {})
+    assert args.bind((x, y, 256, 256, 5), {})["n"] == 256
+    with pytest.raises(ValueError, match=r"argument reps is 3, but the kernel was loaded for N=256, for which the "
+                       r"reference module's inputs\(\) passes reps=256, and it stays so at other sizes: pass 256; "
+                       r"where the application chooses it, make it a problem key of the spec"):
+        args.bind((x, y, 256, 3, 5), {})
     # trial 27: a number computed from the sizes (W * H) was not checked, and the kernel wrote past y
     assert (needs["total"].must_be, needs["total"].size_of) == (768, None)
     with_total = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n", "total"), queue.context, queue.device)

@@ -118,8 +118,9 @@ class Arguments:
             return (f"the kernel was loaded for {key}={need.must_be}, which the reference module's inputs() "
                     f"passes as {arg}: pass {need.must_be}{other}")
         shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
-        said = f"the kernel was loaded for {shown}, for which the reference module's inputs() passes {arg}={need.must_be}"
-        if need.fixed:  # no size moved it (trial 107: told to load a problem that gives 5, of which there is none)
+        said = (f"the kernel was loaded for {shown}, for which the reference module's inputs() passes "
+                f"{arg}={need.must_be}")
+        if need.fixed:  # no size moved it (trial 107: told to load a problem that gives 5, and none does)
             return (f"{said}, and it stays so at other sizes: pass {need.must_be}; where the application chooses "
                     f"it, make it a problem key of the spec, which load_kernel takes ({arg} is held to it since "
                     "a kernel may size its reads and writes by it)")

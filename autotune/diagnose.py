@@ -123,19 +123,27 @@ class SameBuildError(_SameFailure):
         return list(dict.fromkeys((e.file, e.line) for m in self._messages for e in errors(m)))
 
     def _lines(self, file: str) -> list[str]:
-        """The lines of ``file`` as the compiler names it: the template, or a header beside it."""
-        if self._template is None:
-            return []
-        path = self._template if file == self._template.name else self._template.parent / file
-        try:
-            return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
-        except OSError:
-            return []
+        return [] if self._template is None else source_lines(self._template, file)
 
     def _deliberate(self, message: str) -> bool:
-        """Whether the build stopped at an ``#error`` line of the template or a header of it."""
-        return any(0 < e.line <= len(lines := self._lines(e.file)) and re.match(r"\s*#\s*error\b", lines[e.line - 1])
-                   for e in errors(message))
+        return self._template is not None and deliberate(message, self._template)
+
+
+def source_lines(template: Path, file: str) -> list[str]:
+    """The lines of ``file`` as the compiler names it: ``template``, or a header beside it."""
+    path = template if file == template.name else template.parent / file
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+    except OSError:
+        return []
+
+
+def deliberate(message: str, template: Path) -> bool:
+    """Whether a build stopped at an ``#error`` line of ``template`` or a header of it: a
+    configuration it refuses on purpose."""
+    return any(0 < e.line <= len(lines := source_lines(template, e.file)) and re.match(r"\s*#\s*error\b",
+                                                                                      lines[e.line - 1])
+               for e in errors(message))
 
 
 class SameWrongResult(_SameFailure):

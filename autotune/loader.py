@@ -51,8 +51,8 @@ import pyopencl.array as cl_array
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
 from .arguments import Arguments, input_needs
-from .diagnose import errors, explain, signature
-from .errors import AutotuneError, BuildError, ProblemError, ProfileError, warn_once
+from .diagnose import deliberate, errors, explain, signature
+from .errors import AutotuneError, BuildError, ProblemError, ProfileError, clipped, warn_once
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
 from .launch import CandidateError, Launch, ProgramCache
@@ -488,6 +488,14 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     best = timed.fastest
     if timed.measurements and all(m.status is Status.COMPILE_ERROR for m in timed.measurements):
         builds_here(info)  # before a warning that names a configuration to use, and how to tune it
+        refused = next((m for m in timed.measurements if deliberate(m.message, spec.template)), None)
+        if refused is not None:  # on purpose: not "fix the #error line" (trial 107)
+            raise BuildError(
+                f"{lead}: the template's #error refuses each configuration it could use here "
+                f"({len(timed.measurements)} tried; {config_label(refused.params or {})}: "
+                f"{clipped(refused.message, 200)}); add that condition to the spec's constraints, so that only "
+                f"configurations the template builds are taken, or `{tune_command(spec, problem, info)}` searches "
+                "the whole space for one")
         # the template's fault: said as a run says it, not "using the default, not verified"
         # and then its build error (trial 106)
         raise BuildError(f"{lead}: " + explain(timed.measurements[0].message, spec.template, spec.macros(problem),

@@ -254,6 +254,13 @@ def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_d
     with pytest.raises(BuildError, match=r"^no tuned matmul for .* at M=5000,N=5000,K=5000,layout=row: every "
                        r"configuration fails to build on .* \(\d+ tried, same error\): matmul.cl:1: error: no"):
         choose(folders, _failing(None), M=5000, N=5000, K=5000)
+    # trial 107: refused on purpose by the template's #error, it was told to fix that line
+    refused = _failing(None)
+    refused._one = lambda c: Measurement(Status.COMPILE_ERROR, 'matmul.cl:111:2: error: "VW must be 1, 2, 4 or 8"',
+                                         params=c)
+    with pytest.raises(BuildError, match=r"the template's #error refuses each configuration it could use here \(\d+ "
+                       r"tried; .*add that condition to the spec's constraints"):
+        choose(folders, refused, M=5000, N=5000, K=5000)
 
 
 def test_measuring_can_be_turned_off(folders, monkeypatch):

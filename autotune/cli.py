@@ -68,7 +68,7 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
             raise ProblemError(f"--size {text!r}: {part!r} is hexadecimal; write sizes in decimal "
                                f"({int(part, 16)})")
         dims = part.lower().split("x")
-        if not all(re.fullmatch(r"\d+", d) for d in dims):
+        if not all(re.fullmatch(r"[0-9]+", d) for d in dims):  # (\d takes other scripts' digits: trial 107)
             raise ProblemError(f"--size {text!r}: {part!r} is not a size; use e.g. {_size_examples(size_keys)}")
         if len(dims) not in (1, len(size_keys)):
             raise ProblemError(

@@ -733,9 +733,10 @@ def _lock_fix(path: Path) -> str:
         owner = (lock if lock.exists() else path.parent).stat().st_uid
     except OSError:
         owner = -1
-    if owner == os.geteuid():
-        return f"it or {path.parent} is yours, so it is likely immutable (lsattr shows an i): chattr -i"
-    return "its owner can make it writable to you (chmod g+w with a shared group)"
+    if owner == os.geteuid() or os.geteuid() == 0:  # (trial 107: permissions do not stop root)
+        return (f"{'it or ' + str(path.parent) + ' is yours' if owner == os.geteuid() else 'you are root'}, so it is "
+                "likely immutable (lsattr shows an i): chattr -i it")
+    return "its owner can make it writable to you (chmod g+w with a shared group), or remove it while no save runs"
 
 
 def refuse_read_only(path: Path, more: str = "") -> None:
@@ -806,7 +807,7 @@ def update(path: Path, change: Callable[[dict[str, Any]], tuple[dict[str, Any], 
                                     "a run or load_kernel saving to it, or one stuck (`fuser` names it)") from None
     except PermissionError:
         raise OSError(errno.EACCES, f"its lock file, {path.name}.lock, cannot be opened by you (Permission "
-                                    f"denied); {_lock_fix(path)}, or remove it while no save runs") from None
+                                    f"denied); {_lock_fix(path)}") from None
     try:
         refuse_read_only(path)
         for _ in range(REREADS):

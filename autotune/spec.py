@@ -303,7 +303,7 @@ class KernelSpec:
                 # was taken, and `N=0x10000` told only "must be a positive integer")
                 text = isinstance(value, str)
                 try:
-                    size = 0 if isinstance(value, bool) or text and not re.fullmatch(r"\s*\+?\d+\s*", value) \
+                    size = 0 if isinstance(value, bool) or text and not re.fullmatch(r"\s*\+?[0-9]+\s*", value) \
                         else int(value)  # True is not a size
                 except (TypeError, ValueError, OverflowError):  # past Python's 4,300 digits too (trial 82)
                     size = MAX_SIZE + 1 if str(value).strip().removeprefix("+").isdigit() else 0
@@ -533,7 +533,7 @@ def _quoted(spec: KernelSpec) -> list[str]:
     expressions read as text (trial 105: `WG: ["16", "32"]` failed every constraint `% WG`, with
     Python's words, and was told to choose another problem)."""
     return [f"{spec.path}: parameters.{p.name}: its values {list(p.values)!r} are numbers in quotes, which the "
-            f"spec's expressions read as text ('16' is not 16, and {p.name} * 2 fails); write them without quotes, "
+            f"spec's expressions read as text ('16' is not 16, and {p.name} * 2 is '1616'); write them without quotes, "
             "unless they only name variants" for p in spec.parameters
             if p.values and all(isinstance(v, str) and _is_numeral(v) for v in p.values)]
 

@@ -21,6 +21,8 @@ def test_size_forms():
     with pytest.raises(ProblemError, match=r"^--size '0x10000': '0x10000' is hexadecimal; write sizes in decimal "
                        r"\(65536\)$"):  # trial 103: "2 dimensions given"
         parse_size("0x10000", ["N"])
+    with pytest.raises(ProblemError, match="is not a size"):  # trial 107: digits of other scripts
+        parse_size("\u0663\u0662", ["N"])
 
 
 def test_an_empty_size_or_a_key_given_twice_is_an_error_not_a_silent_choice(capsys):

@@ -118,6 +118,9 @@ def test_a_report_that_cannot_be_written_in_full_leaves_the_earlier_one_whole(sc
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     assert main(["report", str(scale.path), "-o", str(tmp_path / "dangling")]) == 1
     assert f"it is a link to {tmp_path / 'nowhere'}, which does not exist" in capsys.readouterr().err
+    assert main(["report", str(scale.path), "-o", str(tmp_path / "dangling" / "sub")]) == 1  # trial 107
+    assert f"{tmp_path / 'dangling'} is a link to {tmp_path / 'nowhere'}, which does not exist" in \
+        capsys.readouterr().err
 
 
 def test_section_records_what_the_study_holds(scale):

@@ -57,8 +57,8 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     quoted = specs.load(write_spec(tmp_path / "quoted", text.replace("baseline: {WPT: 1, WG: 16}",
                                                                      'baseline: {WPT: 1, WG: "16"}')))
     assert specs.lint(quoted) == [f"{quoted.path}: parameters.WG: its values ['16', '32'] are numbers in quotes, which "
-                                  "the spec's expressions read as text ('16' is not 16, and WG * 2 fails); write them "
-                                  "without quotes, unless they only name variants"]
+                                  "the spec's expressions read as text ('16' is not 16, and WG * 2 is '1616'); write "
+                                  "them without quotes, unless they only name variants"]
 
 
 def test_lint_names_a_parameter_or_problem_key_the_template_defines_without_a_guard(tmp_path):
@@ -231,7 +231,8 @@ def test_problem_overrides_are_checked():
         sp.resolve_problem({"M": "0"})
     with pytest.raises(ProblemError, match="choose one of row, col"):
         sp.resolve_problem({"layout": "diagonal"})
-    for bad in (True, "True", 2.5, "abc", "1_024"):  # trial 105: 1_024 was taken, where --size 1_024 is not
+    # trial 105: 1_024 was taken, where --size 1_024 is not; trial 107: digits of other scripts
+    for bad in (True, "True", 2.5, "abc", "1_024", "\uff11\uff10\uff12\uff14", "\u0663\u0662"):
         with pytest.raises(ProblemError, match="must be a positive integer$"):  # no bound matmul does not have
             sp.resolve_problem({"M": bad})
     with pytest.raises(ProblemError, match=r"^M='0x10000': matmul's M must be a positive integer in decimal "

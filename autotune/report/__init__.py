@@ -61,10 +61,11 @@ def _check_folder(out: Path) -> None:
     file (trial 103: "(File exists); give -o a writable folder"; trial 105: "(Not a directory)"),
     or a link to nothing (trial 105)."""
     said = "give -o a folder (the report is index.html and its figures)"
-    if out.is_symlink() and not out.exists():
-        raise ProblemError(f"cannot write the report to {out}: it is a link to {os.readlink(out)}, which does not "
-                           f"exist; {said}, or make the folder it links to")
     for path in (out, *out.parents):
+        if path.is_symlink() and not path.exists():  # (trial 107: or a folder above it)
+            where = "it is" if path == out else f"{path} is"
+            raise ProblemError(f"cannot write the report to {out}: {where} a link to {os.readlink(path)}, which does "
+                               f"not exist; {said}, or make the folder it links to")
         if path.exists():
             if not path.is_dir():
                 where = "it is a file" if path == out else f"{path} is a file"

@@ -316,9 +316,11 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         outcomes[config], first[config] = outcome, key
     if not any(isinstance(t, float) for t in outcomes.values()):  # said first, with the numbers taken as failures
         failed = sum(is_real(e["time"]) and not _is_time(e["time"]) for e in raw["cache"].values())
-        raise ProblemError("it records no successful time" + (
-            f" ({failed} of its times {'is a number' if failed == 1 else 'are numbers'} replayed as failures: 0 or "
-            "less, infinite, or over Kernel Tuner's 1e20 for one)" if failed else "") + ": nothing to tune against")
+        why = [f"{failed} of its times {'is a number' if failed == 1 else 'are numbers'} taken as failures (not "
+               "positive, not finite, or 1e20 or more: Kernel Tuner's for one)"] if failed else []
+        why += [f"{_some(unnamed)} record text that is no time nor an error Kernel Tuner writes"] if unnamed else []
+        raise ProblemError("it records no successful time" + (f" ({'; '.join(why)})" if why else "")
+                           + ": nothing to tune against")
     if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
         some = ", ".join(timeless[:3]) + (", ..." if len(timeless) > 3 else "")
         warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
@@ -382,6 +384,8 @@ def _some(items: list[str]) -> str:
 
 
 def _short(v: Any) -> str:
+    if isinstance(v, int) and not isinstance(v, bool) and len(digits := str(abs(v))) > 15:
+        return f"{'-' * (v < 0)}{digits[0]}.{digits[1:3]}e+{len(digits) - 1} (an integer)"  # (trial 107: read as 1e39)
     text = json.dumps(v) if isinstance(v, (list, int, float, str, bool, type(None))) else repr(v)
     return clipped(text, 40)
 

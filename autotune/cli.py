@@ -124,6 +124,9 @@ def _selector(text: str) -> str:
     if "," in given and not all(part.strip() for part in given.split(",")):
         raise argparse.ArgumentTypeError(f"{text!r} has an empty selector between its commas; give selectors such "
                                          "as 0:0,1:0")
+    if "," in given and any(part.strip().lower() == "all" for part in given.split(",")):  # (trial 108: exit 1)
+        raise argparse.ArgumentTypeError(f"{text!r}: 'all' stands alone (every GPU that builds, else every CPU "
+                                         "device); give either 'all' or a list of selectors such as 0:0,1:0")
     return given
 
 

@@ -377,7 +377,7 @@ def test_a_run_on_several_devices_refuses_a_namesake_specs_entry_too(home, capsy
 @pytest.mark.parametrize("device, message, status", [
     ("{0},{0}", "share a study, which --storage :memory: cannot hold", 1),
     ("{0},,{0}", "has an empty selector between its commas", 2),  # trial 91: a usage error, as -d "" is
-    ("all,{0}", "'all' stands alone", 1)])  # trial 33
+    ("all,{0}", "'all' stands alone", 2)])  # trial 33; trial 108: a usage error too, as the empty one is
 def test_bad_device_lists_are_one_line(capsys, device, message, status):
     try:
         code = cli.main(["run", "reverse", "-d", device.format(DEVICES[0]), "--storage", ":memory:"])

@@ -249,37 +249,46 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
                   needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
-    must pass as given: argument -> (the size key whose value it is, where it follows one,
-    else None; whether no other problem changes it). Every one but data: one that another
-    seed's draws change while no array's shape changes with them (mul1's multiplier). A count
-    of its own is held too: from the sizes alone a count of repeats cannot be told from one
-    that sizes a dimension of every array, or a halo (trials 102, 104, 105, 107: each left
-    unchecked let the kernel write past a buffer); a value the application chooses belongs
-    among the spec's problem keys."""
+    must pass as given: argument -> (the problem key whose value it is, where it is one's, else
+    None; whether no other size changes it). Left free: data (another seed's draws change it
+    and no array's shape with it: mul1's multiplier, a drawn seed), and a count of its own (it
+    stays while every array's size changes, and is no array's extent: a count of repeats, a
+    fixed seed; trial 109: held, calls that worked were refused). Held: a size, a clamp, one
+    that sizes a dimension of every array (trial 107), or an array that stays as others grow
+    (trials 102, 104, 105: each left unchecked let the kernel write past a buffer). One that
+    sizes only a halo (arrays of N + 2R) cannot be told from a count: not caught."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
     small = sum(need.nbytes or 0 for need in needs.values()) << (2 + len(spec.problem)) <= REAL_BELOW
-    out: dict[str, str | None] = {}
+    # one whose value a choice of the problem's gives (trial 109: "make it a problem key", of C)
+    out: dict[str, str | None] = {a: k.name for a in ints for k in spec.problem
+                                  if not k.is_size and str(problem[k.name]) == str(given[a])}
+    arrays = {a for a, v in given.items() if np.ndim(v)}
+    kept = False  # a move that resized some arrays and kept others
     for moved in _moves(spec, problem) if ints else ():
         try:
             other = shaped_inputs(spec, moved, small=small)
         except Exception:  # noqa: BLE001 - the reference's own code at another size: no word from it
             continue
+        resized = _reshaped(given, other)
+        kept = kept or bool(resized) and bool(arrays & other.keys() - resized)
         for a in [a for a in ints if a not in out and a in other and other[a] != given[a]]:
             out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
                            and other[a] == moved[k]), None)
         if all(a in out for a in ints):
             break
+    extents = _lengths(given)
+    own = {a for a in ints if a not in out and not kept and int(given[a]) not in extents}
     # one that follows no size key may be data: another seed's draws change it, and no array's
     # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
     data: set[str] = set()
-    doubtful = [a for a in ints if out.get(a) is None]
+    doubtful = [a for a in ints if out.get(a) is None and a not in own]
     for seed in (1, 2, 3) if doubtful else ():
         other = shaped_inputs(spec, problem, seed, small)
         if not _reshaped(given, other):
             data.update(a for a in doubtful if a not in other or other[a] != given[a])
-    return {a: (out.get(a), a not in out) for a in ints if a not in data}
+    return {a: (out.get(a), a not in out) for a in ints if a not in data | own}
 
 
 def _reshaped(given: Mapping[str, Any], other: Mapping[str, Any]) -> set[str]:

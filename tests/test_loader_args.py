@@ -401,6 +401,8 @@ def reference(problem, arrays):
     ("m = 64; x = rng.random(n).astype(np.float32); y = np.zeros(2 * m, np.float32)", {"N": 128}, "", 64, 512),
     ("m = int(rng.integers(1, 4, size=n).sum()); x = rng.random(n).astype(np.float32); "
      "y = np.zeros(2 * m, np.float32)", {"N": 64}, "", None, None),
+    # trial 107: a constant that sizes a dimension of every array, which all grow with N
+    ("m = 4; x = rng.random((n, m)).astype(np.float32); y = np.zeros((n, m), np.float32)", {"N": 64}, "", 4, 1024),
     # trial 101: drawn again until no value is 0, it ran until the draws added up to the host's memory
     ("m = n; x = rng.random(m).astype(np.float32)\n    while (x == 0).any(): x = rng.random(m).astype(np.float32)",
      {"N": 64}, "", 64, 256),
@@ -447,6 +449,32 @@ def test_sizes_that_follow_the_draws_of_a_large_problem_are_those_of_real_draws(
     plain = specs.load(write_spec(tmp_path / "plain", text, ref=_SIZED_REF.replace(
         "BODY", "m = n; x = rng.random(m).astype(np.float32)")))
     assert type(arguments.shaped_inputs(plain, {"N": 4096})["x"]).__name__ == "_Untouched"
+
+
+@pytest.mark.parametrize("body, free", [
+    ("m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)", True),  # a count of repeats
+    ("m = 12345; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)", True),  # a fixed seed
+    ("m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(9, np.float32)", False),  # y stays as x grows
+])
+def test_a_count_of_its_own_is_free_where_every_array_grows_without_it(tmp_path: Path, monkeypatch, body, free):
+    """Trial 109: held since trial 107, a count of repeats and a fixed seed were refused where
+    they size nothing; held where an array stays as the others grow (trial 105)."""
+    text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
+    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace("BODY", body)))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, {"N": 256}, ("x", "y", "n"))
+    assert (needs["n"].must_be is None) == free, needs["n"]
+
+
+def test_an_integer_a_choice_of_the_problem_gives_names_that_choice(tmp_path: Path, monkeypatch):
+    """Trial 109: c, the problem's C, was told to become a problem key, which it is."""
+    text = SCALE_YAML.replace("problem: {N: 256}", "problem: {N: 256, C: {default: '4', choices: ['1', '2', '4']}}")
+    body = "m = int(problem['C']); x = rng.random(n * m).astype(np.float32); y = np.zeros(n * m, np.float32)"
+    spec = specs.load(write_spec(tmp_path, text.replace("args: [x, y]", "args: [x, y, n]"),
+                                 ref=_SIZED_REF.replace("BODY", body)))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, spec.resolve_problem({"C": "2"}), ("x", "y", "n"))
+    assert (needs["n"].must_be, needs["n"].size_of) == (2, "C")
 
 
 def test_a_slow_inputs_runs_few_times_and_is_said(tmp_path: Path, monkeypatch):
@@ -687,8 +715,8 @@ def test_a_number_that_inputs_gives_as_a_problem_size_must_be_the_loaded_size(tm
     spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, n, reps, seed]"),
                                  ref=SIZE_ARG_REF))
     needs = arguments._input_needs(spec, {"N": 256})
-    # reps is 256 too, but stays 256 at N = 512: a number of its own, held all the same (trial 107:
-    # one that sized a dimension of every array went unchecked); the drawn seed is data, free
+    # reps is 256 too, and stays 256 at N = 512: as the length of x it may size x, so it is held
+    # (trial 107: one that sized a dimension of every array went unchecked); the drawn seed is data
     assert {a: (needs[a].size_of, needs[a].must_be) for a in ("n", "reps", "seed")} == {
         "n": ("N", 256), "reps": (None, 256), "seed": (None, None)}
     args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n", "reps", "seed"), queue.context, queue.device)

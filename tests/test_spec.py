@@ -52,6 +52,10 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     # WG appears only in the launch geometry, MODE and WPT in the template: neither is flagged
     assert specs.lint(specs.load(write_spec(tmp_path / "ok", SCALE_YAML))) == []
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
+    # trial 109: 1e-3 unquoted is text to YAML 1.1, and no quoted number: loaded as before, unwarned
+    exponent = specs.load(write_spec(tmp_path / "exponent", SCALE_YAML.replace(
+        "  MODE: [0]", "  MODE: [0]\n  SCALE: [2.5, 1e-3]\n  EPS: [1e-30, 1e-20]")))
+    assert not [w for w in specs.lint(exponent) if "quotes" in w]
     # trial 105: numbers in quotes, which the expressions read as text
     text = SCALE_YAML.replace("WG: [16, 32, 64, 128, 512]", 'WG: ["16", "32"]')
     quoted = specs.load(write_spec(tmp_path / "quoted", text.replace("baseline: {WPT: 1, WG: 16}",

@@ -766,7 +766,10 @@ def _is_numeral(text: str) -> bool:
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return False
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    except ValueError:  # an integer past Python's 4,300 digits: a number all the same
+        return True
+    # (an int of 400 digits is no float: isfinite would overflow)
+    return isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
 
 
 def _macros(name: str, value: Any) -> dict[str, Value]:

@@ -199,6 +199,10 @@ def test_missing_file():
      r"parameters.WG: values \[16, '32', 64\] mix numbers with text that reads as one \('32'\); write it without"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"0x4\"]"),  # trial 105
      r"parameters.WPT: values \[1, 2, '0x4'\] mix numbers with text that reads as one \('0x4'\)"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"" + "9" * 400 + "\"]"),  # the fuzz: an OverflowError
+     r"parameters.WPT: values .* mix numbers with text that reads as one"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"" + "9" * 5000 + "\"]"),  # past Python's int limit
+     r"parameters.WPT: values .* mix numbers with text that reads as one"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

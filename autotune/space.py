@@ -562,7 +562,7 @@ class ValidSpace:
             for i in sorted(range(len(values)), key=lambda i: abs(i - start[level])):
                 cost = (changed + (i != start[level]), moved + abs(i - start[level]))
                 if cost >= best[0]:
-                    continue  # (values further along cost more still, but a nearer one may change fewer)
+                    break  # the values after it, further from the start, cost more still
                 binds += 1
                 if _late(binds, deadline):
                     raise WalkTimeout

@@ -47,7 +47,7 @@ def warn_once(given: set[Any], key: Any, message: str) -> None:
     """:func:`warn`, unless ``key`` is in ``given``: noted there once given, so that a filter that
     makes it an error raises it at every call (trial 100: noted first, only the first raised)."""
     if key not in given:
-        warn(message, _outside(sys._getframe(1)))
+        warn(message)  # (attributed past this frame too: it is autotune's)
         given.add(key)
 
 

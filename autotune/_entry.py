@@ -53,13 +53,10 @@ def threads_without_stops(signals: set[int]) -> None:
     and each reaches the main thread, which holds them back while an OpenCL runtime loads
     (:mod:`autotune.clcontext`): taken by a BLAS thread then, a Ctrl-C ran Intel's handler,
     which swallowed it, and the run went on to exit 0 (trial 103)."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    try:
+    from .stops import blocked
+
+    with blocked(*signals):
         import numpy  # noqa: F401
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def main() -> int:

@@ -53,13 +53,11 @@ def _handlers_kept() -> Iterator[None]:
     before.update({s: signal.SIG_IGN for s in stops.ignored()})  # Intel's runtime sets a handler over it
     # held back until Python's handlers are back, then taken by them (trial 103: a Ctrl-C in the
     # runtime's 26 ms with its handler was swallowed, and the run went on to exit 0)
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, before) if hasattr(signal, "pthread_sigmask") else None
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            if handler is not None:  # None: installed outside Python, which cannot put it back
-                signal.signal(s, handler)
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    with stops.blocked(*before):
+        try:
+            yield
+        finally:
+            for s, handler in before.items():
+                if handler is not None:  # None: installed outside Python, which cannot put it back
+                    signal.signal(s, handler)
 

@@ -159,7 +159,11 @@ def blocked(*signums: int) -> Iterator[None]:
     inside inherits them blocked, so it can start up (imports, a second or so) before it takes
     them, and one sent meanwhile is neither lost nor a traceback of its bootstrap (ignoring them
     instead lost a Ctrl-C sent then: trial 44). The process must unblock them itself
-    (:func:`unblock`) once its handlers are set."""
+    (:func:`unblock`) once its handlers are set. Where signals cannot be held (no
+    ``pthread_sigmask``: Windows), nothing is."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
     old = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
     try:
         yield

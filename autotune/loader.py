@@ -51,7 +51,7 @@ import pyopencl.array as cl_array
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
 from .arguments import Arguments, input_needs
-from .diagnose import deliberate, errors, explain, signature
+from .diagnose import SameBuildError, deliberate, explain
 from .errors import AutotuneError, BuildError, ProblemError, ProfileError, clipped, warn_once
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
@@ -496,13 +496,13 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
                 f"{clipped(refused.message, 200)}); add that condition to the spec's constraints, so that only "
                 f"configurations the template builds are taken, or `{tune_command(spec, problem, info)}` searches "
                 "the whole space for one")
-        # the template's fault: said as a run says it, not "using the default, not verified"
-        # and then its build error (trial 106)
+        # the template's fault: said as a run says it, judged by a run's watch, not "using the
+        # default, not verified" and then its build error (trial 106)
+        watch = SameBuildError(len(timed.measurements), spec.template)
+        same = [watch.add(m.status, m.message) for m in timed.measurements][-1]
         raise BuildError(f"{lead}: " + explain(timed.measurements[0].message, spec.template, spec.macros(problem),
                                                f"{info.name} ({info.platform})", len(timed.measurements),
-                                               [n for n, _ in spec.derived], same=_same(timed.measurements),
-                                               places=list(dict.fromkeys((e.file, e.line) for m in timed.measurements
-                                                                         for e in errors(m.message)))))
+                                               [n for n, _ in spec.derived], same=same, places=watch.places()))
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
     if best is None or best.params is None:
         if wrong:
@@ -547,11 +547,6 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
         "this size"))
     return Choice(best.params, "measured", entry, saved_to, timed.cache)
-
-
-def _same(failed: Sequence[Measurement]) -> bool:
-    """Whether the builds all failed with one error (its lines aside)."""
-    return len({signature(m.message) for m in failed}) == 1
 
 
 def builds_here(info: devices.DeviceInfo) -> None:

@@ -285,6 +285,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     implausible: list[str] = []  # keys whose time is under FASTEST_MS, or finite over 1e20
     misnamed: list[str] = []  # keys that do not spell their entry's values (trial 30: a hand edit)
     unnamed: list[str] = []  # error strings Kernel Tuner does not write
+    failed = 0  # numbers taken as failures (timeless, and 1e20 or more)
     for key, entry in raw["cache"].items():
         if not isinstance(entry, dict):
             raise ProblemError(f"cache entry {key!r} is {_short(entry)}, not an object of the parameters' values "
@@ -303,6 +304,7 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         if "time" not in entry:
             raise ProblemError(f"cache entry {key!r} has no 'time': {_TIME}")
         outcome = _outcome(key, entry["time"])
+        failed += is_real(entry["time"]) and not _is_time(entry["time"])
         if is_real(entry["time"]) and not 0 < entry["time"] < math.inf:  # trial 104: Infinity unsaid
             timeless.append(f"{key!r}: {json.dumps(entry['time'])}")  # trial 101: the key alone read as the time
         elif _is_time(entry["time"]) and entry["time"] < FASTEST_MS or is_real(entry["time"]) and \
@@ -315,20 +317,17 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
             continue
         outcomes[config], first[config] = outcome, key
     if not any(isinstance(t, float) for t in outcomes.values()):  # said first, with the numbers taken as failures
-        failed = sum(is_real(e["time"]) and not _is_time(e["time"]) for e in raw["cache"].values())
         why = [f"{failed} of its times {'is a number' if failed == 1 else 'are numbers'} taken as failures (not "
                "positive, not finite, or 1e20 or more: Kernel Tuner's for one)"] if failed else []
         why += [f"{_some(unnamed)} record text that is no time nor an error Kernel Tuner writes"] if unnamed else []
         raise ProblemError("it records no successful time" + (f" ({'; '.join(why)})" if why else "")
                            + ": nothing to tune against")
     if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
-        some = ", ".join(timeless[:3]) + (", ..." if len(timeless) > 3 else "")
-        warn(f"{len(timeless)} cache entr{'y records' if len(timeless) == 1 else 'ies record'} a time that is "
-             f"not a positive, finite number ({some}); replayed as failures")
+        warn(f"{_record(timeless)} a time that is not a positive, finite number ({_first(timeless)}); replayed as "
+             "failures")
     if implausible:  # trial 104: 1e-300 ms became the optimum, and every seed 2.5e300x from it
-        some = ", ".join(implausible[:3]) + (", ..." if len(implausible) > 3 else "")
-        warn(f"{len(implausible)} cache entr{'y records' if len(implausible) == 1 else 'ies record'} a time under "
-             f"{FASTEST_MS:g} ms, faster than any kernel launch, or over Kernel Tuner's 1e20 for a failure ({some}): "
+        warn(f"{_record(implausible)} a time under {FASTEST_MS:g} ms, faster than any kernel launch, or over Kernel "
+             f"Tuner's 1e20 for a failure ({_first(implausible)}): "
              "the optimum replays aim at is the fastest time, and one over 1e20 is replayed as a failure; check "
              "those entries, and that the file's times are in ms (Kernel Tuner's are)")
     if misnamed:
@@ -375,6 +374,16 @@ def _number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def _record(items: list[str]) -> str:
+    """``3 cache entries record``: how many."""
+    return f"{len(items)} cache entr{'y records' if len(items) == 1 else 'ies record'}"
+
+
+def _first(items: list[str]) -> str:
+    """The first three of ``items``, and ``...`` where there are more."""
+    return ", ".join(items[:3]) + (", ..." if len(items) > 3 else "")
 
 
 def _some(items: list[str]) -> str:

@@ -40,7 +40,7 @@ from .errors import ProfileError, SaveStopped, clipped, warn
 from .resources import data_dir
 from .result import is_real
 from .spec import problem_label
-from .yamlload import load_bytes, read_yaml, syntax_error
+from .yamlload import load_bytes, read_yaml, syntax_error, unquoted
 
 #: A field of an entry that has no default (Entry.from_yaml).
 _REQUIRED = object()
@@ -232,16 +232,13 @@ def _as_text(value: Any, convert: Callable[[Any], Any]) -> str:
     if stray := next((c for c in value if not c.isascii()), None):  # trial 105: a no-break space blamed digits
         what = "a digit" if stray.isdigit() else "a space" if stray.isspace() else "a character"
         return f" (it holds {what} that is not ASCII, U+{ord(stray):04X}: write the number with 0-9 alone)"
-    try:  # what the same characters are, unquoted
-        unquoted = yaml.safe_load(value)
-    except yaml.YAMLError:
-        unquoted = value
-    if not is_real(unquoted):
+    bare = unquoted(value)  # what the same characters are without quotes (finite: no ValueError)
+    if not is_real(bare):
         return " (YAML reads it as text: write it with a point and a signed exponent, such as 1.0e+3)"
     try:
-        convert(unquoted)
+        convert(bare)
     except (TypeError, ValueError, OverflowError):
-        return f" (text, in quotes; and without them, {unquoted} is not that either)"
+        return f" (text, in quotes; and without them, {bare} is not that either)"
     return " (text, in quotes: write it without them)"
 
 

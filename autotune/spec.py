@@ -36,7 +36,7 @@ import yaml
 from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, raised_in, warn_once
 from .expr import Expr
 from .resources import data_dir
-from .yamlload import AmbiguousBoolean, read_yaml, syntax_error
+from .yamlload import AmbiguousBoolean, read_yaml, syntax_error, unquoted
 
 Value = int | float | str | bool
 #: KernelSpec.file_id of autotune's own specs, wherever autotune is installed.
@@ -763,9 +763,7 @@ def _is_numeral(text: str) -> bool:
     ``"0x4"``). ``1e-3`` unquoted is text to YAML 1.1 itself, and reaches the compiler as written
     (trial 109: refused as a quoted number, where it worked before)."""
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return False
+        value = unquoted(text)
     except ValueError:  # an integer past Python's 4,300 digits: a number all the same
         return True
     # (an int of 400 digits is no float: isfinite would overflow)

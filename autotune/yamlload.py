@@ -162,6 +162,21 @@ def safe_load(text: str, where: str, error: type[AutotuneError], plain_booleans:
         loader.dispose()
 
 
+def unquoted(text: str) -> Any:
+    """What YAML reads ``text`` as, written without quotes: a number for ``"32"``, text itself
+    for ``1e-3`` (YAML 1.1 wants a point and a signed exponent) or where it reads as no value.
+    ValueError for an integer past Python's 4,300 digits.
+
+    Example:
+        >>> unquoted("32"), unquoted("0x4"), unquoted("1e-3")
+        (32, 4, '1e-3')
+    """
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
 def syntax_error(exc: yaml.YAMLError, path: Path) -> tuple[str, str]:
     """``("<path>:<line>", problem)`` of a YAML syntax error in the file ``path``; a tab in the
     indentation is named as one (trial 95: "found character that cannot start any token")."""

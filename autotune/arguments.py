@@ -335,9 +335,8 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0, s
     if small:
         return host_inputs(spec, problem, np.random.default_rng(seed))
     try:
-        with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
-            given = host_inputs(spec, problem, stand_in := _ShapeRng(seed))
-        if stand_in.total > REAL_BELOW and not _sizes_follow_draws(spec, problem) and \
+        given, drawn = _with_zeros(spec, problem, seed)
+        if drawn > REAL_BELOW and not _sizes_follow_draws(spec, problem) and \
                 not any(isinstance(v, np.ndarray) and v.ndim and not v.size for v in given.values()):
             return given
     except MemoryError:  # even untouched zeros need address space: no buffers that big here either
@@ -348,6 +347,13 @@ def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0, s
         return host_inputs(spec, problem, np.random.default_rng(seed))
     except MemoryError:
         raise _too_large(spec, problem) from None
+
+
+def _with_zeros(spec: KernelSpec, problem: Mapping[str, Any], seed: int) -> tuple[dict[str, Any], int]:
+    """``inputs()`` run with :class:`_ShapeRng`, and the bytes its array draws came to."""
+    with np.errstate(all="ignore"):  # zeros where random numbers were: 1/x is fine here
+        given = host_inputs(spec, problem, stand_in := _ShapeRng(seed))
+    return given, stand_in.total
 
 
 def _too_large(spec: KernelSpec, problem: Mapping[str, Any]) -> ProblemError:
@@ -381,9 +387,8 @@ def _shapes_differ(spec: KernelSpec, problem: Mapping[str, Any]) -> bool:
     while any(smaller[k] > 1 for k in keys):
         try:
             smaller = spec.resolve_problem({**smaller, **{k: smaller[k] // 2 for k in keys if smaller[k] > 1}})
-            with np.errstate(all="ignore"):
-                zeros = host_inputs(spec, smaller, stand_in := _ShapeRng(0))
-            if stand_in.total <= REAL_BELOW:
+            zeros, drawn = _with_zeros(spec, smaller, 0)
+            if drawn <= REAL_BELOW:
                 real = host_inputs(spec, smaller, np.random.default_rng(0))
                 return {a: np.shape(v) for a, v in zeros.items()} != {a: np.shape(v) for a, v in real.items()}
         except (ProblemError, SpecError, MemoryError):  # a size the spec refuses, code zeros do not fit

@@ -1,8 +1,9 @@
-"""The ``autotune`` command's first code: a stop while its modules load ends it as one later does.
+"""The ``autotune`` command's code before its modules load: a stop then ends it as one later does.
 
 Loading the command takes about 0.2 s on a 2-core machine; a Ctrl-C then gave Python's
 KeyboardInterrupt traceback from deep inside an import, and exit status 1. The handlers here
-hold until :func:`autotune.cli.main` sets its own.
+hold until :func:`autotune.cli.main` sets its own. (The console script's own first code,
+``_autotune_entry``, covers the package's import before this module.)
 """
 
 from __future__ import annotations

@@ -229,6 +229,31 @@ sys.exit(_entry.main())
     assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr
 
 
+def test_a_stop_while_the_package_loads_ends_the_command_without_a_traceback():
+    """Trial 103's left-over: importing the package (45 ms on 2 cores) comes before autotune._entry
+    sets its handlers, and a Ctrl-C then gave a KeyboardInterrupt traceback. The console script
+    is a module outside the package that sets them first."""
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "autotune"]
+    assert script.value == "_autotune_entry:main"
+    code = """
+import builtins, os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+import _autotune_entry
+assert "autotune" not in sys.modules  # its handlers come first
+real = builtins.__import__
+def importing(name, *args, **kw):
+    if name.startswith("autotune") and "autotune" not in sys.modules:  # the package starts loading
+        os.kill(os.getpid(), signal.SIGINT)
+    return real(name, *args, **kw)
+builtins.__import__ = importing
+sys.exit(_autotune_entry.main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr
+
+
 def test_with_stderr_closed_errors_and_warnings_stay_out_of_stdout(tmp_path):
     """Trial 57: with fd 2 closed (`2>&-`), sys.stderr is None and print() wrote the error line
     and warnings to stdout, into the JSON a script reads there."""

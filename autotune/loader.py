@@ -38,6 +38,7 @@ import math
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
@@ -455,8 +456,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
              candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
              folder: Path, lead: str) -> Choice | None:
     """Verify and time the candidates and the spec's default and baseline, save the fastest that
-    verified as a picked entry; None when none ran (ProblemError when every one that ran gives
-    wrong results)."""
+    verified as a picked entry; None when none ran, or where each failed for want of memory
+    (ProblemError when every one that ran gives wrong results, :func:`_none_ran`'s error when
+    each failed otherwise)."""
     key = (spec.spec_hash, info.slug, problem_label(problem))
     if (kept := _unsaved.get(key)) is not None:
         return kept
@@ -512,6 +514,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
             raise ProblemError(
                 f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
                 f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); {fix}")
+        if timed.measurements and not any(_for_want_of_memory(m) for m in timed.measurements):
+            builds_here(info)  # or the device is at fault
+            raise _none_ran(spec, problem, info, timed.measurements, lead)
         return None
     took_s = time.perf_counter() - t0  # the timing alone, not a wait for the profile's lock (trial 73)
     entry = record.entry(spec, problem, best, trials=len(timed.measurements), picked=True)
@@ -640,6 +645,27 @@ def _untimed(count: int) -> str:
     """What the first-use warning says of the candidates left untimed when its time was up."""
     return (f" (the last {count} of them not timed: first use starts none after {firstuse.BUDGET_S:.0f} s)"
             if count else "")
+
+
+def _for_want_of_memory(m: Measurement) -> bool:
+    """Whether a first-use failure may be first use's own: its copies and guard zones take memory
+    that an application's call does not (NVIDIA allocates buffers at their first launch)."""
+    return m.status is Status.LAUNCH_ERROR and any(
+        code in m.message for code in ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_HOST_MEMORY"))
+
+
+def _none_ran(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo,
+              failed: Sequence[Measurement], lead: str) -> AutotuneError:
+    """Every configuration first use could take failed there (to build, launch or finish): the
+    error, not a fall-back to one of them unverified that fails at the call (trial 109). A
+    BuildError where one failed to build: the template's fault somewhere."""
+    kinds = Counter(m.status.value for m in failed)
+    first = failed[0]
+    error = BuildError if Status.COMPILE_ERROR.value in kinds else AutotuneError
+    return error(f"{lead}, and each configuration it could use failed there ({len(failed)} tried: "
+                 f"{', '.join(f'{n} {kind}' for kind, n in kinds.most_common())}; {config_label(first.params or {})}: "
+                 f"{clipped(first.message, 200)}); `{tune_command(spec, problem, info)}` searches the whole space for "
+                 "one that runs there")
 
 
 def _skipped(wrong: list[Measurement]) -> str:

@@ -52,6 +52,8 @@ class FakeTimer:
             return Measurement(Status.COMPILE_ERROR, "k.cl:1:1: error: no", params=c)
         if ms == "launch":
             return Measurement(Status.LAUNCH_ERROR, "OUT_OF_RESOURCES", params=c)
+        if ms == "memory":  # perhaps first use's own: its copies and guard zones
+            return Measurement(Status.LAUNCH_ERROR, "enqueue failed: MEM_OBJECT_ALLOCATION_FAILURE", params=c)
         if ms in ("wrong", "rounding"):
             why = "C: 3 of 9 elements differ" + (f"; the tolerance is {TOO_TIGHT}" if ms == "rounding" else "")
             return Measurement(Status.WRONG_RESULT, why, params=c)
@@ -235,14 +237,34 @@ def test_only_configurations_valid_for_the_size_are_candidates(folders):
     assert timer.calls == [[32, 64]] and c.params == T64  # the 256 entry is nearest to 100
 
 
-def test_candidates_that_fail_are_skipped_and_if_all_fail_the_nearest_is_used(folders):
+def test_candidates_that_fail_are_skipped(folders):
     assert choose(folders, FakeTimer({128: None, 64: 0.9, 32: 0.5}), M=3000, N=3000, K=3000).params == T32
-    c = choose(folders, _failing("launch"), M=5000, N=5000, K=5000)
+
+
+def test_a_first_use_where_every_configuration_fails_says_how_and_uses_none_of_them(folders):
+    """Trial 109: with every one failing, some to build and some to launch, it warned "using the
+    configuration tuned for ..., not verified at this size" and the call then failed."""
+    from autotune.errors import BuildError
+
+    with pytest.raises(loader.AutotuneError, match=r"^no tuned matmul .* at M=5000,N=5000,K=5000,layout=row, and each "
+                       r"configuration it could use failed there \(5 tried: 5 launch_error; .*MWG=128.*: "
+                       r"OUT_OF_RESOURCES\); "
+                       r"`autotune run .*` searches the whole space") as raised:
+        choose(folders, _failing("launch"), M=5000, N=5000, K=5000)
+    assert not isinstance(raised.value, BuildError)
+    mixed = FakeTimer({128: None, 64: "launch", 32: "launch"}, {"baseline": "launch", "default": None})
+    with pytest.raises(BuildError, match=r"failed there \(5 tried: 3 launch_error, 2 compile_error; .*MWG=128"):
+        choose(folders, mixed, M=5000, N=5000, K=5000)
+
+
+def test_where_each_configuration_fails_for_want_of_memory_the_nearest_is_used(folders):
+    """First use's copies and guard zones take memory an application's call does not."""
+    c = choose(folders, _failing("memory"), M=5000, N=5000, K=5000)
     assert c.origin == "nearest" and c.params == T128  # 4096 is nearest to 5000
 
 
 def _failing(how: str | None) -> FakeTimer:
-    """A timer for which every configuration fails: to launch ("launch"), or to build (None)."""
+    """A timer for which every configuration fails: to launch ("launch", "memory"), or to build (None)."""
     return FakeTimer(dict.fromkeys((16, 32, 64, 128), how), {"baseline": how, "default": how})
 
 
@@ -360,10 +382,10 @@ def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_comm
 
 
 def test_without_a_valid_tuned_configuration_the_default_or_the_one_most_like_it(folders):
-    c = choose(folders, _failing("launch"), M=7, N=9, K=5)  # no tuned tile fits
+    c = choose(folders, _failing("memory"), M=7, N=9, K=5)  # no tuned tile fits
     assert c.origin == "default"
     assert c.params != MM.complete({})  # not the first configuration in declaration order
-    assert choose([folders[0]], _failing("launch"), M=512, N=512, K=512).params == MM.default_config
+    assert choose([folders[0]], _failing("memory"), M=512, N=512, K=512).params == MM.default_config
 
 
 def test_with_nothing_tuned_valid_and_the_default_invalid_the_one_most_like_it_is_verified(folders, monkeypatch):

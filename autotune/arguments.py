@@ -18,7 +18,7 @@ import inspect
 import math
 import numbers
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from typing import cast as cast_to
@@ -256,7 +256,7 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     fixed seed; trial 109: held, calls that worked were refused). Held: a size, a clamp, one
     that sizes a dimension of every array (trial 107), or an array that stays as others grow
     (trials 102, 104, 105: each left unchecked let the kernel write past a buffer). One that
-    sizes only a halo (arrays of N + 2R) cannot be told from a count: not caught."""
+    sizes only a halo (arrays of N + 2R) is held by :func:`_relations`, as is a stride."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
@@ -278,7 +278,7 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
                            and other[a] == moved[k]), None)
         if all(a in out for a in ints):
             break
-    extents = _lengths(given)
+    extents = _lengths(given) | _relations(given, [problem[k.name] for k in spec.problem if k.is_size])
     own = {a for a in ints if a not in out and not kept and int(given[a]) not in extents}
     # one that follows no size key may be data: another seed's draws change it, and no array's
     # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
@@ -311,6 +311,22 @@ def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, A
             except (ProblemError, SpecError):  # a size the spec refuses
                 continue
             yield moved
+
+
+def _relations(given: Mapping[str, Any], sizes: Iterable[int]) -> set[int]:
+    """What an array's element count is a multiple of, or larger by (or by twice), than a problem
+    size or another array's: a stride (N * m), an offset (N + k), a halo (N + 2 R). Trial 111: a
+    stride of 4 in flat arrays of 4 N was a count of its own, and a call with 8 wrote past them."""
+    counts = {int(np.size(v)) for v in given.values() if np.ndim(v)}
+    out: set[int] = set()
+    for count in counts:
+        for base in counts | {int(s) for s in sizes}:
+            if 0 < base < count:
+                more = count - base
+                out.update({more, more // 2} if more % 2 == 0 else {more})
+                if count % base == 0:
+                    out.add(count // base)
+    return out - {0, 1}
 
 
 def _lengths(given: Mapping[str, Any]) -> set[int]:

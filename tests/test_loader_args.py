@@ -455,10 +455,15 @@ def test_sizes_that_follow_the_draws_of_a_large_problem_are_those_of_real_draws(
     ("m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)", True),  # a count of repeats
     ("m = 12345; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)", True),  # a fixed seed
     ("m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(9, np.float32)", False),  # y stays as x grows
+    # trial 111: a stride in flat arrays (the kernel wrote past them when given 8), an offset, a halo
+    ("m = 4; x = rng.random(n * m).astype(np.float32); y = np.zeros(n * m, np.float32)", False),
+    ("m = 3; x = rng.random(n + m).astype(np.float32); y = np.zeros(n, np.float32)", False),
+    ("m = 3; x = rng.random(n + 2 * m).astype(np.float32); y = np.zeros(n, np.float32)", False),
 ])
 def test_a_count_of_its_own_is_free_where_every_array_grows_without_it(tmp_path: Path, monkeypatch, body, free):
     """Trial 109: held since trial 107, a count of repeats and a fixed seed were refused where
-    they size nothing; held where an array stays as the others grow (trial 105)."""
+    they size nothing; held where an array stays as the others grow (trial 105), or where an
+    array's size is a multiple of it or larger by it (trial 111)."""
     text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
     spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace("BODY", body)))
     monkeypatch.setattr(arguments, "_needs_cache", {})

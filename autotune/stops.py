@@ -4,8 +4,8 @@ A stop raises KeyboardInterrupt in the main thread and is noted, so that the com
 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP) wherever it
 landed: while the command starts, inside a run, or in a worker that was starting up. SIGHUP
 (a terminal closed, an ssh session dropped) stops a run as SIGTERM does, so that its best so
-far is saved (it killed the run before, with nothing saved); where it is ignored, as under
-``nohup``, it stays ignored.
+far is saved (it killed the run before, with nothing saved); where one is ignored, as SIGHUP
+under ``nohup``, or SIGINT in a script's background job, it stays ignored.
 
 Example:
     >>> with stop_signals() as signals:
@@ -58,15 +58,22 @@ _SIGNAL = [int(signal.SIGINT)]
 _HANGUP: int | None = getattr(signal, "SIGHUP", None)
 
 
+#: The signals that stop a run, where they are not ignored.
+_STOPS: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, *(() if _HANGUP is None else (_HANGUP,)))
+
+
 def ignored() -> tuple[int, ...]:
-    """The stop signals ignored now: SIGHUP under ``nohup``."""
-    return (_HANGUP,) if _HANGUP is not None and signal.getsignal(_HANGUP) is signal.SIG_IGN else ()
+    """The stop signals ignored now: SIGHUP under ``nohup``, SIGINT in a script's background job
+    (``cmd &``), as the caller left them (autotune's own stops are noted, never ignored, but in
+    a measuring worker, whose parent takes them, and as the command exits)."""
+    return tuple(s for s in _STOPS if signal.getsignal(s) is signal.SIG_IGN)
 
 
 def signals() -> tuple[int, ...]:
-    """The signals that stop a run now: SIGINT, SIGTERM, and SIGHUP where it is not ignored."""
-    hangup = () if _HANGUP is None or ignored() else (_HANGUP,)
-    return (signal.SIGINT, signal.SIGTERM, *hangup)
+    """The signals that stop a run now: SIGINT, SIGTERM and SIGHUP, each where it is not ignored
+    (trial 111: a run in a script's background job, which inherits SIGINT ignored, was stopped
+    by the Ctrl-C meant for the script)."""
+    return tuple(s for s in _STOPS if s not in ignored())
 
 
 @contextmanager
@@ -82,7 +89,7 @@ def hangup_held() -> Iterator[None]:
 
 
 def keep_ignored() -> None:
-    """Ignore SIGHUP again where Python was told it is ignored (``nohup``): Intel's OpenCL
+    """Ignore the stop signals again where Python was told they are ignored (``nohup``): Intel's OpenCL
     runtime sets a handler of its own over that, which a process started later does not
     inherit as ignored (trial 68: a run on several devices under nohup stopped on SIGHUP)."""
     if threading.current_thread() is threading.main_thread():

@@ -277,13 +277,16 @@ def test_sigterm_or_sighup_stops_a_run_as_ctrl_c_does(tmp_path, sig):
     assert "crashed" not in out  # the measuring worker, hung up too, was not taken for a crash
 
 
-def test_sighup_ignored_as_under_nohup_leaves_the_run_going(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_ignored_as_under_nohup_leaves_the_run_going(tmp_path, sig):
+    """SIGHUP ignored by nohup; SIGINT by a shell for a script's background job (trial 111: the
+    run set a handler over it, and a Ctrl-C meant for the script stopped it)."""
     path = write_spec(tmp_path, SCALE_YAML)
     proc = subprocess.Popen(_cli(path, "--trials", "6"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+                            start_new_session=True, preexec_fn=lambda: signal.signal(sig, signal.SIG_IGN))
     while not (line := proc.stdout.readline()).startswith("["):
         assert line, proc.stderr.read()
-    os.killpg(proc.pid, signal.SIGHUP)
+    os.killpg(proc.pid, sig)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "trial budget reached" in out, err
 

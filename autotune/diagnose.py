@@ -174,10 +174,11 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
     ``macros`` maps each name autotune defines with ``-D`` (problem keys and parameters) to
     its value, so a name in the source that clashes with one can be named; ``derived``: the
     spec's derived names, which a template may expect as macros too; ``same``: whether the
-    builds all failed with this error (else it is the first's); ``places``: the (file, line)
+    builds all failed with this error (else it is one of theirs); ``places``: the (file, line)
     where they failed (:meth:`SameBuildError.places`).
     """
-    head = f"every configuration fails to build on {device} ({trials} tried, {'same error' if same else 'the first'})"
+    which = "same error" if same else "errors differ, one of them"
+    head = f"every configuration fails to build on {device} ({trials} tried, {which})"
     missing = NO_KERNEL.search(message)
     if missing:  # the spec's fault, not the compiler's
         return (f"{head}: {message.strip()}; fix the `entry` of the spec's launch step, or the "
@@ -207,7 +208,8 @@ def explain(message: str, template: Path, macros: Mapping[str, object], device: 
         fix = f"fix {file.name} at line {first.line}"
         # the same mistake elsewhere, in another variant's branch (trial 103: named one at a time)
         others = [f"{f}:{line}" for f, line in places if (f, line) != (first.file, first.line)]
-        fix += f" (other configurations fail the same way at {', '.join(others)})" if others else ""
+        how = "the same way" if same else "too"  # (trial 111: "the same way" of another error)
+        fix += f" (other configurations fail {how} at {', '.join(others)})" if others else ""
     return f"{head}: {where}; {fix}"
 
 

@@ -57,6 +57,11 @@ def test_the_watch_fires_on_the_third_identical_build_error_only(tmp_path: Path)
     assert explain("k.cl:6:5: error: use of undeclared identifier 'x'", template, {}, "Dev", 3,
                    places=branches.places()).endswith("fix k.cl at line 6 (other configurations fail the same way "
                                                       "at k.cl:14)")
+    # trial 111: another error at another line was "the same way" too
+    said = explain("k.cl:6:5: error: use of undeclared identifier 'x'", template, {}, "Dev", 2, same=False,
+                   places=[("k.cl", 6), ("k.cl", 4)])
+    assert "(2 tried, errors differ, one of them)" in said
+    assert said.endswith("(other configurations fail too at k.cl:4)")
     (tmp_path / "helper.h").write_text("\n" * 8)  # trial 105: or in each branch of a header it includes
     header = SameBuildError(template=template)
     assert [header.add(failed, f"helper.h:{line}:5: error: use of undeclared identifier 'x'") for line in (2, 4, 6)] \

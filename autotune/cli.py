@@ -117,6 +117,27 @@ def _given(advice: str) -> Any:
     return parse
 
 
+class _Once(argparse.Action):
+    """An option given at most once: a second ``-s M=256 -s N=128`` replaced the first without a
+    word (trial 110), as a second ``-d`` would; the error shows the one option that means both."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != values:
+            both = f", e.g. {option_string or self.option_strings[0]} {before},{values}" if self.joins else ""
+            raise argparse.ArgumentError(self, f"given twice ({before!r}, then {values!r}); give it once{both}")
+        setattr(namespace, self.dest, values)
+
+    joins = True  # whether the two values, joined by a comma, mean both
+
+
+class _OnceAlone(_Once):
+    """:class:`_Once` for a command that takes one device."""
+
+    joins = False
+
+
 def _selector(text: str) -> str:
     """--device: not empty, nor a list with an empty part (trial 91: `0:0,` was exit 1, `""` 2)."""
     given = _given("give an index such as 0:0 or part of a device's name (see `autotune devices`), "
@@ -196,10 +217,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "best verified configuration to the device's profile. Running the same "
                          "command again resumes the study and adds trials.")
     run.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    run.add_argument("-s", "--size", default=None,
+    run.add_argument("-s", "--size", default=None, action=_Once,
                      help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
-    run.add_argument("-d", "--device", type=_selector, help="device selector (see `autotune devices`); default: "
+    run.add_argument("-d", "--device", type=_selector, action=_Once,
+                     help="device selector (see `autotune devices`); default: "
                      "$AUTOTUNE_DEVICE, else the first GPU that builds, else the first CPU device that "
                      "builds. Several: 'all' (every GPU that builds, else every CPU device) or selectors "
                      "separated by commas: one worker process per device, devices of one model on one study")
@@ -280,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a device's tuned profile as a table")
     show.add_argument("--json", action="store_true", help=_JSON_HELP)
     show.add_argument("kernel", nargs="?", help="only this kernel (a name, or the path of your own spec YAML)")
-    show.add_argument("-d", "--device", type=_selector,
+    show.add_argument("-d", "--device", type=_selector, action=_OnceAlone,
                       help="device selector (default as for run), or a profile's file name, with or without "
                            ".yaml (or a part of it that names one, such as h200), to show the profile of a device "
                            "not present here")
@@ -291,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="check each device again (build the check kernels, launch one) instead of "
                               "using the cached result")
     probe = sub.add_parser("probe", help="measure the cost of an empty kernel launch on a device")
-    probe.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
+    probe.add_argument("-d", "--device", type=_selector, action=_OnceAlone, help="device selector (default as for run)")
     probe.add_argument("-n", "--repeats", type=_number(int), default=1000,
                        help="launches per batch, 1 to 100,000 (default: 1000)")
     bench = sub.add_parser("bench", help="measure the tuned configuration beside the device's "
@@ -302,8 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "to the profile) and the spec's baseline, beside the ceiling the spec names, measured "
                            "in the same run; the device ceilings measured are kept in its profile.")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    bench.add_argument("-s", "--size", default=None, help="problem, as for run")
-    bench.add_argument("-d", "--device", type=_selector, help="device selector (default as for run)")
+    bench.add_argument("-s", "--size", default=None, action=_Once, help="problem, as for run")
+    bench.add_argument("-d", "--device", type=_selector, action=_OnceAlone, help="device selector (default as for run)")
     report = sub.add_parser("report", help="write an HTML page (and PNG figures) of a kernel's tuning studies",
                             description="Read KERNEL's studies from the study database (and the device "
                             "profiles) and write one self-contained HTML page, with its figures also as PNG "
@@ -312,9 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "One section per study: every problem and device tuned, unless -s or -d narrow "
                             "it. Needs matplotlib: pip install -e \".[report]\" from the checkout.")
     report.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    report.add_argument("-s", "--size", default=None, help="only this problem, as for run; default: every "
-                        "problem with a study")
-    report.add_argument("-d", "--device", type=_selector,
+    report.add_argument("-s", "--size", default=None, action=_Once,
+                        help="only this problem, as for run; default: every problem with a study")
+    report.add_argument("-d", "--device", type=_selector, action=_OnceAlone,
                         help="only this device: its slug as in the study names and profile file names (or "
                         "a part of it that names one, e.g. h200), or a selector of a device on this machine; "
                         "default: every device")

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from autotune import cli
 from autotune.cli import parse_size
 from autotune.errors import ProblemError
 
@@ -252,6 +253,27 @@ sys.exit(_autotune_entry.main())
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["run", "matmul", "-s", "M=256", "-s", "N=128"], "argument -s/--size: given twice ('M=256', then 'N=128'); "
+                                                      "give it once, e.g. -s M=256,N=128"),
+    (["run", "matmul", "-d", "0:0", "--device", "1:0"], "argument -d/--device: given twice ('0:0', then '1:0'); give "
+                                                        "it once, e.g. --device 0:0,1:0"),
+    (["show", "matmul", "-d", "0:0", "-d", "1:0"], "argument -d/--device: given twice ('0:0', then '1:0'); give it "
+                                                   "once (see"),
+    (["bench", "matmul", "--size", "512", "-s", "1024"], "argument -s/--size: given twice ('512', then '1024')"),
+])
+def test_an_option_given_twice_is_a_usage_error_not_the_last_alone(capsys, argv, said):
+    """Trial 110: a second -s replaced the first without a word, and the run tuned another problem."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_an_option_given_twice_alike_is_taken_once():
+    args = cli.build_parser().parse_args(["run", "matmul", "-s", "512", "-s", "512"])
+    assert args.size == "512"
 
 
 def test_with_stderr_closed_errors_and_warnings_stay_out_of_stdout(tmp_path):

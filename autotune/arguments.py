@@ -32,7 +32,7 @@ from . import hostmemory, hosttime
 from .errors import ProblemError, SpecError, warn_once
 from .measure import host_inputs
 from .signatures import cast
-from .spec import MAX_SIZE, KernelSpec, problem_label
+from .spec import MAX_SIZE, KernelSpec, ProblemKey, problem_label
 
 
 class Arguments:
@@ -114,7 +114,9 @@ class Arguments:
         """Why a size argument must be ``need.must_be``, and how to pass another."""
         if need.size_of is not None:
             key = need.size_of
-            other = f", or load the kernel for {key}={value}" if 0 < value <= MAX_SIZE else ""
+            choices = next((k.values for k in self.spec.problem if k.name == key and not k.is_size), None)
+            fits = 0 < value <= MAX_SIZE if choices is None else str(value) in map(str, choices)
+            other = f", or load the kernel for {key}={value}" if fits else ""
             return (f"the kernel was loaded for {key}={need.must_be}, which the reference module's inputs() "
                     f"passes as {arg}: pass {need.must_be}{other}")
         shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
@@ -263,7 +265,7 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     small = sum(need.nbytes or 0 for need in needs.values()) << (2 + len(spec.problem)) <= REAL_BELOW
     # one whose value a choice of the problem's gives (trial 109: "make it a problem key", of C)
     out: dict[str, str | None] = {a: k.name for a in ints for k in spec.problem
-                                  if not k.is_size and str(problem[k.name]) == str(given[a])}
+                                  if not k.is_size and _follows_choice(spec, problem, given, a, k, small)}
     arrays = {a for a, v in given.items() if np.ndim(v)}
     kept = False  # a move that resized some arrays and kept others
     for moved in _moves(spec, problem) if ints else ():
@@ -289,6 +291,22 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
         if not _reshaped(given, other):
             data.update(a for a in doubtful if a not in other or other[a] != given[a])
     return {a: (out.get(a), a not in out) for a in ints if a not in data | own}
+
+
+def _follows_choice(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any], arg: str,
+                    key: ProblemKey, small: bool) -> bool:
+    """Whether integer ``arg`` is the value of choice ``key``: equal to it here, and to another
+    choice's where the problem has that (trial 111: a count of 3 was taken for V=3, and a call
+    at V=3 refused a count of 5 with "load the kernel for V=5", which is no choice)."""
+    if str(problem[key.name]) != str(given[arg]):
+        return False
+    for value in (v for v in key.values if v != problem[key.name]):
+        try:
+            other = shaped_inputs(spec, spec.resolve_problem({**problem, key.name: value}), small=small)
+        except Exception:  # noqa: BLE001 - the reference's own code at another choice: no word from it
+            continue
+        return arg in other and str(other[arg]) == str(value)
+    return True  # a choice of one value: it is that value
 
 
 def _reshaped(given: Mapping[str, Any], other: Mapping[str, Any]) -> set[str]:

@@ -482,6 +482,17 @@ def test_an_integer_a_choice_of_the_problem_gives_names_that_choice(tmp_path: Pa
     assert (needs["n"].must_be, needs["n"].size_of) == (2, "C")
 
 
+def test_an_integer_equal_to_a_choice_by_chance_is_not_that_choice(tmp_path: Path, monkeypatch):
+    """Trial 111: a count of repeats of 3 was taken for V=3, and a call at V=3 refused a count
+    of 5, "or load the kernel for V=5", which is no choice."""
+    text = SCALE_YAML.replace("problem: {N: 256}", "problem: {N: 256, V: {default: '3', choices: ['1', '3']}}")
+    spec = specs.load(write_spec(tmp_path, text.replace("args: [x, y]", "args: [x, y, n]"), ref=_SIZED_REF.replace(
+        "BODY", "m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)")))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, spec.resolve_problem({"V": "3"}), ("x", "y", "n"))
+    assert needs["n"].must_be is None and needs["n"].size_of is None  # a count of its own, as at V=1
+
+
 def test_a_slow_inputs_runs_few_times_and_is_said(tmp_path: Path, monkeypatch):
     """Trial 104: an inputs() of 0.5 s made load_kernel take 5.5 s (10 runs) without a word."""
     text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")

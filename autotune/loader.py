@@ -326,6 +326,7 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
     lead = f"no tuned {spec.name} for {info.name} at {problem_label(problem)}"
     timing = timer if settings.measure_untuned() else None
     candidates = None
+    rename: str | None = None  # another spec file of this kernel name, whose entry refuses a run of this one
     earlier: Choice | None = None  # a first-use pick that tuning runs since may beat
     # the first that can be used here: a pick saved beside a tuned entry this device cannot run
     # (a profile copied from a bigger device) was passed over, and every call timed again (trial 48)
@@ -360,6 +361,7 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
                 f"or space has changed since, or another spec has the kernel name {spec.name})")
         if not entry.picked and (other := spec.namesake(entry.spec_file)) is not None:  # trial 61: a run was
             # offered, which tuner refuses while that file's entry is there
+            rename = other
             lead = (f"the {spec.name} entry for {problem_label(problem)} in {path} was tuned with {other}, another "
                     f"spec of the kernel name {spec.name}: give this spec another `kernel:` name before tuning it "
                     "(a run of it is refused while that file's entry is there)")
@@ -370,13 +372,13 @@ def _choose(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, An
         # the application killed by the kernel's OOM killer (trial 29), so it is not timed
         if (room := fits.no_room(spec, problem, info)) is not None:
             lead += f", and it cannot be timed there ({room})"
-        elif (picked := _measure(spec, info, problem, candidates, timing, user, lead)) is not None:
+        elif (picked := _measure(spec, info, problem, candidates, timing, user, lead, rename)) is not None:
             return picked
     if earlier is not None:  # verified here before: better than a configuration not verified
         return earlier
     if candidates:
-        return _nearest(spec, info, problem, *candidates[0], lead)
-    return _fallback(spec, info, problem, facts, lead)
+        return _nearest(spec, info, problem, *candidates[0], lead, rename)
+    return _fallback(spec, info, problem, facts, lead, rename)
 
 
 def _written_otherwise(spec: KernelSpec, entry: profiles.Entry, problem: Mapping[str, Any]) -> bool:
@@ -438,7 +440,8 @@ def _tuned_since(pick: profiles.Entry, candidates: Sequence[tuple[dict[str, Valu
 
 
 def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-             params: dict[str, Value], entry: profiles.Entry, path: Path, lead: str) -> Choice:
+             params: dict[str, Value], entry: profiles.Entry, path: Path, lead: str,
+             rename: str | None = None) -> Choice:
     """The nearest problem's configuration, with the warning (after ``lead``, why there is no
     entry to use) that names the command that tunes this one."""
     # trial 36: a copy of the spec in another file was called "another version"
@@ -447,14 +450,13 @@ def _nearest(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     what = ("its configuration, not verified with this version" if dict(entry.problem) == dict(problem)
             else f"the configuration tuned for {problem_label(entry.problem)}{version}, not verified at this size")
     _warn_once(spec, info, problem, "nearest", (
-        f"{lead}; using {what} "
-        f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
+        f"{lead}; using {what} ({_tuning(spec, problem, info, rename)} tunes and verifies it)"))
     return Choice(params, "nearest", entry, path)
 
 
 def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
              candidates: list[tuple[dict[str, Value], profiles.Entry, Path]], timer: firstuse.Timer,
-             folder: Path, lead: str) -> Choice | None:
+             folder: Path, lead: str, rename: str | None = None) -> Choice | None:
     """Verify and time the candidates and the spec's default and baseline, save the fastest that
     verified as a picked entry; None when none ran, or where each failed for want of memory
     (ProblemError when every one that ran gives wrong results, :func:`_none_ran`'s error when
@@ -490,8 +492,9 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     best = timed.fastest
     if timed.measurements and all(m.status is Status.COMPILE_ERROR for m in timed.measurements):
         builds_here(info)  # before a warning that names a configuration to use, and how to tune it
-        refused = next((m for m in timed.measurements if deliberate(m.message, spec.template)), None)
-        if refused is not None:  # on purpose: not "fix the #error line" (trial 107)
+        on_purpose = [deliberate(m.message, spec.template) for m in timed.measurements]
+        if all(on_purpose):  # not "fix the #error line" (trial 107); each, not one (trial 111)
+            refused = timed.measurements[0]
             raise BuildError(
                 f"{lead}: the template's #error refuses each configuration it could use here "
                 f"({len(timed.measurements)} tried; {config_label(refused.params or {})}: "
@@ -502,7 +505,8 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         # default, not verified" and then its build error (trial 106)
         watch = SameBuildError(len(timed.measurements), spec.template)
         same = [watch.add(m.status, m.message) for m in timed.measurements][-1]
-        raise BuildError(f"{lead}: " + explain(timed.measurements[0].message, spec.template, spec.macros(problem),
+        mistake = timed.measurements[on_purpose.index(False)]  # not one the #error refused
+        raise BuildError(f"{lead}: " + explain(mistake.message, spec.template, spec.macros(problem),
                                                f"{info.name} ({info.platform})", len(timed.measurements),
                                                [n for n, _ in spec.derived], same=same, places=watch.places()))
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
@@ -532,10 +536,11 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         verdict = profiles.save(entry, spec.name, info.profile_header(), path, usable=usable, wait_s=PICK_LOCK_WAIT_S,
                                 edited=lambda old: not spec.stores(old))
         # trial 39: the entry kept may be another process's pick, made at the same time
+        user_of_old = rename or "the spec's old version"  # (trial 110: the other file was "the old version")
         saved = (f"not saved: {path} keeps its entry for this size" if verdict.startswith("kept") else
                  f"saved to {path} beside that entry, which stays for you to fix"
                  if verdict == "added beside an entry edited by hand" else
-                 f"saved to {path} beside that entry, which the spec's old version still uses"
+                 f"saved to {path} beside that entry, which {user_of_old} still uses"
                  if verdict.startswith("added beside") else f"saved to {path}")
         if verdict.startswith("kept"):  # this process does not time it again (trial 48: every call did)
             _unsaved[key] = Choice(best.params, "measured", entry, None)
@@ -545,11 +550,13 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         _unsaved[key] = Choice(best.params, "measured", entry, None)
         saved_to = None
     what = _timed(len(tuned), stopped, list(own), bool(candidates) and candidates[0][1].picked)
+    if timed.untimed:  # (trial 110: "verified and timed" all of them, "the last 2 of them not timed")
+        what = f"{len(timed.measurements)} of {len(timed.measurements) + timed.untimed} candidates ({what})"
     _warn_once(spec, info, problem, "measured", (
         f"{lead}: verified and timed {what} there "
         f"in {took_s:.1f} s{_skipped(wrong)}{_failed(timed.measurements)}{_untimed(timed.untimed)}"
         f"{_costly(spec, costly)} "
-        f"and took the fastest ({best.median_ms:.4g} ms; {saved}); `{tune_command(spec, problem, info)}` tunes "
+        f"and took the fastest ({best.median_ms:.4g} ms; {saved}); {_tuning(spec, problem, info, rename)} tunes "
         "this size"))
     return Choice(best.params, "measured", entry, saved_to, timed.cache)
 
@@ -643,7 +650,7 @@ def _seconds(ms: float) -> str:
 
 def _untimed(count: int) -> str:
     """What the first-use warning says of the candidates left untimed when its time was up."""
-    return (f" (the last {count} of them not timed: first use starts none after {firstuse.BUDGET_S:.0f} s)"
+    return (f" (the last {count} not timed: first use starts none after {firstuse.BUDGET_S:.0f} s)"
             if count else "")
 
 
@@ -687,7 +694,7 @@ def _failed(measured: Sequence[Measurement]) -> str:
 
 
 def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, Any],
-              facts: Mapping[str, Any], lead: str) -> Choice:
+              facts: Mapping[str, Any], lead: str, rename: str | None = None) -> Choice:
     """Nothing tuned is valid: the spec's default, else the valid configuration most like it."""
     default = canonical(spec, spec.default_config, problem, facts)
     params = default if _valid(spec, default, problem, facts) else _closest_default(spec, problem, facts)
@@ -696,8 +703,16 @@ def _fallback(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, 
     what = "default configuration" if params == default else "valid configuration nearest the default"
     _warn_once(spec, info, problem, "default", (
         f"{lead}; using the {what}, not verified there "
-        f"(`{tune_command(spec, problem, info)}` tunes and verifies it)"))
+        f"({_tuning(spec, problem, info, rename)} tunes and verifies it)"))
     return Choice(params, "default")
+
+
+def _tuning(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo, rename: str | None) -> str:
+    """The command that tunes ``problem``, as a warning names it: where ``rename``, another spec
+    file of this kernel name, has its entry, once this spec is renamed (trial 110: the command
+    given was refused)."""
+    command = f"`{tune_command(spec, problem, info)}`"
+    return command if rename is None else f"{command}, once this spec has a `kernel:` name of its own,"
 
 
 _closest: dict[tuple[str, str, str, str], dict[str, Value] | None] = {}

@@ -283,6 +283,14 @@ def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_d
     with pytest.raises(BuildError, match=r"the template's #error refuses each configuration it could use here \(\d+ "
                        r"tried; .*add that condition to the spec's constraints"):
         choose(folders, refused, M=5000, N=5000, K=5000)
+    # trial 111: refused by it in one branch and a mistake in the other was blamed on the #error
+    mixed = _failing(None)
+    mixed._one = lambda c: Measurement(Status.COMPILE_ERROR, 'matmul.cl:111:2: error: "VW must be 1, 2, 4 or 8"'
+                                       if c["MWG"] == 128 else "matmul.cl:7:3: error: use of undeclared identifier 'q'",
+                                       params=c)
+    with pytest.raises(BuildError, match=r"\(\d+ tried, errors differ, one of them\): matmul.cl:7: error: use of "
+                       r"undeclared identifier 'q'.*; fix matmul.cl at line 7$"):
+        choose(folders, mixed, M=5000, N=5000, K=5000)
 
 
 def test_measuring_can_be_turned_off(folders, monkeypatch):
@@ -883,7 +891,43 @@ def test_first_use_starts_no_candidate_once_its_time_is_up_and_one_has_verified(
     problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
     timed = firstuse.time_candidates(MM, problem, None, None, {}, [T64, T128, T32], [MM.default_config])
     assert [m.params["MWG"] for m in timed.measurements] == [64, 128] and timed.untimed == 2
-    assert loader._untimed(0) == "" and "the last 2 of them not timed" in loader._untimed(2)
+    assert loader._untimed(0) == "" and "the last 2 not timed" in loader._untimed(2)
+
+
+def test_where_another_spec_file_of_the_name_has_the_entry_first_use_says_to_rename_before_tuning(
+        folders, monkeypatch, tmp_path):
+    """Trial 110: it said the pick was saved beside the entry "the spec's old version" uses (the
+    other file's), and that a run tunes the size, which refuses to while that entry is there."""
+    monkeypatch.setattr(loader, "_warned", set())
+    problem = MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000})
+    other = tmp_path / "copy" / "matmul.yaml"
+    other.parent.mkdir()
+    other.write_text("kernel: matmul\n")
+    theirs = replace(record.entry(MM, problem, Measurement(Status.OK, "", (0.5,), params=T32), trials=80),
+                     spec_hash="the-copy", spec_file=str(other))
+    profiles.save(theirs, "matmul", FAKE.profile_header(), profiles.path_for(FAKE.slug, folders[0]))
+    with pytest.warns(loader.AutotuneWarning) as caught:
+        loader.choose(MM, FAKE, problem, folders, FakeTimer({128: 1.0, 64: 0.9, 32: 0.6}))
+    (message,) = [str(w.message) for w in caught]
+    assert f"beside that entry, which {other} still uses" in message
+    assert message.endswith(", once this spec has a `kernel:` name of its own, tunes this size"), message
+
+
+def test_a_first_use_cut_short_says_how_many_of_its_candidates_it_timed(folders, monkeypatch):
+    """Trial 110: "verified and timed 3 tuned configurations and the spec's default there ...
+    (the last 2 of them not timed ...)"."""
+    monkeypatch.setattr(loader, "_warned", set())
+
+    class CutShort(FakeTimer):
+        def __call__(self, candidates: Any, fallbacks: Any = ()) -> Timed:
+            whole = super().__call__(candidates, fallbacks)
+            return Timed(whole.measurements[:2], whole.cache, len(whole.measurements) - 2)
+
+    with pytest.warns(loader.AutotuneWarning, match=r"verified and timed 2 of 5 candidates \(3 tuned configurations "
+                      r"and the spec’s baseline and default\) there in .* \(the last 3 not timed: first use starts "
+                      r"none after 20 s\)"):
+        loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders,
+                      CutShort({128: 1.0, 64: 0.9, 32: 2.0}))
 
 
 def test_each_kernel_used_from_a_profile_measured_elsewhere_is_warned_of(tmp_path):

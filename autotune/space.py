@@ -143,6 +143,11 @@ _NOT_A_SIZE = re.compile(r"gave \S+, not (an integer|a number of bytes)")
 _TEXT_AND_NUMBERS = re.compile(r"unsupported operand type\(s\)|not supported between instances of")
 
 
+#: Python's words for arithmetic that has no value (trial 111: a `when` of `WG / 0` was answered
+#: "choose a problem the spec allows").
+_NO_VALUE = re.compile(r"division by zero|division or modulo by zero|math domain error|overflow")
+
+
 def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, device: str) -> ProblemError:
     """The error for a problem that rules out every configuration on ``device``: the default's
     reason, and the fix (``run``, ``bench`` and ``load_kernel`` say the same)."""
@@ -151,6 +156,7 @@ def none_valid(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, devic
         f"no configuration of {spec.name} is valid for {problem_label(problem)} on {device} "
         f"(the default's reason: {why}); every configuration is ruled out for this problem: "
         + ("fix that expression in the spec" if why and _NOT_A_SIZE.search(why) else
+           "fix that expression in the spec: it has no value here" if why and _NO_VALUE.search(why) else
            "fix that expression in the spec: it computes with text and numbers (a number in quotes among a "
            "parameter's values?)" if why and _TEXT_AND_NUMBERS.search(why) else
            "check the spec's launch sizes (each global size a multiple of its local size, at most the "
@@ -323,9 +329,22 @@ def _holds(spec: KernelSpec, c: Expr, env: Mapping[str, Any]) -> bool:
     try:
         return bool(c(env))
     except ConditionError as exc:
-        raise ConditionError(f"{spec.path}: constraints: {exc}") from None
+        raise ConditionError(f"{spec.path}: {_failed(spec, c, env, exc)}") from None
     except ExpressionError as exc:
-        raise SpecError(f"{spec.path}: constraints: {exc}") from None
+        raise SpecError(f"{spec.path}: {_failed(spec, c, env, exc)}") from None
+
+
+def _failed(spec: KernelSpec, c: Expr, env: Mapping[str, Any], exc: ExpressionError) -> str:
+    """Where constraint ``c`` failed and why: a ``when`` by its own key and expression (trial 111:
+    "constraints: '(WG / 0) or R == 1'", a constraint the spec does not have)."""
+    p = spec.condition_of(c)
+    if p is None or p.when is None:
+        return f"constraints: {exc}"
+    try:
+        p.when(env)
+    except ExpressionError as own:
+        exc = own
+    return f"parameters.{p.name}.when: {exc}"
 
 
 #: A float written in an expression (``0.5``, ``.5``, ``1e3``), not a part of a name.

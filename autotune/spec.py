@@ -145,6 +145,13 @@ class LaunchStep:
     args_key: str = "args"
 
 
+def condition_source(p: Parameter) -> str:
+    """A ``when`` as the constraint a spec holds it as: where it does not hold, ``p`` has its
+    first value only (the one copy of configurations that differ only in what the kernel ignores)."""
+    assert p.when is not None
+    return f"({p.when.source}) or {p.name} == {p.values[0]!r}"
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A validated search space for one kernel template."""
@@ -189,6 +196,11 @@ class KernelSpec:
             if e.names <= env.keys():
                 env[name] = e(env)
         return env
+
+    def condition_of(self, constraint: Expr) -> Parameter | None:
+        """The parameter whose ``when`` ``constraint`` is (see :func:`condition_source`), if any."""
+        return next((p for p in self.parameters if p.when is not None and constraint.source == condition_source(p)),
+                    None)
 
     def inactive(self, params: Mapping[str, Value], problem: Mapping[str, Any],
                  facts: Mapping[str, Any] | None = None) -> set[str]:
@@ -1064,8 +1076,7 @@ class _Validator:
 
     def conditions(self, parameters: tuple[Parameter, ...]) -> tuple[Expr, ...]:
         """Each ``when`` as a constraint: where it does not hold, the first value only."""
-        return tuple(Expr.parse(f"({p.when.source}) or {p.name} == {p.values[0]!r}")
-                     for p in parameters if p.when is not None)
+        return tuple(Expr.parse(condition_source(p)) for p in parameters if p.when is not None)
 
     def derived(self, raw: Any, known: set[str]) -> tuple[tuple[str, Expr], ...]:
         out: list[tuple[str, Expr]] = []

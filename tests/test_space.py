@@ -205,6 +205,17 @@ def test_arithmetic_on_numbers_in_quotes_is_the_spec_s_to_fix(tmp_path):
                           "in quotes among a parameter's values?)"), error
 
 
+def test_a_when_that_has_no_value_is_named_by_its_own_key(tmp_path):
+    """Trial 111: `when: "WG / 0"` was "constraints: '(WG / 0) or R == 1'", a constraint the spec
+    does not have, and told to choose a problem the spec allows."""
+    text = SCALE_YAML.replace("  WG: [16, 32, 64, 128, 512]\n", "  WG: [16, 32, 64, 128, 512]\n"
+                                                                 "  R: {values: [1, 2], when: 'WG / 0'}\n")
+    sp = specs.load(write_spec(tmp_path, text))
+    error = str(none_valid(sp, {"N": 256}, FAKE.facts(), "a CPU"))
+    assert error.endswith(": parameters.R.when: 'WG / 0': division by zero); every configuration is ruled out for "
+                          "this problem: fix that expression in the spec: it has no value here"), error
+
+
 def test_matmul_edge_rules():
     """Tiles need not divide the matrix, but must fit in it."""
     sp = specs.load("matmul")

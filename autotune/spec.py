@@ -770,6 +770,10 @@ def _near(name: str, words: set[str]) -> list[str]:
     return difflib.get_close_matches(name, sorted(words), n=1, cutoff=0.85)
 
 
+#: A number with an exponent and no dot (``1e3``, ``2E-4``): YAML 1.1 reads it as text.
+_EXPONENT_TEXT = re.compile(r"[-+]?\d+[eE][-+]?\d+$")
+
+
 def _is_numeral(text: str) -> bool:
     """Whether ``text`` is a number in quotes: unquoted, YAML would read it as a number (``"32"``,
     ``"0x4"``). ``1e-3`` unquoted is text to YAML 1.1 itself, and reaches the compiler as written
@@ -1204,6 +1208,15 @@ class _Validator:
                 # trial 103: [16, "32", 64] ran, and every configuration of WG=32 failed its constraint
                 raise self.fail(where, f"values {values!r} mix numbers with text that reads as one ({numeric[0]!r}); "
                                 "write it without quotes")
+            texts = [v for v in values if isinstance(v, str) and _EXPONENT_TEXT.match(v)]
+            if texts and any(isinstance(v, int) and not isinstance(v, bool) for v in values):
+                # trial 111: [1, 1e3] ran, and 4 * R gave '1e31e31e31e3' (beside floats, as text it
+                # reaches the compiler as written, a float literal: trial 109)
+                whole = float(texts[0])
+                fix = (f"write the whole number ({int(whole)})" if whole.is_integer() and abs(whole) < 1e18 else
+                       "write them all as floats with a dot (1.0, 1.0e-3)")
+                raise self.fail(where, f"values {values!r} mix whole numbers with {texts[0]}, which YAML reads as "
+                                f"text; {fix}")
             if len(set(map(repr, values))) != len(values):
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))

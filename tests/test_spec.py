@@ -203,6 +203,12 @@ def test_missing_file():
      r"parameters.WPT: values .* mix numbers with text that reads as one"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"" + "9" * 5000 + "\"]"),  # past Python's int limit
      r"parameters.WPT: values .* mix numbers with text that reads as one"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e3]"),  # trial 111: YAML's text, then '1e31e31e31e3'
+     r"parameters.WPT: values \[1, 2, '1e3'\] mix whole numbers with 1e3, which YAML reads as text; write the whole "
+     r"number \(1000\)"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e-3]"),
+     r"parameters.WPT: values \[1, 2, '1e-3'\] mix whole numbers with 1e-3, which YAML reads as text; write them all "
+     r"as floats with a dot"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import difflib
 import errno
 import glob
 import math
@@ -348,6 +349,7 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
             "fix it or move it away; autotune will not overwrite it"
         )
     _check_device_block(doc.get("device"), path)
+    _check_keys(doc, path)
     for kernel, entries in (doc.get("kernels") or {}).items():
         if not isinstance(kernel, str):  # (an entry that is no mapping is one malformed entry, below)
             raise ProfileError(f"{path}: kernels: {clipped(repr(kernel), 40)} is no kernel name (a name is text); "
@@ -359,6 +361,16 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
             if check_entries:  # one that is no mapping is one malformed entry (trial 82: the whole profile)
                 Entry.from_yaml(raw, f"{path}: kernels.{kernel}[{i}]")
     return doc
+
+
+def _check_keys(doc: Mapping[Any, Any], path: Path) -> None:
+    """ProfileError for a top-level key that is a misspelt ``kernels`` or ``device`` (trial 111:
+    `kernel:` hid every entry under it without a word); other keys are the user's notes, kept."""
+    for key in doc:
+        near = difflib.get_close_matches(str(key), [k for k in ("kernels", "device") if k not in doc], n=1, cutoff=0.7)
+        if near:
+            raise ProfileError(f"{path}: {clipped(repr(key), 40)} is no profile key: did you mean {near[0]!r}? "
+                               f"(autotune reads '{near[0]}:' only); fix it; autotune will not overwrite it")
 
 
 def _check_device_block(block: Any, path: Path) -> None:

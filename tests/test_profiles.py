@@ -114,6 +114,22 @@ def test_a_device_block_that_is_not_a_mapping_is_a_profile_error_and_never_overw
     assert path.read_text() == text
 
 
+def test_a_misspelt_kernels_key_is_a_profile_error_and_other_keys_are_kept(tmp_path):
+    """Trial 111: `kernel:` for `kernels:` hid every entry under it, and `show` said the profile
+    had none."""
+    path = tmp_path / "dev.yaml"
+    text = "device: {name: x}\nkernel:\n  mm:\n    - {problem: {N: 1}, params: {TS: 8}, time_ms: 1.0, spec_hash: h1}\n"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=r"dev.yaml: 'kernel' is no profile key: did you mean 'kernels'\?"):
+        profiles.read(path)
+    with pytest.raises(ProfileError, match="did you mean 'kernels'"):
+        profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)
+    assert path.read_text() == text
+    path.write_text("notes: tuned on the lab machine\nkernels: {}\n")  # the user's own
+    profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)
+    assert profiles.read(path)["notes"] == "tuned on the lab machine"
+
+
 def test_ceilings_that_are_no_mapping_hide_no_entry_and_are_never_overwritten(tmp_path):
     """Trial 97: `ceilings: [1, 2]` made the whole profile unreadable, so load_kernel ignored
     every tuned entry in it; only `autotune bench`, which merges ceilings into them, refuses."""

@@ -104,6 +104,8 @@ def test_a_report_that_cannot_be_written_in_full_leaves_the_earlier_one_whole(sc
     assert [p.name for p in blocked.iterdir() if p.name.endswith(".tmp")] == []
     err = capsys.readouterr().err
     assert "cannot write the report to" in err and "make room" not in err, err
+    # trial 111: and it was told to give -o a writable folder, which it was
+    assert f"{blocked / 'index.html'} is a folder; move it away, or give -o another folder" in err, err
     # trial 103: a file given as -o was "(File exists); give -o a writable folder"
     (tmp_path / "f").write_text("mine")
     assert main(["report", str(scale.path), "-o", str(tmp_path / "f")]) == 1

@@ -50,10 +50,19 @@ def write(spec: KernelSpec, out: Path, storage: str | None = None, problem: Mapp
         out.mkdir(parents=True, exist_ok=True)
         _write_all(out, files)
     except OSError as exc:
-        room = ", or make room there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-        raise ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder{room}") \
-            from None
+        raise _unwritten(out, exc) from None
     return Written(out / "index.html", tuple(p for p in files if p.suffix == ".png"), tuple(sections))
+
+
+def _unwritten(out: Path, exc: OSError) -> ProblemError:
+    """The error for a report that could not be written: where one of its files is a folder,
+    that file (trial 111: "(Is a directory); give -o a writable folder", of a writable one)."""
+    name = next((Path(f) for f in (exc.filename2, exc.filename) if f and Path(f).parent == out), None)
+    if exc.errno == errno.EISDIR and name is not None:
+        return ProblemError(f"cannot write the report to {out}: {name} is a folder; move it away, or give -o "
+                            "another folder")
+    room = ", or make room there" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return ProblemError(f"cannot write the report to {out} ({exc.strerror}); give -o a writable folder{room}")
 
 
 def _check_folder(out: Path) -> None:

@@ -146,6 +146,38 @@ def deliberate(message: str, template: Path) -> bool:
                for e in errors(message))
 
 
+def guarded_by(message: str, template: Path) -> set[str]:
+    """The names that the ``#if`` (and its ``#elif``s) around the ``#error`` a build stopped at
+    read (:func:`deliberate`); empty where there is none.
+
+    >>> import tempfile; t = Path(tempfile.mkdtemp()) / "k.cl"
+    >>> _ = t.write_text("#if N > 4096 && defined(BIG)\\n#error too big\\n#endif\\n")
+    >>> sorted(guarded_by("k.cl:2:2: error: too big", t))
+    ['BIG', 'N']
+    """
+    for e in errors(message):
+        lines = source_lines(template, e.file)
+        if not (0 < e.line <= len(lines) and re.match(r"\s*#\s*error\b", lines[e.line - 1])):
+            continue
+        names: set[str] = set()
+        depth = 0
+        for line in reversed(lines[:e.line - 1]):
+            directive = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", line)
+            if directive is None:
+                continue
+            word, rest = directive.groups()
+            if word == "endif":
+                depth += 1
+            elif depth and word.startswith("if"):
+                depth -= 1
+            elif not depth:
+                names |= set(re.findall(r"[A-Za-z_]\w*", rest.split("//")[0])) - {"defined"}
+                if word.startswith("if"):
+                    return names
+        return names
+    return set()
+
+
 class SameWrongResult(_SameFailure):
     """The first :data:`WRONG_WINDOW` trials of a new study, the baseline first, all give wrong
     results that differ only in their numbers (which elements, what values): the reference or

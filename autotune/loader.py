@@ -52,7 +52,7 @@ import pyopencl.array as cl_array
 from . import device as devices
 from . import firstuse, fits, health, profiles, record, settings
 from .arguments import Arguments, input_needs
-from .diagnose import SameBuildError, deliberate, explain
+from .diagnose import SameBuildError, deliberate, explain, guarded_by
 from .errors import AutotuneError, BuildError, ProblemError, ProfileError, clipped, warn_once
 from .errors import AutotuneWarning as AutotuneWarning  # what its warnings are, named where they come from
 from .errors import warn as _warn  # attributed to the application's call
@@ -495,12 +495,18 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
         on_purpose = [deliberate(m.message, spec.template) for m in timed.measurements]
         if all(on_purpose):  # not "fix the #error line" (trial 107); each, not one (trial 111)
             refused = timed.measurements[0]
+            reads = guarded_by(refused.message, spec.template)
+            # (trial 111: one that reads problem keys only was to be a constraint, which leaves none valid)
+            fix = ("that #if reads problem keys only, so no configuration builds at this problem: give the spec a "
+                   "requires entry that rules out what it tests, which refuses such a problem before anything is "
+                   "built"
+                   if reads and reads <= {k.name for k in spec.problem} else
+                   "add that condition to the spec's constraints, so that only configurations the template builds are "
+                   f"taken, or `{tune_command(spec, problem, info)}` searches the whole space for one")
             raise BuildError(
                 f"{lead}: the template's #error refuses each configuration it could use here "
                 f"({len(timed.measurements)} tried; {config_label(refused.params or {})}: "
-                f"{clipped(refused.message, 200)}); add that condition to the spec's constraints, so that only "
-                f"configurations the template builds are taken, or `{tune_command(spec, problem, info)}` searches "
-                "the whole space for one")
+                f"{clipped(refused.message, 200)}); {fix}")
         # the template's fault: said as a run says it, judged by a run's watch, not "using the
         # default, not verified" and then its build error (trial 106)
         watch = SameBuildError(len(timed.measurements), spec.template)

@@ -268,7 +268,7 @@ def _failing(how: str | None) -> FakeTimer:
     return FakeTimer(dict.fromkeys((16, 32, 64, 128), how), {"baseline": how, "default": how})
 
 
-def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_does(folders):
+def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_does(folders, monkeypatch):
     """Trial 106: a broken template was "using the default configuration, not verified there",
     and then the default's build error, as a plain AutotuneError."""
     from autotune.errors import BuildError
@@ -283,6 +283,12 @@ def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_d
     with pytest.raises(BuildError, match=r"the template's #error refuses each configuration it could use here \(\d+ "
                        r"tried; .*add that condition to the spec's constraints"):
         choose(folders, refused, M=5000, N=5000, K=5000)
+    # trial 111: where the #if reads problem keys only, a constraint would leave none valid
+    monkeypatch.setattr(loader, "guarded_by", lambda message, template: {"M", "K"})
+    with pytest.raises(BuildError, match=r"that #if reads problem keys only, so no configuration builds at this "
+                       r"problem: give the spec a requires entry that rules out what it tests"):
+        choose(folders, refused, M=5000, N=5000, K=5000)
+    monkeypatch.undo()
     # trial 111: refused by it in one branch and a mistake in the other was blamed on the #error
     mixed = _failing(None)
     mixed._one = lambda c: Measurement(Status.COMPILE_ERROR, 'matmul.cl:111:2: error: "VW must be 1, 2, 4 or 8"'

@@ -646,6 +646,10 @@ def _run_together(spec: Any, options: Any, problem: dict[str, str], quiet: bool,
     for sel in sorted(sel for sel, n in Counter(i.selector for i in infos).items() if n > 1):
         _warn(f"device {sel} is named more than once: its workers time kernels on it at the same time, so "
               "each one's times include the others' load")
+    if len(cpus := sorted({i.selector for i in infos if not i.is_gpu})) > 1:  # trial 110: `-d all` on a CPU host
+        _warn(f"devices {' and '.join(cpus)} are OpenCL runtimes of this host's CPU, whose cores they share: their "
+              "workers time kernels at the same time, so each one's times include the others' load; tune them one "
+              f"after another (-d {cpus[0]}, then -d {cpus[1]}) for times to trust")
     studies = groups(infos)
     for slug, members in studies.items() if not quiet else ():  # -q: the summary only (trial 96)
         print(f"study for {slug}: {len(members)} worker{'s' * (len(members) > 1)} ({', '.join(members)})"

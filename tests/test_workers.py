@@ -388,6 +388,24 @@ def test_bad_device_lists_are_one_line(capsys, device, message, status):
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1 and not out
 
 
+def test_two_runtimes_of_one_cpu_tuned_at_once_are_warned_of(capsys, monkeypatch):
+    """Trial 110: `-d all` on a host without a GPU started Intel's runtime and PoCL together on
+    the same cores without a word."""
+    from dataclasses import replace
+
+    from autotune import fleet
+    from conftest import FAKE
+
+    cpus = [replace(FAKE, selector=sel, platform=platform, name=name, device_type="CPU")
+            for sel, platform, name in (("0:0", "Intel(R) OpenCL", "Xeon"),
+                                        ("1:0", "Portable Computing Language", "pthread-Xeon"))]
+    monkeypatch.setattr(devices, "select_many", lambda text, given="--device": cpus)
+    monkeypatch.setattr(fleet, "tune_together", lambda *args, **kw: [])
+    cli.main(["run", "reverse", "-d", "all", "--storage", ":memory:", "-q"])
+    assert ("autotune: warning: devices 0:0 and 1:0 are OpenCL runtimes of this host's CPU, whose cores they share: "
+            "their workers time kernels at the same time") in capsys.readouterr().err
+
+
 @needs_cpu
 def test_a_bad_device_list_in_autotune_device_is_named_as_that(capsys, monkeypatch):
     """Trial 39: `AUTOTUNE_DEVICE="0:0,"` was reported as --device."""

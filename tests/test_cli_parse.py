@@ -211,48 +211,37 @@ sys.exit(code)
     assert done.returncode == 0 and done.stderr == "after\noutside a command\n", done.stderr
 
 
-def test_a_stop_while_the_command_loads_ends_it_without_a_traceback():
-    """A Ctrl-C in the first ~0.2 s (the command's modules loading) gave Python's
-    KeyboardInterrupt traceback from inside an import, and exit status 1."""
-    script = """
+@pytest.mark.parametrize("entry, loading", [
+    # `from .cli import console`: the stop comes while the command's modules load (a traceback from
+    # inside an import, and exit status 1, before)
+    ("from autotune import _entry as entry", 'name == "cli"'),
+    # trial 103's left-over: importing the package (45 ms on 2 cores) comes before autotune._entry
+    # sets its handlers; the console script is a module outside the package that sets them first
+    ('import _autotune_entry as entry\nassert "autotune" not in sys.modules',
+     'name.startswith("autotune") and "autotune" not in sys.modules'),
+])
+def test_a_stop_while_the_command_loads_ends_it_without_a_traceback(entry, loading):
+    script = f"""
 import builtins, os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)  # as from a terminal: a background job's is ignored, and kept so
-from autotune import _entry
+{entry}
 real = builtins.__import__
 def importing(name, *args, **kw):
-    if name == "cli":  # `from .cli import console`: the stop comes while it loads
+    if {loading}:
         os.kill(os.getpid(), signal.SIGINT)
     return real(name, *args, **kw)
 builtins.__import__ = importing
-sys.exit(_entry.main())
+sys.exit(entry.main())
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr
 
 
-def test_a_stop_while_the_package_loads_ends_the_command_without_a_traceback():
-    """Trial 103's left-over: importing the package (45 ms on 2 cores) comes before autotune._entry
-    sets its handlers, and a Ctrl-C then gave a KeyboardInterrupt traceback. The console script
-    is a module outside the package that sets them first."""
+def test_the_console_script_is_the_module_outside_the_package():
     from importlib.metadata import entry_points
 
     (script,) = [e for e in entry_points(group="console_scripts") if e.name == "autotune"]
     assert script.value == "_autotune_entry:main"
-    code = """
-import builtins, os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-import _autotune_entry
-assert "autotune" not in sys.modules  # its handlers come first
-real = builtins.__import__
-def importing(name, *args, **kw):
-    if name.startswith("autotune") and "autotune" not in sys.modules:  # the package starts loading
-        os.kill(os.getpid(), signal.SIGINT)
-    return real(name, *args, **kw)
-builtins.__import__ = importing
-sys.exit(_autotune_entry.main())
-"""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 130 and out.stderr.strip() == "autotune: interrupted", out.stderr
 
 
 @pytest.mark.parametrize("argv, said", [

@@ -18,7 +18,7 @@ from autotune.errors import AutotuneWarning, SpecError
 from autotune.measure import make_workload
 from autotune.signatures import check_inputs, check_launch, check_outputs, declared
 from autotune.tuner import TuneOptions, tune
-from conftest import REF_PY, SCALE_YAML, write_spec
+from conftest import REF_PY, SCALE_YAML, TEMPLATE_CL, write_spec
 
 SOURCE = """
 // a comment with __kernel void fake(double* no)
@@ -98,6 +98,17 @@ def test_a_local_memory_pointer_argument_is_refused_with_the_way_to_declare_it()
     with pytest.raises(SpecError, match=r"^k.yaml: launch: kernel h takes buf as a local-memory pointer \(local half "
                                         r"\*buf\), bound to tmp; .* declare the array inside the kernel instead"):
         _launch(("h", ("x", "tmp", "n")))
+
+
+def test_a_local_memory_pointer_nothing_gives_is_named_as_one_before_the_inputs_are_checked(tmp_path):
+    """Trial 113: `__local float* sh` in args was first told to come from inputs() or scratch,
+    and only once declared as scratch, to be declared inside the kernel."""
+    from autotune.measure import compute_workload
+
+    template = TEMPLATE_CL.replace("__global float* y)", "__global float* y, __local float* sh)")
+    spec = specs.load(write_spec(tmp_path, SCALE_YAML.replace("args: [x, y]", "args: [x, y, sh]"), template=template))
+    with pytest.raises(SpecError, match=r"takes sh as a local-memory pointer .* declare the array inside the kernel"):
+        compute_workload(spec, spec.resolve_problem({}))
 
 
 def test_an_output_every_kernel_takes_as_const_is_refused():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import math
+import numbers
 import operator
 import re
 from collections.abc import Callable, Mapping
@@ -190,7 +191,7 @@ class Expr:
             raise ExpressionError(f"{self.source!r}: unknown name {exc.args[0]!r}") from None
         except _EVAL_ERRORS as exc:
             raise ExpressionError(f"{self.source!r}: {_one_line(exc)}") from None
-        if self.condition and not _is_bool(value):
+        if self.condition and not _is_bool(value, self.source):
             raise ConditionError(f"{self.source!r} gives {_brief(repr(value))[1:-1]}, not true or false; write a "
                                  "condition, such as a comparison")
         return value
@@ -209,9 +210,14 @@ class Expr:
             )
 
 
-def _is_bool(value: Any) -> bool:
-    """Whether ``value`` is true or false: Python's bool or numpy's (a comparison of its numbers)."""
-    return type(value).__name__ in ("bool", "bool_")
+def _is_bool(value: Any, text: str = "") -> bool:
+    """Whether ``value`` is true or false: Python's bool or numpy's (a comparison of its numbers),
+    or, where ``text`` is a name alone, 0 or 1: a flag as Kernel Tuner's specs write one (trial
+    113: `use_local or not use_padding` was refused, `not use_padding or use_local == 1` taken).
+    Another number is a mistake (trial 45: `when: "WG"`), and so is the 0 of `N % WG`, meant as
+    `N % WG == 0`."""
+    return (type(value).__name__ in ("bool", "bool_")
+            or text.strip().isidentifier() and isinstance(value, numbers.Integral) and value in (0, 1))
 
 
 def _a_condition(part: _Fn, text: str) -> _Fn:
@@ -219,7 +225,7 @@ def _a_condition(part: _Fn, text: str) -> _Fn:
     gives anything but true or false."""
     def checked(env: Env) -> Any:
         value = part(env)
-        if not _is_bool(value):
+        if not _is_bool(value, text):
             raise ConditionError(f"its part {text!r} gives {_brief(repr(value))[1:-1]}, not true or false; write "
                                  "a condition there, such as a comparison")
         return value

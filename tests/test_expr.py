@@ -130,3 +130,18 @@ def test_recursion_memory_and_index_errors_inside_an_expression_become_expressio
 def test_strings_cannot_grow_without_bound(source):
     with pytest.raises(ExpressionError, match=re.escape(repr(source))):
         Expr.parse(source)({})
+
+
+def test_a_flag_of_0_or_1_named_alone_is_a_condition_and_other_numbers_are_not():
+    """Trial 113: Kernel Tuner's `use_local or not use_padding`, flags of 0 and 1, was refused
+    while `not use_padding or use_local == 1` was taken."""
+    from autotune.errors import ConditionError
+
+    flags = Expr.parse("use_local or not use_padding").as_condition()
+    truth = [bool(flags({"use_local": a, "use_padding": b})) for a in (0, 1) for b in (0, 1)]
+    assert truth == [True, False, True, True]
+    assert Expr.parse("use_local").as_condition()({"use_local": 1})
+    with pytest.raises(ConditionError, match="'N % WG' gives 0, not true or false"):  # meant as == 0
+        Expr.parse("N % WG").as_condition()({"N": 64, "WG": 16})
+    with pytest.raises(ConditionError, match="its part 'WG' gives 16, not true or false"):
+        Expr.parse("N > 0 and WG").as_condition()({"N": 64, "WG": 16})

@@ -75,6 +75,10 @@ def parse_size(text: str, size_keys: Sequence[str]) -> dict[str, str]:
                 f"--size {text!r}: {len(dims)} dimensions given, this kernel has "
                 f"{len(size_keys)} ({'x'.join(size_keys)})")
         # trial 33: `K=64,128` tuned K=128, and `128,256` 256: a later item overrode silently
+        if bare and len(parts) == len(size_keys) > 1 and all(p.isdigit() and p.isascii() for p in parts):
+            # trial 113: `2048,512` for W and H was told "e.g. 2048,H=512"
+            raise ProblemError(f"--size {text!r}: sizes in order are joined by x ({'x'.join(parts)}), or give each "
+                               f"as key=value ({','.join(f'{k}={v}' for k, v in zip(size_keys, parts, strict=True))})")
         if bare:
             raise ProblemError(f"--size {text!r} gives the sizes twice ({bare}, then {part}); give them once, "
                                f"then key=value items for single keys, e.g. {bare},{size_keys[-1]}={dims[-1]}")

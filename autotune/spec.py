@@ -1367,7 +1367,9 @@ _KERNEL_TUNER = {
     "answer": ("reference", "'reference', the module whose reference() gives the expected outputs"),
     "compiler_options": ("build_flags", "'build_flags', each tuned on and off"),
     "atol": ("tolerance", "'tolerance: {atol: ..., rtol: ...}'"),
-    "problem_size": ("global", "'global', in work-items"),
+    # (trial 113: at the top, "did you mean 'problem'?" alone)
+    "problem_size": ("problem", "'problem' (the sizes, by name), from which launch's 'global' (in work-items) is "
+                                "computed"),
     "grid_div_x": ("global", "'global', in work-items (a multiple of 'local')"),
     "grid_div_y": ("global", "'global', in work-items (a multiple of 'local')"),
     "grid_div_z": ("global", "'global', in work-items (a multiple of 'local')"),

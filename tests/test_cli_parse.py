@@ -38,6 +38,9 @@ def test_an_empty_size_or_a_key_given_twice_is_an_error_not_a_silent_choice(caps
         parse_size("M=128,64x32x16", KEYS)
     with pytest.raises(ProblemError, match=r"gives the sizes twice \(128, then 256\)"):
         parse_size("128,256", KEYS)  # tuned 256
+    with pytest.raises(ProblemError, match=r"^--size '2048,512,64': sizes in order are joined by x \(2048x512x64\), or "
+                                           r"give each as key=value \(M=2048,N=512,K=64\)$"):
+        parse_size("2048,512,64", KEYS)  # trial 113: told "e.g. 2048,K=64"
     assert parse_size("128,layout=col,K=64", KEYS) == {"M": "128", "N": "128", "K": "64", "layout": "col"}
     for text in ("M=64,,N=3", "512,", ",512"):  # trial 25: accepted silently, where --device refuses it
         with pytest.raises(ProblemError, match=rf"^--size '{text}' has an empty item; separate items with single"):

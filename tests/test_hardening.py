@@ -718,6 +718,8 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     (("constraints:", "restrictions:"), "restrictions: unknown key; Kernel Tuner's restrictions is 'constraints', "
                                         "one expression each here"),
     (("  local: [WG]", "  local: [WG]\n  grid_div_x: [WG]"), "Kernel Tuner's grid_div_x is 'global', in work-items"),
+    (("problem: {N: 256}", "problem: {N: 256}\nproblem_size: [256]"),  # trial 113: "did you mean 'problem'?"
+     "problem_size: unknown key; Kernel Tuner's problem_size is 'problem' (the sizes, by name), from which launch's"),
     (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0 && WPT > 0"'), r"invalid syntax; write and, or, not"),
     (("  MODE: [0]", "  MODE: {values: [0, 1], when: MODE == 1}"),
      "parameters.MODE.when: 'MODE == 1' uses unknown name(s) MODE (MODE is the parameter this condition is for"),

@@ -129,6 +129,12 @@ def _without_if0(source: str) -> str:
     return "\n".join(kept)
 
 
+def check_local_pointers(spec: KernelSpec) -> None:
+    """:func:`_check_no_local_pointer` for each launch step."""
+    for step in spec.launch:
+        _check_no_local_pointer(spec, step.entry, step.args)
+
+
 def _check_no_local_pointer(spec: KernelSpec, entry: str, args: tuple[str, ...]) -> None:
     """SpecError where the kernel takes a ``__local`` pointer: every argument is bound to a
     buffer in global memory or a number, and a buffer for a local pointer failed every

@@ -1090,6 +1090,9 @@ def _ruled_out(report: Any) -> list[str]:
     (trial 89: "valid space 6 of 800", and a variant never tuned, without a word why)."""
     lines = [f"              about {share:.0%} of the space is ruled out here by: {_clip(why, 200)}"
              for why, share in report.ruled_out]
+    if any("not divisible by local" in why for why, _ in report.ruled_out):  # trial 113: the fix unsaid
+        lines.append("              (where a size is no multiple of the work-group, round the global size up to one, "
+                     "e.g. global: [\"ceil(N / WG) * WG\"], and have the kernel skip the work-items past the end)")
     by_why: dict[str | None, list[str]] = {}
     for n in report.never_valid:
         by_why.setdefault(n.why, []).append(f"{n.name}={n.value}")

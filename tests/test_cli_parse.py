@@ -388,3 +388,13 @@ def test_a_stop_after_the_command_set_its_handlers_is_no_interruption_of_the_fir
     monkeypatch.setitem(cli._COMMANDS, "list", lambda args: 0)
     assert cli.main(["list"]) == 0 and _entry._COMMAND_STARTED == [True]
     _entry._stop(signal.SIGINT, None)  # after: its outcome stands
+
+
+def test_a_global_size_that_is_no_multiple_of_the_work_group_gets_the_round_up(capsys):
+    """Trial 113: `global: [W // TX]` at W=1000 left 3 of 576 valid, the rounding up unsaid."""
+    from types import SimpleNamespace
+
+    report = SimpleNamespace(ruled_out=[("st: global size 1000 not divisible by local 16", 0.9)], never_valid=())
+    lines = cli._ruled_out(report)
+    assert "round the global size up to one, e.g. global: [\"ceil(N / WG) * WG\"]" in lines[-1]
+    assert len(cli._ruled_out(SimpleNamespace(ruled_out=[("constraint 'WG < 64'", 0.9)], never_valid=()))) == 1

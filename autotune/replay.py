@@ -136,7 +136,9 @@ def _read(path: Path) -> dict[str, Any]:
     raw = _parse(text, path)
     if not isinstance(raw, dict) or "tune_params" not in raw or "cache" not in raw:
         t4 = isinstance(raw, dict) and "results" in raw and "schema_version" in raw  # trial 52
-        raise ProblemError(f"{path} has no 'tune_params' and 'cache' objects: not a Kernel Tuner cache file"
+        lacks = [k for k in ("tune_params", "cache") if not isinstance(raw, dict) or k not in raw]
+        said = f"has no {' and no '.join(repr(k) for k in lacks)} object"  # (trial 113: both, of one missing)
+        raise ProblemError(f"{path} {said}{'s' if len(lacks) > 1 else ''}: not a Kernel Tuner cache file"
                            + ("; it is in Kernel Tuner's T4 results format, which replay does not read: give the "
                               "cache file of the same run (tune_kernel's cachefile=)" if t4 else ""))
     for key, what in (("tune_params", "each parameter's list of values"), ("cache", "entries by key")):

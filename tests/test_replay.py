@@ -199,7 +199,8 @@ def test_an_empty_cut_or_misnamed_cache_file_says_what_it_is(tmp_path, name, con
 @pytest.mark.parametrize("content, message", [
     (None, "cannot read"),
     ("{not json", "is not a JSON cache file"),
-    ('{"cache": {}}', "no 'tune_params' and 'cache'"),
+    ('{"cache": {}}', "has no 'tune_params' object: not a Kernel Tuner"),  # trial 113: "and 'cache'" too
+    ('[]', "has no 'tune_params' and no 'cache' objects: not a Kernel Tuner"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"time": 1.0}}}', "lacks a value of X"),
     ('{"tune_params": {"X": [1]}, "cache": {"1": {"X": 1, "time": "RuntimeFailedConfig"}}}', "no successful time"),
     ('{"tune_params": {}, "cache": {}}', "names no parameter"),

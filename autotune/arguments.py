@@ -50,7 +50,10 @@ class Arguments:
         """The arguments by name, checked, as the kernels take them (buffers, numpy scalars)."""
         name, takes = self.spec.name, ", ".join(self.arg_names)
         if len(args) > len(self.arg_names):
-            raise TypeError(f"{name} takes {len(self.arg_names)} arguments ({takes}), got {len(args)}")
+            keys = [k for k in self.problem if k not in self.arg_names]  # trial 113: W, H passed too
+            fixed = f" (the problem's {', '.join(keys)} were fixed when the kernel was loaded, and are not passed)" \
+                if keys and len(args) <= len(self.arg_names) + len(keys) else ""
+            raise TypeError(f"{name} takes {len(self.arg_names)} arguments ({takes}), got {len(args)}{fixed}")
         bound = dict(zip(self.arg_names, args, strict=False))  # the rest may come by name
         unknown = [k for k in named if k not in self.arg_names]
         if unknown:

@@ -467,7 +467,11 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     elif here:  # said: it may be another spec of this name's work
         first = min(here)
         items[first] = entry.to_yaml()
-        verdict = f"replaced an entry tuned {here[first].tuned_at or 'earlier'} with another version of the spec"
+        old = here[first]
+        verdict = f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
+        if not entry.picked and old.time_ms < entry.time_ms:  # (trial 110: a 3-trial check run after a comment edit)
+            verdict += (f", {old.time_ms:.4g} ms after {old.trials} trials, faster than this one: the profile's .bak "
+                        "keeps it until the next save")
     else:
         items.append(entry.to_yaml())
         verdict = "added"

@@ -27,8 +27,12 @@ def test_merge_better_replaces_worse_keeps_others():
     doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.5))
     assert v == "replaced" and doc["kernels"]["mm"][0]["time_ms"] == 1.5
     doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 9.0, spec_hash="h2"))
-    assert v == "replaced an entry tuned 2026-11-21T00:00:00Z with another version of the spec", \
-        "an entry for a changed template/space is stale and is replaced, and the summary says so"
+    assert v == ("replaced an entry tuned 2026-11-21T00:00:00Z with another version of the spec, 1.5 ms after 10 "
+                 "trials, faster than this one: the profile's .bak keeps it until the next save"), \
+        "an entry for a changed template/space is stale and is replaced, and the summary says so (trial 110: and " \
+        "that the one a short check run after a comment edit replaced was faster)"
+    doc, v = profiles.merge(doc, "mm", entry({"N": 64}, 1.0, spec_hash="h3"))
+    assert v == "replaced an entry tuned 2026-11-21T00:00:00Z with another version of the spec"
     doc, v = profiles.merge(doc, "mm", entry({"N": 128}, 5.0))
     assert len(doc["kernels"]["mm"]) == 2 and len(doc["kernels"]["other"]) == 1
 

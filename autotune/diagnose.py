@@ -147,13 +147,14 @@ def deliberate(message: str, template: Path) -> bool:
 
 
 def guarded_by(message: str, template: Path) -> set[str]:
-    """The names that the ``#if`` (and its ``#elif``s) around the ``#error`` a build stopped at
-    read (:func:`deliberate`); empty where there is none.
+    """The names that the ``#if``s (and their ``#elif``s) around the ``#error`` a build stopped
+    at read, the enclosing ones too (trial 112: a problem-size ``#if`` inside a parameter's was
+    taken to read problem keys only); empty where there is none (:func:`deliberate`).
 
     >>> import tempfile; t = Path(tempfile.mkdtemp()) / "k.cl"
-    >>> _ = t.write_text("#if N > 4096 && defined(BIG)\\n#error too big\\n#endif\\n")
-    >>> sorted(guarded_by("k.cl:2:2: error: too big", t))
-    ['BIG', 'N']
+    >>> _ = t.write_text("#if BIG\\n#if N > 4096 && defined(X)\\n#error too big\\n#endif\\n#endif\\n")
+    >>> sorted(guarded_by("k.cl:3:2: error: too big", t))
+    ['BIG', 'N', 'X']
     """
     for e in errors(message):
         lines = source_lines(template, e.file)
@@ -170,10 +171,8 @@ def guarded_by(message: str, template: Path) -> set[str]:
                 depth += 1
             elif depth and word.startswith("if"):
                 depth -= 1
-            elif not depth:
+            elif not depth:  # a branch of the block around it, or that block's #if, then the next out
                 names |= set(re.findall(r"[A-Za-z_]\w*", rest.split("//")[0])) - {"defined"}
-                if word.startswith("if"):
-                    return names
         return names
     return set()
 

@@ -197,6 +197,15 @@ class KernelSpec:
                 env[name] = e(env)
         return env
 
+    def computed_with(self) -> set[str]:
+        """The parameters and problem keys that the spec's expressions read (derived names
+        replaced by what they are computed from)."""
+        exprs = [*self.constraints, *self.requires, *(e for _, e in (*self.scratch, *self.metrics, *self.derived)),
+                 *([self.local_memory] if self.local_memory is not None else []),
+                 *(e for step in self.launch for e in (*step.global_size, *(step.local_size or ()),
+                                                       *([step.when] if step.when else [])))]
+        return self.behind(n for e in exprs for n in e.names)
+
     def condition_of(self, constraint: Expr) -> Parameter | None:
         """The parameter whose ``when`` ``constraint`` is (see :func:`condition_source`), if any."""
         return next((p for p in self.parameters if p.when is not None and constraint.source == condition_source(p)),
@@ -770,8 +779,9 @@ def _near(name: str, words: set[str]) -> list[str]:
     return difflib.get_close_matches(name, sorted(words), n=1, cutoff=0.85)
 
 
-#: A number with an exponent and no dot (``1e3``, ``2E-4``): YAML 1.1 reads it as text.
-_EXPONENT_TEXT = re.compile(r"[-+]?\d+[eE][-+]?\d+$")
+#: A number with an exponent that YAML 1.1 reads as text (``1e3``, ``2E-4``, ``1.5e3``: its floats
+#: need a dot and a signed exponent), and Python as a number.
+_EXPONENT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
 def _is_numeral(text: str) -> bool:
@@ -1017,6 +1027,7 @@ class _Validator:
             requires=self.exprs("requires", raw.get("requires"), of_problem),
             tolerance_given=bool(raw.get("tolerance")),
         )
+        self.exponents_as_text(spec)
         written = {a for step in spec.launch for a in step.args}
         if unused := [o for o in outputs if o not in written]:
             typo = difflib.get_close_matches(unused[0], sorted(written - set(outputs)), n=1)
@@ -1029,6 +1040,22 @@ class _Validator:
                                        "it out of 'outputs')")
         return self.checked(replace(spec, spec_hash=_spec_hash(source + "\0" + _reference_text(spec.reference), raw),
                                     ignored_settings=tuple(self.ignored)))
+
+    def exponents_as_text(self, spec: KernelSpec) -> None:
+        """SpecError for a parameter whose whole numbers sit beside ``1e3``, which YAML 1.1 reads as
+        text, where an expression computes with it (trial 111: [1, 1e3] ran, and 4 * R gave
+        '1e31e31e31e3'). One the template alone reads takes it as written, a float literal (trial
+        112: `EPS: [0, 1e-6]`, refused where it worked; trial 109)."""
+        computed = spec.computed_with()
+        for p in spec.parameters:
+            texts = [v for v in p.values if isinstance(v, str) and _EXPONENT_TEXT.match(v)]
+            if p.name in computed and texts and any(isinstance(v, int) and not isinstance(v, bool) for v in p.values):
+                whole = float(texts[0])
+                fix = (f"write the whole number ({int(whole)})" if whole.is_integer() and abs(whole) < 1e18 else
+                       "write them all as floats with a dot and a signed exponent (1.0, 1.0e-3)")
+                raise self.fail(f"parameters.{p.name}", f"values {list(p.values)!r} mix whole numbers with "
+                                f"{texts[0]}, which YAML reads as text, and the spec's expressions compute with "
+                                f"{p.name}; {fix}")
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
         """Evaluate what depends on the problem alone on the default problem, so a metric or a
@@ -1208,15 +1235,6 @@ class _Validator:
                 # trial 103: [16, "32", 64] ran, and every configuration of WG=32 failed its constraint
                 raise self.fail(where, f"values {values!r} mix numbers with text that reads as one ({numeric[0]!r}); "
                                 "write it without quotes")
-            texts = [v for v in values if isinstance(v, str) and _EXPONENT_TEXT.match(v)]
-            if texts and any(isinstance(v, int) and not isinstance(v, bool) for v in values):
-                # trial 111: [1, 1e3] ran, and 4 * R gave '1e31e31e31e3' (beside floats, as text it
-                # reaches the compiler as written, a float literal: trial 109)
-                whole = float(texts[0])
-                fix = (f"write the whole number ({int(whole)})" if whole.is_integer() and abs(whole) < 1e18 else
-                       "write them all as floats with a dot (1.0, 1.0e-3)")
-                raise self.fail(where, f"values {values!r} mix whole numbers with {texts[0]}, which YAML reads as "
-                                f"text; {fix}")
             if len(set(map(repr, values))) != len(values):
                 raise self.fail(where, "values must not repeat")
             params.append(Parameter(str(name), tuple(values)))

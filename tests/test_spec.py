@@ -54,8 +54,8 @@ def test_lint_names_parameters_the_template_never_mentions(tmp_path):
     assert all(specs.lint(specs.load(name)) == [] for name in specs.builtin_names())
     # trial 109: 1e-3 unquoted is text to YAML 1.1, and no quoted number: loaded as before, unwarned
     exponent = specs.load(write_spec(tmp_path / "exponent", SCALE_YAML.replace(
-        "  MODE: [0]", "  MODE: [0]\n  SCALE: [2.5, 1e-3]\n  EPS: [1e-30, 1e-20]")))
-    assert not [w for w in specs.lint(exponent) if "quotes" in w]
+        "  MODE: [0]", "  MODE: [0]\n  SCALE: [2.5, 1e-3]\n  EPS: [1e-30, 1e-20]\n  TINY: [0, 1e-6]")))
+    assert not [w for w in specs.lint(exponent) if "quotes" in w]  # trial 112: TINY, the template's alone, loads
     # trial 105: numbers in quotes, which the expressions read as text
     text = SCALE_YAML.replace("WG: [16, 32, 64, 128, 512]", 'WG: ["16", "32"]')
     quoted = specs.load(write_spec(tmp_path / "quoted", text.replace("baseline: {WPT: 1, WG: 16}",
@@ -204,11 +204,13 @@ def test_missing_file():
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"" + "9" * 5000 + "\"]"),  # past Python's int limit
      r"parameters.WPT: values .* mix numbers with text that reads as one"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e3]"),  # trial 111: YAML's text, then '1e31e31e31e3'
-     r"parameters.WPT: values \[1, 2, '1e3'\] mix whole numbers with 1e3, which YAML reads as text; write the whole "
-     r"number \(1000\)"),
-    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e-3]"),
-     r"parameters.WPT: values \[1, 2, '1e-3'\] mix whole numbers with 1e-3, which YAML reads as text; write them all "
-     r"as floats with a dot"),
+     r"parameters.WPT: values \[1, 2, '1e3'\] mix whole numbers with 1e3, which YAML reads as text, and the spec's "
+     r"expressions compute with WPT; write the whole number \(1000\)"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1.5e3]"),
+     r"parameters.WPT: values \[1, 2, '1.5e3'\] mix whole numbers with 1.5e3, .*; write the whole number \(1500\)"),
+    (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e-30]"),
+     r"parameters.WPT: values \[1, 2, '1e-30'\] mix whole numbers with 1e-30, .*; write them all as floats with a "
+     r"dot and a signed exponent"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

@@ -106,7 +106,7 @@ class Arguments:
         if need.nbytes is None:
             where = f"{self.spec.name}: argument {arg}"
             out = _scalar(where, value, need.dtype)
-            if need.must_be is not None and out != need.must_be:
+            if need.must_be is not None and (not 0 <= out <= need.must_be if need.at_most else out != need.must_be):
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
                 raise ValueError(f"{where} is {value}, but " + self._loaded_for(arg, need, out))
@@ -125,6 +125,10 @@ class Arguments:
         shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
         said = (f"the kernel was loaded for {shown}, for which the reference module's inputs() passes "
                 f"{arg}={need.must_be}")
+        if need.at_most:  # (trial 112: held to it exactly, a scale of 3 for 2 and a stride of 1 for 4 were refused)
+            return (f"{said}, and an array's size is a multiple of it or larger by it, as by a stride, an offset or a "
+                    f"halo, so a larger one may reach past it: pass 0 to {need.must_be}; where the application "
+                    "chooses it, make it a problem key of the spec, which load_kernel takes")
         if need.fixed:  # no size moved it (trial 107: told to load a problem that gives 5, and none does)
             return (f"{said}, and it stays so at other sizes: pass {need.must_be}; where the application chooses "
                     f"it, make it a problem key of the spec, which load_kernel takes ({arg} is held to it since "
@@ -211,6 +215,7 @@ class _ArgNeed:
     must_be: int | None = None
     size_of: str | None = None
     fixed: bool = False  # must_be stayed at the other sizes tried
+    at_most: bool = False  # must_be or less will do: a stride, an offset or a halo (:func:`_relations`)
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -246,16 +251,17 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     with hosttime.noted(said, hosttime.NOTE_AFTER_S):
         given = shaped_inputs(spec, problem)
         needs = {k: _need(v) for k, v in given.items()}
-        for arg, (key, fixed) in _sizes_passed(spec, problem, given, needs).items():
-            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed)
+        for arg, (key, fixed, at_most) in _sizes_passed(spec, problem, given, needs).items():
+            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed, at_most=at_most)
     return needs
 
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
-                  needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool]]:
+                  needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool, bool]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
     must pass as given: argument -> (the problem key whose value it is, where it is one's, else
-    None; whether no other size changes it). Left free: data (another seed's draws change it
+    None; whether no other size changes it; whether a smaller one will do, for one held only as a
+    stride, an offset or a halo may be). Left free: data (another seed's draws change it
     and no array's shape with it: mul1's multiplier, a drawn seed), and a count of its own (it
     stays while every array's size changes, and is no array's extent: a count of repeats, a
     fixed seed; trial 109: held, calls that worked were refused). Held: a size, a clamp, one
@@ -283,8 +289,10 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
                            and other[a] == moved[k]), None)
         if all(a in out for a in ints):
             break
-    extents = _lengths(given) | _relations(given, [problem[k.name] for k in spec.problem if k.is_size])
-    own = {a for a in ints if a not in out and not kept and int(given[a]) not in extents}
+    extents = _lengths(given)
+    related = _relations(given, [problem[k.name] for k in spec.problem if k.is_size]) - extents
+    own = {a for a in ints if a not in out and not kept and int(given[a]) not in extents | related}
+    at_most = {a for a in ints if a not in out and not kept and int(given[a]) in related}
     # one that follows no size key may be data: another seed's draws change it, and no array's
     # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
     data: set[str] = set()
@@ -293,7 +301,7 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
         other = shaped_inputs(spec, problem, seed, small)
         if not _reshaped(given, other):
             data.update(a for a in doubtful if a not in other or other[a] != given[a])
-    return {a: (out.get(a), a not in out) for a in ints if a not in data | own}
+    return {a: (out.get(a), a not in out, a in at_most) for a in ints if a not in data | own}
 
 
 def _follows_choice(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any], arg: str,

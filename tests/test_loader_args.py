@@ -474,6 +474,25 @@ def test_a_count_of_its_own_is_free_where_every_array_grows_without_it(tmp_path:
     assert (needs["n"].must_be is None) == free, needs["n"]
 
 
+@needs_opencl
+def test_a_stride_held_by_the_array_sizes_may_be_smaller_but_not_larger(tmp_path: Path, monkeypatch, queue):
+    """Trial 111: a stride of 4 in arrays of 4 N was free, and 8 wrote past them; trial 112: held
+    to 4 exactly, 2 and 1 (inside the arrays) and a scale of 3 beside arrays of N and 2 N were
+    refused. A smaller one is taken; a larger one is refused with the way to choose it."""
+    text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
+    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace(
+        "BODY", "m = 4; x = rng.random(n * m).astype(np.float32); y = np.zeros(n * m, np.float32)")))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n"), queue.context, queue.device)
+    x, y = buffer(queue, 4 * 1024), buffer(queue, 4 * 1024)
+    assert [args.bind((x, y, m), {})["n"] for m in (4, 2, 1, 0)] == [4, 2, 1, 0]
+    for wrong in (8, -1):
+        with pytest.raises(ValueError, match=rf"argument n is {wrong}, .* passes n=4, and an array's size is a "
+                           r"multiple of it or larger by it, as by a stride, an offset or a halo, so a larger one may "
+                           r"reach past it: pass 0 to 4; where the application chooses it, make it a problem key"):
+            args.bind((x, y, wrong), {})
+
+
 def test_an_integer_a_choice_of_the_problem_gives_names_that_choice(tmp_path: Path, monkeypatch):
     """Trial 109: c, the problem's C, was told to become a problem key, which it is."""
     text = SCALE_YAML.replace("problem: {N: 256}", "problem: {N: 256, C: {default: '4', choices: ['1', '2', '4']}}")

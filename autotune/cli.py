@@ -123,23 +123,41 @@ def _given(advice: str) -> Any:
 
 class _Once(argparse.Action):
     """An option given at most once: a second ``-s M=256 -s N=128`` replaced the first without a
-    word (trial 110), as a second ``-d`` would; the error shows the one option that means both."""
+    word (trial 110), as a second ``-d`` would; the error shows the one option that means both,
+    where there is one."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         before = getattr(namespace, self.dest, None)
         if before is not None and before != values:
-            both = f", e.g. {option_string or self.option_strings[0]} {before},{values}" if self.joins else ""
+            both = f", e.g. {option_string or self.option_strings[0]} {before},{values}" \
+                if self.joins(before, values) else ""
             raise argparse.ArgumentError(self, f"given twice ({before!r}, then {values!r}); give it once{both}")
         setattr(namespace, self.dest, values)
 
-    joins = True  # whether the two values, joined by a comma, mean both
+    @staticmethod
+    def joins(before: str, after: str) -> bool:
+        """Whether the two values, joined by a comma, mean both: devices for a run, a worker each."""
+        return True
 
 
 class _OnceAlone(_Once):
     """:class:`_Once` for a command that takes one device."""
 
-    joins = False
+    @staticmethod
+    def joins(before: str, after: str) -> bool:
+        return False
+
+
+class _SizeOnce(_Once):
+    """:class:`_Once` for --size: two lists of key=value items join where they name other keys
+    (trial 112: `-s 512 -s 1024` was shown `-s 512,1024`, which gives the sizes twice)."""
+
+    @staticmethod
+    def joins(before: str, after: str) -> bool:
+        keys = [[item.partition("=")[0].strip() for item in text.split(",")] for text in (before, after)]
+        return all("=" in item for text in (before, after) for item in text.split(",")) \
+            and not set(keys[0]) & set(keys[1])
 
 
 def _selector(text: str) -> str:
@@ -221,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "best verified configuration to the device's profile. Running the same "
                          "command again resumes the study and adds trials.")
     run.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    run.add_argument("-s", "--size", default=None, action=_Once,
+    run.add_argument("-s", "--size", default=None, action=_SizeOnce,
                      help="problem: 1024 (all sizes), 1024x512x256 (sizes in order) or "
                      "key=value pairs, e.g. M=512,layout=col; default: the spec's problem")
     run.add_argument("-d", "--device", type=_selector, action=_Once,
@@ -328,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "to the profile) and the spec's baseline, beside the ceiling the spec names, measured "
                            "in the same run; the device ceilings measured are kept in its profile.")
     bench.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    bench.add_argument("-s", "--size", default=None, action=_Once, help="problem, as for run")
+    bench.add_argument("-s", "--size", default=None, action=_SizeOnce, help="problem, as for run")
     bench.add_argument("-d", "--device", type=_selector, action=_OnceAlone, help="device selector (default as for run)")
     report = sub.add_parser("report", help="write an HTML page (and PNG figures) of a kernel's tuning studies",
                             description="Read KERNEL's studies from the study database (and the device "
@@ -338,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "One section per study: every problem and device tuned, unless -s or -d narrow "
                             "it. Needs matplotlib: pip install -e \".[report]\" from the checkout.")
     report.add_argument("kernel", metavar="KERNEL|PATH.yaml")
-    report.add_argument("-s", "--size", default=None, action=_Once,
+    report.add_argument("-s", "--size", default=None, action=_SizeOnce,
                         help="only this problem, as for run; default: every problem with a study")
     report.add_argument("-d", "--device", type=_selector, action=_OnceAlone,
                         help="only this device: its slug as in the study names and profile file names (or "

@@ -254,7 +254,9 @@ def test_the_console_script_is_the_module_outside_the_package():
                                                         "it once, e.g. --device 0:0,1:0"),
     (["show", "matmul", "-d", "0:0", "-d", "1:0"], "argument -d/--device: given twice ('0:0', then '1:0'); give it "
                                                    "once (see"),
-    (["bench", "matmul", "--size", "512", "-s", "1024"], "argument -s/--size: given twice ('512', then '1024')"),
+    (["bench", "matmul", "--size", "512", "-s", "1024"], "argument -s/--size: given twice ('512', then '1024'); give "
+                                                         "it once (see"),  # trial 112: not "-s 512,1024"
+    (["run", "matmul", "-s", "M=512", "-s", "M=1024"], "given twice ('M=512', then 'M=1024'); give it once (see"),
 ])
 def test_an_option_given_twice_is_a_usage_error_not_the_last_alone(capsys, argv, said):
     """Trial 110: a second -s replaced the first without a word, and the run tuned another problem."""

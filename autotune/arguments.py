@@ -18,7 +18,7 @@ import inspect
 import math
 import numbers
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 from typing import cast as cast_to
@@ -106,7 +106,7 @@ class Arguments:
         if need.nbytes is None:
             where = f"{self.spec.name}: argument {arg}"
             out = _scalar(where, value, need.dtype)
-            if need.must_be is not None and (not 0 <= out <= need.must_be if need.at_most else out != need.must_be):
+            if need.must_be is not None and out != need.must_be:
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
                 raise ValueError(f"{where} is {value}, but " + self._loaded_for(arg, need, out))
@@ -125,15 +125,12 @@ class Arguments:
         shown = ", ".join(f"{k}={v}" for k, v in self.problem.items())
         said = (f"the kernel was loaded for {shown}, for which the reference module's inputs() passes "
                 f"{arg}={need.must_be}")
-        if need.at_most:  # (trial 112: held to it exactly, a scale of 3 for 2 and a stride of 1 for 4 were refused)
-            return (f"{said}, and an array's size is a multiple of it or larger by it, as by a stride, an offset or a "
-                    f"halo, so a larger one may reach past it: pass 0 to {need.must_be}; where the application "
-                    "chooses it, make it a problem key of the spec, which load_kernel takes")
         if need.fixed:  # no size moved it (trial 107: told to load a problem that gives 5, and none does)
             return (f"{said}, and it stays so at other sizes: pass {need.must_be}; where the application chooses "
                     f"it, make it a problem key of the spec, which load_kernel takes ({arg} is held to it since "
                     "a kernel may size its reads and writes by it)")
-        return f"{said}: pass {need.must_be}, or load the kernel for the problem that gives {value}"
+        other = f", or load the kernel for the problem that gives {value}" if value > 0 else ""  # (trial 114: of 0)
+        return f"{said}: pass {need.must_be}{other}"
 
     def _buffer(self, arg: str, value: Any, need: _ArgNeed) -> cl.Buffer:
         """``value`` as a buffer the kernel may use whole: of this context, ``need.nbytes`` or
@@ -215,7 +212,6 @@ class _ArgNeed:
     must_be: int | None = None
     size_of: str | None = None
     fixed: bool = False  # must_be stayed at the other sizes tried
-    at_most: bool = False  # must_be or less will do: a stride, an offset or a halo (:func:`_relations`)
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -251,23 +247,21 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     with hosttime.noted(said, hosttime.NOTE_AFTER_S):
         given = shaped_inputs(spec, problem)
         needs = {k: _need(v) for k, v in given.items()}
-        for arg, (key, fixed, at_most) in _sizes_passed(spec, problem, given, needs).items():
-            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed, at_most=at_most)
+        for arg, (key, fixed) in _sizes_passed(spec, problem, given, needs).items():
+            needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed)
     return needs
 
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
-                  needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool, bool]]:
+                  needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
     must pass as given: argument -> (the problem key whose value it is, where it is one's, else
-    None; whether no other size changes it; whether a smaller one will do, for one held only as a
-    stride, an offset or a halo may be). Left free: data (another seed's draws change it
-    and no array's shape with it: mul1's multiplier, a drawn seed), and a count of its own (it
-    stays while every array's size changes, and is no array's extent: a count of repeats, a
-    fixed seed; trial 109: held, calls that worked were refused). Held: a size, a clamp, one
-    that sizes a dimension of every array (trial 107), or an array that stays as others grow
-    (trials 102, 104, 105: each left unchecked let the kernel write past a buffer). One that
-    sizes only a halo (arrays of N + 2R) is held by :func:`_relations`, as is a stride."""
+    None; whether no other size changes it). Left free: data only (another seed's draws change
+    it and no array's shape with it: mul1's multiplier, a drawn seed). Every other integer is
+    held, since the kernel was verified with that value alone and may size its reads and writes
+    by it: telling a count of its own (of repeats) from a stride, an offset, a halo, a divisor or
+    a factor of one by the sizes alone failed each time it was tried (trials 102-114: each one
+    left free let a call write past a buffer). One the application chooses is a problem key."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
@@ -275,33 +269,25 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     # one whose value a choice of the problem's gives (trial 109: "make it a problem key", of C)
     out: dict[str, str | None] = {a: k.name for a in ints for k in spec.problem
                                   if not k.is_size and _follows_choice(spec, problem, given, a, k, small)}
-    arrays = {a for a, v in given.items() if np.ndim(v)}
-    kept = False  # a move that resized some arrays and kept others
     for moved in _moves(spec, problem) if ints else ():
         try:
             other = shaped_inputs(spec, moved, small=small)
         except Exception:  # noqa: BLE001 - the reference's own code at another size: no word from it
             continue
-        resized = _reshaped(given, other)
-        kept = kept or bool(resized) and bool(arrays & other.keys() - resized)
         for a in [a for a in ints if a not in out and a in other and other[a] != given[a]]:
             out[a] = next((k for k in moved if moved[k] != problem[k] and given[a] == problem[k]
                            and other[a] == moved[k]), None)
         if all(a in out for a in ints):
             break
-    extents = _lengths(given)
-    related = _relations(given, [problem[k.name] for k in spec.problem if k.is_size]) - extents
-    own = {a for a in ints if a not in out and not kept and int(given[a]) not in extents | related}
-    at_most = {a for a in ints if a not in out and not kept and int(given[a]) in related}
     # one that follows no size key may be data: another seed's draws change it, and no array's
     # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
     data: set[str] = set()
-    doubtful = [a for a in ints if out.get(a) is None and a not in own]
+    doubtful = [a for a in ints if out.get(a) is None]
     for seed in (1, 2, 3) if doubtful else ():
         other = shaped_inputs(spec, problem, seed, small)
         if not _reshaped(given, other):
             data.update(a for a in doubtful if a not in other or other[a] != given[a])
-    return {a: (out.get(a), a not in out, a in at_most) for a in ints if a not in data | own}
+    return {a: (out.get(a), a not in out) for a in ints if a not in data}
 
 
 def _follows_choice(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any], arg: str,
@@ -340,27 +326,6 @@ def _moves(spec: KernelSpec, problem: Mapping[str, Any]) -> Iterator[dict[str, A
             except (ProblemError, SpecError):  # a size the spec refuses
                 continue
             yield moved
-
-
-def _relations(given: Mapping[str, Any], sizes: Iterable[int]) -> set[int]:
-    """What an array's element count is a multiple of, or larger by (or by twice), than a problem
-    size or another array's: a stride (N * m), an offset (N + k), a halo (N + 2 R). Trial 111: a
-    stride of 4 in flat arrays of 4 N was a count of its own, and a call with 8 wrote past them."""
-    counts = {int(np.size(v)) for v in given.values() if np.ndim(v)}
-    out: set[int] = set()
-    for count in counts:
-        for base in counts | {int(s) for s in sizes}:
-            if 0 < base < count:
-                more = count - base
-                out.update({more, more // 2} if more % 2 == 0 else {more})
-                if count % base == 0:
-                    out.add(count // base)
-    return out - {0, 1}
-
-
-def _lengths(given: Mapping[str, Any]) -> set[int]:
-    """The element counts and the extents of every dimension of the arrays in ``given``."""
-    return {d for v in given.values() if np.ndim(v) for d in (np.size(v), *np.shape(v))}
 
 
 def shaped_inputs(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0, small: bool = False

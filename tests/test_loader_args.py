@@ -454,42 +454,46 @@ def test_sizes_that_follow_the_draws_of_a_large_problem_are_those_of_real_draws(
     assert type(arguments.shaped_inputs(plain, {"N": 4096})["x"]).__name__ == "_Untouched"
 
 
-@pytest.mark.parametrize("body, free", [
-    ("m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)", True),  # a count of repeats
-    ("m = 12345; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)", True),  # a fixed seed
-    ("m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(9, np.float32)", False),  # y stays as x grows
+@pytest.mark.parametrize("body", [
+    "m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)",  # a count of repeats
+    "m = 12345; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)",  # a fixed seed
+    "m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(9, np.float32)",  # y stays as x grows (trial 105)
     # trial 111: a stride in flat arrays (the kernel wrote past them when given 8), an offset, a halo
-    ("m = 4; x = rng.random(n * m).astype(np.float32); y = np.zeros(n * m, np.float32)", False),
-    ("m = 3; x = rng.random(n + m).astype(np.float32); y = np.zeros(n, np.float32)", False),
-    ("m = 3; x = rng.random(n + 2 * m).astype(np.float32); y = np.zeros(n, np.float32)", False),
+    "m = 4; x = rng.random(n * m).astype(np.float32); y = np.zeros(n * m, np.float32)",
+    "m = 3; x = rng.random(n + m).astype(np.float32); y = np.zeros(n, np.float32)",
+    "m = 3; x = rng.random(n + 2 * m).astype(np.float32); y = np.zeros(n, np.float32)",
+    # trial 114: a halo of 1, a halo of 2-D arrays, a divisor, one factor of a ratio of 6
+    "m = 1; x = rng.random(n + 2 * m).astype(np.float32); y = np.zeros(n, np.float32)",
+    "m = 2; x = rng.random((n // 16 + 2 * m, 16 + 2 * m)).astype(np.float32); y = np.zeros((n // 16, 16), np.float32)",
+    "m = 4; x = rng.random(n * m).astype(np.float32); y = np.zeros(n, np.float32)",
+    "m = 2; x = rng.random(n * m * 3).astype(np.float32); y = np.zeros(n, np.float32)",
 ])
-def test_a_count_of_its_own_is_free_where_every_array_grows_without_it(tmp_path: Path, monkeypatch, body, free):
-    """Trial 109: held since trial 107, a count of repeats and a fixed seed were refused where
-    they size nothing; held where an array stays as the others grow (trial 105), or where an
-    array's size is a multiple of it or larger by it (trial 111)."""
+def test_an_integer_that_is_no_data_is_held_however_the_arrays_take_it(tmp_path: Path, monkeypatch, body):
+    """Trials 102-114: each rule that left an integer free by the array sizes (a count of its
+    own) let some call write past a buffer (a stride, an offset, a halo, a divisor, a factor);
+    the kernel was verified with inputs()' value alone, so every integer but data is held to it,
+    and one the application chooses is a problem key (trial 109's count of repeats, refused)."""
     text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
     spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace("BODY", body)))
     monkeypatch.setattr(arguments, "_needs_cache", {})
     needs = arguments._arg_needs(spec, {"N": 256}, ("x", "y", "n"))
-    assert (needs["n"].must_be is None) == free, needs["n"]
+    assert needs["n"].must_be == int(body.split(";")[0].split("=")[1]) and needs["n"].fixed, needs["n"]
 
 
 @needs_opencl
-def test_a_stride_held_by_the_array_sizes_may_be_smaller_but_not_larger(tmp_path: Path, monkeypatch, queue):
-    """Trial 111: a stride of 4 in arrays of 4 N was free, and 8 wrote past them; trial 112: held
-    to 4 exactly, 2 and 1 (inside the arrays) and a scale of 3 beside arrays of N and 2 N were
-    refused. A smaller one is taken; a larger one is refused with the way to choose it."""
+def test_a_held_stride_is_refused_smaller_and_larger_with_the_way_to_choose_it(tmp_path: Path, monkeypatch, queue):
+    """Trial 111: a stride of 4 in arrays of 4 N was free, and 8 wrote past them; trial 114: a
+    smaller one let a divisor write past its output, so none but 4 is taken."""
     text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
     spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace(
         "BODY", "m = 4; x = rng.random(n * m).astype(np.float32); y = np.zeros(n * m, np.float32)")))
     monkeypatch.setattr(arguments, "_needs_cache", {})
     args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n"), queue.context, queue.device)
     x, y = buffer(queue, 4 * 1024), buffer(queue, 4 * 1024)
-    assert [args.bind((x, y, m), {})["n"] for m in (4, 2, 1, 0)] == [4, 2, 1, 0]
-    for wrong in (8, -1):
-        with pytest.raises(ValueError, match=rf"argument n is {wrong}, .* passes n=4, and an array's size is a "
-                           r"multiple of it or larger by it, as by a stride, an offset or a halo, so a larger one may "
-                           r"reach past it: pass 0 to 4; where the application chooses it, make it a problem key"):
+    assert args.bind((x, y, 4), {})["n"] == 4
+    for wrong in (8, 2, 0, -1):
+        with pytest.raises(ValueError, match=rf"argument n is {wrong}, .* passes n=4, and it stays so at other sizes: "
+                           r"pass 4; where the application chooses it, make it a problem key"):
             args.bind((x, y, wrong), {})
 
 
@@ -512,7 +516,7 @@ def test_an_integer_equal_to_a_choice_by_chance_is_not_that_choice(tmp_path: Pat
         "BODY", "m = 3; x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)")))
     monkeypatch.setattr(arguments, "_needs_cache", {})
     needs = arguments._arg_needs(spec, spec.resolve_problem({"V": "3"}), ("x", "y", "n"))
-    assert needs["n"].must_be is None and needs["n"].size_of is None  # a count of its own, as at V=1
+    assert needs["n"].must_be == 3 and needs["n"].size_of is None  # held as a count, not as V
 
 
 def test_a_slow_inputs_runs_few_times_and_is_said(tmp_path: Path, monkeypatch):

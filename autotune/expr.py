@@ -139,6 +139,8 @@ class Expr:
     _fn: _Fn = field(repr=False, compare=False)
     #: it must give true or false (a constraint: trial 36's 'WGX * WGY' ruled nothing out)
     condition: bool = False
+    #: the names a condition takes as true or false by themselves (`F or not P`): flags of 0 or 1
+    flags: frozenset[str] = frozenset()
 
     @classmethod
     def parse(cls, source: str | float | bool, conditions: bool = False) -> Expr:
@@ -178,7 +180,10 @@ class Expr:
     def as_condition(self) -> Expr:
         """This expression, raising ConditionError where it, or an operand of its ``and`` and
         ``or``, gives anything but true or false (trial 40: ``WPT == 1 or WG`` passed)."""
-        return replace(Expr.parse(self.source, conditions=True) if self.names else self, condition=True)
+        if not self.names:
+            return replace(self, condition=True)
+        flags = frozenset(_flags(ast.parse(self.source.strip(), mode="eval").body))
+        return replace(Expr.parse(self.source, conditions=True), condition=True, flags=flags)
 
     def __call__(self, env: Env) -> Any:
         try:
@@ -218,6 +223,18 @@ def _is_bool(value: Any, text: str = "") -> bool:
     `N % WG == 0`."""
     return (type(value).__name__ in ("bool", "bool_")
             or text.strip().isidentifier() and isinstance(value, numbers.Integral) and value in (0, 1))
+
+
+def _flags(node: ast.AST) -> set[str]:
+    """The names that ``node``, a condition, takes as true or false by themselves: alone, under
+    ``not``, or as an operand of ``and``/``or`` (``use_local or not use_padding``)."""
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return _flags(node.operand)
+    if isinstance(node, ast.BoolOp):
+        return set().union(*(_flags(v) for v in node.values))
+    return set()
 
 
 def _a_condition(part: _Fn, text: str) -> _Fn:

@@ -1028,6 +1028,7 @@ class _Validator:
             tolerance_given=bool(raw.get("tolerance")),
         )
         self.exponents_as_text(spec)
+        self.flags_of_0_or_1(spec)
         written = {a for step in spec.launch for a in step.args}
         if unused := [o for o in outputs if o not in written]:
             typo = difflib.get_close_matches(unused[0], sorted(written - set(outputs)), n=1)
@@ -1056,6 +1057,20 @@ class _Validator:
                 raise self.fail(f"parameters.{p.name}", f"values {list(p.values)!r} mix whole numbers with "
                                 f"{texts[0]}, which YAML reads as text, and the spec's expressions compute with "
                                 f"{p.name}; {fix}")
+
+    def flags_of_0_or_1(self, spec: KernelSpec) -> None:
+        """SpecError for a parameter a condition takes as true or false by itself (`F or P == 1`)
+        whose values are not all 0 and 1: it was refused at F=2 only, mid-run (trial 114)."""
+        values = {p.name: p.values for p in spec.parameters}
+        conditions = [*(("constraints", c) for c in spec.constraints if spec.condition_of(c) is None),
+                      *((f"parameters.{p.name}.when", p.when) for p in spec.parameters if p.when is not None),
+                      *((f"launch.{s.entry}.when", s.when) for s in spec.launch if s.when is not None)]
+        for where, c in conditions:
+            for name in sorted(c.flags & values.keys()):
+                if not all(v in (0, 1) for v in values[name]):
+                    raise self.fail(where, f"{c.source!r} takes {name} as true or false by itself, but its values "
+                                    f"{list(values[name])!r} are not all 0 and 1 (false and true); compare it, "
+                                    f"e.g. {name} == {values[name][-1]!r}")
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
         """Evaluate what depends on the problem alone on the default problem, so a metric or a

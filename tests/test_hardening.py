@@ -702,8 +702,8 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG"'), "constraints: '(N // WPT) % WG' gives 0, not true or false; "
                                                       "write a condition, such as a comparison"),
     # trial 40: a number as an operand of and/or still ruled nothing out
-    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG == 0 and WG"'), "constraints: '(N // WPT) % WG == 0 and WG': its "
-                                                                  "part 'WG' gives 16, not true or false"),
+    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG == 0 and WG"'), "constraints: '(N // WPT) % WG == 0 and WG' takes "
+                                                                  "WG as true or false by itself, but its values"),
     # trial 36: nothing was verified, and the summary said "error 0 relative to the reference"
     (("outputs: [y]", "outputs: []"), "outputs: is empty, so no configuration would be verified; list the arguments"),
     (("outputs: [y]", "outputs: [y, y]"), "outputs: 'y' is not an argument name, or is listed twice"),  # trial 40

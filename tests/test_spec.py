@@ -211,6 +211,12 @@ def test_missing_file():
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e-30]"),
      r"parameters.WPT: values \[1, 2, '1e-30'\] mix whole numbers with 1e-30, .*; write them all as floats with a "
      r"dot and a signed exponent"),
+    # trial 114: refused only at F=2, mid-run, once flags of 0 and 1 were taken as conditions
+    (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "WPT or WG == 16"'),
+     r"constraints: 'WPT or WG == 16' takes WPT as true or false by itself, but its values \[1, 2, 4, 8, 16\] are not "
+     r"all 0 and 1 \(false and true\); compare it, e.g. WPT == 16"),
+    (("  MODE: [0]", "  MODE: [0]\n  F: [0, 1, 2]\n  G: {values: [1, 2], when: 'not F'}"),
+     r"parameters.G.when: .* takes F as true or false by itself"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),
@@ -648,13 +654,15 @@ def test_a_stored_value_of_another_type_is_not_in_the_space_and_an_ignored_one_i
 
 
 def test_a_when_that_gives_no_true_or_false_is_said_not_taken_to_hold(tmp_path):
-    """Trial 45: `when: "WG"` (a number) counted as holding, silently."""
-    from autotune.errors import ConditionError
-
+    """Trial 45: `when: "WG"` (a number) counted as holding, silently; since trial 114 refused as
+    the spec loads (a flag of 0 and 1 may stand alone)."""
     text = SCALE_YAML.replace("  MODE: [0]", "  MODE: [0]\n  UNROLL: {values: [1, 2], when: \"WG\"}")
-    sp = specs.load(write_spec(tmp_path, text))
-    with pytest.raises(ConditionError, match=r"parameters.UNROLL.when: 'WG' gives 16, not true or false"):
-        sp.inactive(sp.default_config, {"N": 256})
+    with pytest.raises(SpecError, match=r"parameters.UNROLL.when: 'WG' takes WG as true or false by itself, but its "
+                                        r"values \[16, 32, 64, 128, 512\] are not all 0 and 1"):
+        specs.load(write_spec(tmp_path, text))
+    flag = specs.load(write_spec(tmp_path / "flag", text.replace("  MODE: [0]", "  MODE: [0, 1]").replace(
+        'when: "WG"', 'when: "MODE"')))
+    assert flag.inactive({**flag.default_config, "MODE": 0}, {"N": 256}) == {"UNROLL"}
 
 
 def test_the_call_takes_the_same_arguments_in_the_same_order_whatever_variant_runs(tmp_path):

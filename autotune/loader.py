@@ -521,9 +521,10 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
             fix = ("the spec's tolerance must allow rounding" if too_tight(wrong[0].message) else
                    f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, "
                    "and the spec's constraints should rule out the wrong ones")
-            raise ProblemError(
+            raise ProblemError(  # (trial 114: the others' build error unsaid)
                 f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
-                f"verification; {config_label(wrong[0].params)}: {wrong[0].message}); {fix}")
+                f"verification; {config_label(wrong[0].params)}: {wrong[0].message}){_others(timed.measurements)}; "
+                f"{fix}")
         if timed.measurements and not any(_for_want_of_memory(m) for m in timed.measurements):
             builds_here(info)  # or the device is at fault
             raise _none_ran(spec, problem, info, timed.measurements, lead)
@@ -687,6 +688,16 @@ def _skipped(wrong: list[Measurement]) -> str:
         return ""
     return (f" ({len(wrong)} gave wrong results there and {'was' if len(wrong) == 1 else 'were'} left out, "
             f"e.g. {config_label(wrong[0].params)})")
+
+
+def _others(measured: Sequence[Measurement]) -> str:
+    """What an error of wrong results says of the candidates that failed otherwise: the first's
+    message too (trial 114: a baseline's build error went unsaid)."""
+    failed = [m for m in measured if not m.ok and m.status is not Status.WRONG_RESULT]
+    if not failed:
+        return ""
+    return (f", and {len(failed)} failed otherwise ({config_label(failed[0].params or {})}: "
+            f"{failed[0].status.value}: {clipped(failed[0].message, 200)})")
 
 
 def _failed(measured: Sequence[Measurement]) -> str:

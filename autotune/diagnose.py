@@ -148,33 +148,55 @@ def deliberate(message: str, template: Path) -> bool:
 
 def guarded_by(message: str, template: Path) -> set[str]:
     """The names that the ``#if``s (and their ``#elif``s) around the ``#error`` a build stopped
-    at read, the enclosing ones too (trial 112: a problem-size ``#if`` inside a parameter's was
-    taken to read problem keys only); empty where there is none (:func:`deliberate`).
+    at read, the enclosing ones too (trial 112), those around the ``#include`` of a header it is
+    in, and a directive's continued lines (trial 114), comments left out; empty where there is
+    none (:func:`deliberate`).
 
     >>> import tempfile; t = Path(tempfile.mkdtemp()) / "k.cl"
-    >>> _ = t.write_text("#if BIG\\n#if N > 4096 && defined(X)\\n#error too big\\n#endif\\n#endif\\n")
-    >>> sorted(guarded_by("k.cl:3:2: error: too big", t))
+    >>> _ = t.write_text("#if BIG /* big ones */\\n#if N > 4096 && \\\\\\n  defined(X)\\n#error too big\\n#endif\\n#endif\\n")
+    >>> sorted(guarded_by("k.cl:4:2: error: too big", t))
     ['BIG', 'N', 'X']
     """
     for e in errors(message):
-        lines = source_lines(template, e.file)
+        lines = _directives(source_lines(template, e.file))
         if not (0 < e.line <= len(lines) and re.match(r"\s*#\s*error\b", lines[e.line - 1])):
             continue
-        names: set[str] = set()
-        depth = 0
-        for line in reversed(lines[:e.line - 1]):
-            directive = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", line)
-            if directive is None:
-                continue
-            word, rest = directive.groups()
-            if word == "endif":
-                depth += 1
-            elif depth and word.startswith("if"):
-                depth -= 1
-            elif not depth:  # a branch of the block around it, or that block's #if, then the next out
-                names |= set(re.findall(r"[A-Za-z_]\w*", rest.split("//")[0])) - {"defined"}
+        names = _enclosing(lines, e.line - 1)
+        if e.file != template.name:  # a header: and the #ifs around its #include in the template
+            included = re.compile(rf"\s*#\s*include\s*[\"<]{re.escape(e.file)}[\">]")
+            top = _directives(source_lines(template, template.name))
+            names |= set().union(*(_enclosing(top, i) for i, line in enumerate(top) if included.match(line)))
         return names
     return set()
+
+
+def _directives(lines: list[str]) -> list[str]:
+    """``lines`` with comments blanked and each directive's continued lines joined onto its
+    last (the others left empty), so that line numbers still index them."""
+    text = re.sub(r"/\*.*?\*/", lambda m: " " + "\n" * m.group().count("\n"), "\n".join(lines), flags=re.S)
+    out = [re.sub(r"//.*", "", line) for line in text.split("\n")]
+    for i in range(len(out) - 1):
+        if out[i].rstrip().endswith("\\"):
+            out[i + 1], out[i] = out[i].rstrip()[:-1] + " " + out[i + 1], ""
+    return out
+
+
+def _enclosing(lines: list[str], index: int) -> set[str]:
+    """The names read by the conditions of the ``#if`` blocks around line ``index``."""
+    names: set[str] = set()
+    depth = 0
+    for line in reversed(lines[:index]):
+        directive = re.match(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b(.*)", line)
+        if directive is None:
+            continue
+        word, rest = directive.groups()
+        if word == "endif":
+            depth += 1
+        elif depth and word.startswith("if"):
+            depth -= 1
+        elif not depth:  # a branch of the block around it, or that block's #if, then the next out
+            names |= set(re.findall(r"[A-Za-z_]\w*", rest)) - {"defined"}
+    return names
 
 
 class SameWrongResult(_SameFailure):

@@ -206,3 +206,14 @@ def test_a_misspelt_entry_is_reported_as_the_specs_fault_not_the_compilers(tmp_p
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "no kernel 'scal' in scale.cl for this configuration (its kernels: scale)" in out.stderr, out.stderr
     assert "fix the `entry` of the spec's launch step" in out.stderr and "--device" not in out.stderr
+
+
+def test_the_names_around_an_error_in_a_header_include_those_around_its_include(tmp_path: Path) -> None:
+    """Trial 114: a bare #error in a header the template includes under `#if N > 2048` was told
+    to become a constraint, its #if unread."""
+    from autotune.diagnose import guarded_by
+
+    template = tmp_path / "k.cl"
+    template.write_text('#if N > 2048\n#include "big.h"\n#endif\n__kernel void k() {}\n')
+    (tmp_path / "big.h").write_text("#error big problems are not supported\n")
+    assert guarded_by("big.h:1:2: error: big problems are not supported", template) == {"N"}

@@ -153,7 +153,8 @@ def guarded_by(message: str, template: Path) -> set[str]:
     none (:func:`deliberate`).
 
     >>> import tempfile; t = Path(tempfile.mkdtemp()) / "k.cl"
-    >>> _ = t.write_text("#if BIG /* big ones */\\n#if N > 4096 && \\\\\\n  defined(X)\\n#error too big\\n#endif\\n#endif\\n")
+    >>> _ = t.write_text("#if BIG /* big ones */\\n#if N > 4096 && \\\\\\n  defined(X)\\n"
+    ...                  "#error too big\\n#endif\\n#endif\\n")
     >>> sorted(guarded_by("k.cl:4:2: error: too big", t))
     ['BIG', 'N', 'X']
     """

@@ -366,11 +366,13 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
 def _check_keys(doc: Mapping[Any, Any], path: Path) -> None:
     """ProfileError for a top-level key that is a misspelt ``kernels`` or ``device`` (trial 111:
     `kernel:` hid every entry under it without a word); other keys are the user's notes, kept."""
-    for key in doc:
-        near = difflib.get_close_matches(str(key), [k for k in ("kernels", "device") if k not in doc], n=1, cutoff=0.7)
+    for key in (k for k in doc if k not in ("kernels", "device")):
+        # any case (trial 114: KERNELS), not a name of the user's own such as kernels_old
+        near = difflib.get_close_matches(str(key).lower(), ["kernels", "device"], n=1, cutoff=0.85)
         if near:
+            also = f"; it has a '{near[0]}' block too: merge the two" if near[0] in doc else ""
             raise ProfileError(f"{path}: {clipped(repr(key), 40)} is no profile key: did you mean {near[0]!r}? "
-                               f"(autotune reads '{near[0]}:' only); fix it; autotune will not overwrite it")
+                               f"(autotune reads '{near[0]}:' only{also}); fix it; autotune will not overwrite it")
 
 
 def _check_device_block(block: Any, path: Path) -> None:

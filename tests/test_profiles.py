@@ -129,7 +129,15 @@ def test_a_misspelt_kernels_key_is_a_profile_error_and_other_keys_are_kept(tmp_p
     with pytest.raises(ProfileError, match="did you mean 'kernels'"):
         profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)
     assert path.read_text() == text
-    path.write_text("notes: tuned on the lab machine\nkernels: {}\n")  # the user's own
+    # trial 114: in capitals, beside a kernels block, and a block of the user's own kept
+    path.write_text("KERNELS: {}\n")
+    with pytest.raises(ProfileError, match="'KERNELS' is no profile key: did you mean 'kernels'"):
+        profiles.read(path)
+    path.write_text("kernels: {}\nkernel: {}\n")
+    with pytest.raises(ProfileError, match="did you mean 'kernels'\\? \\(autotune reads 'kernels:' only; it has a "
+                                           "'kernels' block too: merge the two\\)"):
+        profiles.read(path)
+    path.write_text("kernels_old: {}\nnotes: tuned on the lab machine\nkernels: {}\n")  # the user's own
     profiles.save(entry({"N": 64}, 1.0), "mm", {"name": "x"}, path)
     assert profiles.read(path)["notes"] == "tuned on the lab machine"
 

@@ -150,8 +150,18 @@ class _OnceAlone(_Once):
 
 
 class _SizeOnce(_Once):
-    """:class:`_Once` for --size: two lists of key=value items join where they name other keys
-    (trial 112: `-s 512 -s 1024` was shown `-s 512,1024`, which gives the sizes twice)."""
+    """:class:`_Once` for --size, except that lists of key=value items that name other keys are
+    joined, as one list (trial 114: `-s M=512 -s N=256 -s K=128` was refused with `-s M=512,N=256`
+    for the fix, which dropped K; trial 112: `-s 512 -s 1024` was shown `-s 512,1024`, itself
+    refused)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != values and self.joins(before, values):
+            setattr(namespace, self.dest, f"{before},{values}")
+        else:
+            super().__call__(parser, namespace, values, option_string)
 
     @staticmethod
     def joins(before: str, after: str) -> bool:

@@ -1050,13 +1050,15 @@ class _Validator:
         computed = spec.computed_with()
         for p in spec.parameters:
             texts = [v for v in p.values if isinstance(v, str) and _EXPONENT_TEXT.match(v)]
-            if p.name in computed and texts and any(isinstance(v, int) and not isinstance(v, bool) for v in p.values):
-                whole = float(texts[0])
-                fix = (f"write the whole number ({int(whole)})" if whole.is_integer() and abs(whole) < 1e18 else
+            numbers = [v for v in p.values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            if p.name in computed and texts and numbers:  # (trial 114: beside floats too)
+                value = float(texts[0])
+                fix = (f"write the whole number ({int(value)})" if all(isinstance(v, int) for v in numbers)
+                       and value.is_integer() and abs(value) < 1e18 else
+                       f"write it as {value!r}" if any(isinstance(v, float) for v in numbers) else
                        "write them all as floats with a dot and a signed exponent (1.0, 1.0e-3)")
-                raise self.fail(f"parameters.{p.name}", f"values {list(p.values)!r} mix whole numbers with "
-                                f"{texts[0]}, which YAML reads as text, and the spec's expressions compute with "
-                                f"{p.name}; {fix}")
+                raise self.fail(f"parameters.{p.name}", f"values {list(p.values)!r} mix numbers with {texts[0]}, "
+                                f"which YAML reads as text, and the spec's expressions compute with {p.name}; {fix}")
 
     def flags_of_0_or_1(self, spec: KernelSpec) -> None:
         """SpecError for a parameter a condition takes as true or false by itself (`F or P == 1`)

@@ -248,8 +248,8 @@ def test_the_console_script_is_the_module_outside_the_package():
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["run", "matmul", "-s", "M=256", "-s", "N=128"], "argument -s/--size: given twice ('M=256', then 'N=128'); "
-                                                      "give it once, e.g. -s M=256,N=128"),
+    (["run", "matmul", "-s", "M=256,N=64", "-s", "N=128"], "argument -s/--size: given twice ('M=256,N=64', then "
+                                                           "'N=128'); give it once (see"),
     (["run", "matmul", "-d", "0:0", "--device", "1:0"], "argument -d/--device: given twice ('0:0', then '1:0'); give "
                                                         "it once, e.g. --device 0:0,1:0"),
     (["show", "matmul", "-d", "0:0", "-d", "1:0"], "argument -d/--device: given twice ('0:0', then '1:0'); give it "
@@ -265,9 +265,12 @@ def test_an_option_given_twice_is_a_usage_error_not_the_last_alone(capsys, argv,
     assert stop.value.code == 2 and said in capsys.readouterr().err
 
 
-def test_an_option_given_twice_alike_is_taken_once():
+def test_an_option_given_twice_alike_is_taken_once_and_sizes_of_other_keys_are_joined():
     args = cli.build_parser().parse_args(["run", "matmul", "-s", "512", "-s", "512"])
     assert args.size == "512"
+    # trial 114: refused, with a fix that dropped K
+    args = cli.build_parser().parse_args(["run", "matmul", "-s", "M=512", "-s", "N=256", "--size", "K=128"])
+    assert args.size == "M=512,N=256,K=128"
 
 
 def test_with_stderr_closed_errors_and_warnings_stay_out_of_stdout(tmp_path):

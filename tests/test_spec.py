@@ -204,12 +204,12 @@ def test_missing_file():
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, \"" + "9" * 5000 + "\"]"),  # past Python's int limit
      r"parameters.WPT: values .* mix numbers with text that reads as one"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e3]"),  # trial 111: YAML's text, then '1e31e31e31e3'
-     r"parameters.WPT: values \[1, 2, '1e3'\] mix whole numbers with 1e3, which YAML reads as text, and the spec's "
+     r"parameters.WPT: values \[1, 2, '1e3'\] mix numbers with 1e3, which YAML reads as text, and the spec's "
      r"expressions compute with WPT; write the whole number \(1000\)"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1.5e3]"),
-     r"parameters.WPT: values \[1, 2, '1.5e3'\] mix whole numbers with 1.5e3, .*; write the whole number \(1500\)"),
+     r"parameters.WPT: values \[1, 2, '1.5e3'\] mix numbers with 1.5e3, .*; write the whole number \(1500\)"),
     (("  WPT: [1, 2, 4, 8, 16]", "  WPT: [1, 2, 1e-30]"),
-     r"parameters.WPT: values \[1, 2, '1e-30'\] mix whole numbers with 1e-30, .*; write them all as floats with a "
+     r"parameters.WPT: values \[1, 2, '1e-30'\] mix numbers with 1e-30, .*; write them all as floats with a "
      r"dot and a signed exponent"),
     # trial 114: refused only at F=2, mid-run, once flags of 0 and 1 were taken as conditions
     (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "WPT or WG == 16"'),
@@ -217,6 +217,8 @@ def test_missing_file():
      r"all 0 and 1 \(false and true\); compare it, e.g. WPT == 16"),
     (("  MODE: [0]", "  MODE: [0]\n  F: [0, 1, 2]\n  G: {values: [1, 2], when: 'not F'}"),
      r"parameters.G.when: .* takes F as true or false by itself"),
+    (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e3]\nlocal_memory: '4 * R'"),  # trial 114: beside floats too
+     r"parameters.R: values \[0.5, '1e3'\] mix numbers with 1e3, .*; write it as 1000.0"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

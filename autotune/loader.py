@@ -492,29 +492,7 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
     best = timed.fastest
     if timed.measurements and all(m.status is Status.COMPILE_ERROR for m in timed.measurements):
         builds_here(info)  # before a warning that names a configuration to use, and how to tune it
-        on_purpose = [deliberate(m.message, spec.template) for m in timed.measurements]
-        if all(on_purpose):  # not "fix the #error line" (trial 107); each, not one (trial 111)
-            refused = timed.measurements[0]
-            reads = guarded_by(refused.message, spec.template)
-            # (trial 111: one that reads problem keys only was to be a constraint, which leaves none valid)
-            fix = ("that #if reads problem keys only, so no configuration builds at this problem: give the spec a "
-                   "requires entry that rules out what it tests, which refuses such a problem before anything is "
-                   "built"
-                   if reads and reads <= {k.name for k in spec.problem} else
-                   "add that condition to the spec's constraints, so that only configurations the template builds are "
-                   f"taken, or `{tune_command(spec, problem, info)}` searches the whole space for one")
-            raise BuildError(
-                f"{lead}: the template's #error refuses each configuration it could use here "
-                f"({len(timed.measurements)} tried; {config_label(refused.params or {})}: "
-                f"{clipped(refused.message, 200)}); {fix}")
-        # the template's fault: said as a run says it, judged by a run's watch, not "using the
-        # default, not verified" and then its build error (trial 106)
-        watch = SameBuildError(len(timed.measurements), spec.template)
-        same = [watch.add(m.status, m.message) for m in timed.measurements][-1]
-        mistake = timed.measurements[on_purpose.index(False)]  # not one the #error refused
-        raise BuildError(f"{lead}: " + explain(mistake.message, spec.template, spec.macros(problem),
-                                               f"{info.name} ({info.platform})", len(timed.measurements),
-                                               [n for n, _ in spec.derived], same=same, places=watch.places()))
+        raise _unbuilt(spec, problem, info, timed.measurements, lead)
     wrong = [m for m in timed.measurements if m.status is Status.WRONG_RESULT]
     if best is None or best.params is None:
         if wrong:
@@ -666,6 +644,35 @@ def _for_want_of_memory(m: Measurement) -> bool:
     that an application's call does not (NVIDIA allocates buffers at their first launch)."""
     return m.status is Status.LAUNCH_ERROR and any(
         code in m.message for code in ("MEM_OBJECT_ALLOCATION_FAILURE", "OUT_OF_HOST_MEMORY"))
+
+
+def _unbuilt(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo,
+             failed: Sequence[Measurement], lead: str) -> BuildError:
+    """Every configuration first use could take failed to build: the template's #error refused
+    each (then the constraint or requires entry to add), or its mistake, said as a run says it."""
+    on_purpose = [deliberate(m.message, spec.template) for m in failed]
+    if all(on_purpose):  # not "fix the #error line" (trial 107); each, not one (trial 111)
+        refused = failed[0]
+        reads = guarded_by(refused.message, spec.template)
+        # (trial 111: one that reads problem keys only was to be a constraint, which leaves none valid)
+        fix = ("that #if reads problem keys only, so no configuration builds at this problem: give the spec a "
+               "requires entry that rules out what it tests, which refuses such a problem before anything is "
+               "built"
+               if reads and reads <= {k.name for k in spec.problem} else
+               "add that condition to the spec's constraints, so that only configurations the template builds are "
+               f"taken, or `{tune_command(spec, problem, info)}` searches the whole space for one")
+        return BuildError(
+            f"{lead}: the template's #error refuses each configuration it could use here "
+            f"({len(failed)} tried; {config_label(refused.params or {})}: "
+            f"{clipped(refused.message, 200)}); {fix}")
+    # the template's fault: said as a run says it, judged by a run's watch, not "using the
+    # default, not verified" and then its build error (trial 106)
+    watch = SameBuildError(len(failed), spec.template)
+    same = [watch.add(m.status, m.message) for m in failed][-1]
+    mistake = failed[on_purpose.index(False)]  # not one the #error refused
+    return BuildError(f"{lead}: " + explain(mistake.message, spec.template, spec.macros(problem),
+                                            f"{info.name} ({info.platform})", len(failed),
+                                            [n for n, _ in spec.derived], same=same, places=watch.places()))
 
 
 def _none_ran(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo,

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import glob
 import math
@@ -366,13 +365,29 @@ def _parse(path: Path, check_entries: bool, data: bytes | None) -> dict[str, Any
 def _check_keys(doc: Mapping[Any, Any], path: Path) -> None:
     """ProfileError for a top-level key that is a misspelt ``kernels`` or ``device`` (trial 111:
     `kernel:` hid every entry under it without a word); other keys are the user's notes, kept."""
-    for key in (k for k in doc if k not in ("kernels", "device")):
-        # any case (trial 114: KERNELS), not a name of the user's own such as kernels_old
-        near = difflib.get_close_matches(str(key).lower(), ["kernels", "device"], n=1, cutoff=0.85)
+    for key in doc:
+        # in any case (trial 114: KERNELS) or one letter off, where the real key is missing: a key
+        # of the user's own beside it (devices: [A100], kernels_old) is kept (trial 115)
+        near = next((k for k in ("kernels", "device") if k not in doc and _one_off(str(key).lower(), k)), None)
         if near:
-            also = f"; it has a '{near[0]}' block too: merge the two" if near[0] in doc else ""
-            raise ProfileError(f"{path}: {clipped(repr(key), 40)} is no profile key: did you mean {near[0]!r}? "
-                               f"(autotune reads '{near[0]}:' only{also}); fix it; autotune will not overwrite it")
+            raise ProfileError(f"{path}: {clipped(repr(key), 40)} is no profile key: did you mean {near!r}? "
+                               f"(autotune reads '{near}:' only); fix it; autotune will not overwrite it")
+
+
+def _one_off(a: str, b: str) -> bool:
+    """Whether ``a`` is ``b``, or ``b`` with one letter added, left out, changed or two swapped.
+
+    >>> [_one_off(w, "kernels") for w in ("kernels", "kernel", "kernals", "kernesl", "kernels_1")]
+    [True, True, True, True, False]
+    """
+    if a == b:
+        return True
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] \
+            and a[diff[1]] == b[diff[0]]
+    short, long_ = sorted((a, b), key=len)
+    return len(long_) - len(short) == 1 and any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
 
 
 def _check_device_block(block: Any, path: Path) -> None:

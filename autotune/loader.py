@@ -654,11 +654,13 @@ def _unbuilt(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceI
     if all(on_purpose):  # not "fix the #error line" (trial 107); each, not one (trial 111)
         refused = failed[0]
         reads = guarded_by(refused.message, spec.template)
-        # (trial 111: one that reads problem keys only was to be a constraint, which leaves none valid)
+        # (trial 111: one that reads problem keys only was to be a constraint, which leaves none valid;
+        # trial 115: nor do an include guard, the template's own #defines or the compiler's macros count)
+        keys = {k.name for k in spec.problem}
         fix = ("that #if reads problem keys only, so no configuration builds at this problem: give the spec a "
                "requires entry that rules out what it tests, which refuses such a problem before anything is "
                "built"
-               if reads and reads <= {k.name for k in spec.problem} else
+               if reads & keys and not reads & set(spec.parameter_names) else
                "add that condition to the spec's constraints, so that only configurations the template builds are "
                f"taken, or `{tune_command(spec, problem, info)}` searches the whole space for one")
         return BuildError(

@@ -784,6 +784,19 @@ def _near(name: str, words: set[str]) -> list[str]:
 _EXPONENT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+$")
 
 
+def _yaml_float(value: float) -> str:
+    """``value`` written as YAML 1.1 reads a float: a dot, and a sign on the exponent (trial 115:
+    "write it as 1e-06", which it reads as text again).
+
+    >>> _yaml_float(1000.0), _yaml_float(1e-06), _yaml_float(2.5e20)
+    ('1000.0', '1.0e-06', '2.5e+20')
+    """
+    mantissa, e, exponent = repr(value).partition("e")
+    if not e:
+        return mantissa
+    return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent if exponent[0] in '+-' else '+' + exponent}"
+
+
 def _is_numeral(text: str) -> bool:
     """Whether ``text`` is a number in quotes: unquoted, YAML would read it as a number (``"32"``,
     ``"0x4"``). ``1e-3`` unquoted is text to YAML 1.1 itself, and reaches the compiler as written
@@ -1055,7 +1068,7 @@ class _Validator:
                 value = float(texts[0])
                 fix = (f"write the whole number ({int(value)})" if all(isinstance(v, int) for v in numbers)
                        and value.is_integer() and abs(value) < 1e18 else
-                       f"write it as {value!r}" if any(isinstance(v, float) for v in numbers) else
+                       f"write it as {_yaml_float(value)}" if any(isinstance(v, float) for v in numbers) else
                        "write them all as floats with a dot and a signed exponent (1.0, 1.0e-3)")
                 raise self.fail(f"parameters.{p.name}", f"values {list(p.values)!r} mix numbers with {texts[0]}, "
                                 f"which YAML reads as text, and the spec's expressions compute with {p.name}; {fix}")

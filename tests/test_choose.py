@@ -284,9 +284,13 @@ def test_a_first_use_where_every_configuration_fails_to_build_says_so_as_a_run_d
                        r"tried; .*add that condition to the spec's constraints"):
         choose(folders, refused, M=5000, N=5000, K=5000)
     # trial 111: where the #if reads problem keys only, a constraint would leave none valid
-    monkeypatch.setattr(loader, "guarded_by", lambda message, template: {"M", "K"})
+    # (trial 115: and an include guard's name, a #define of its own or a compiler macro beside them)
+    monkeypatch.setattr(loader, "guarded_by", lambda message, template: {"M", "K", "LIMITS_H", "__OPENCL_VERSION__"})
     with pytest.raises(BuildError, match=r"that #if reads problem keys only, so no configuration builds at this "
                        r"problem: give the spec a requires entry that rules out what it tests"):
+        choose(folders, refused, M=5000, N=5000, K=5000)
+    monkeypatch.setattr(loader, "guarded_by", lambda message, template: {"M", "MWG"})  # a parameter: a constraint
+    with pytest.raises(BuildError, match=r"add that condition to the spec's constraints"):
         choose(folders, refused, M=5000, N=5000, K=5000)
     monkeypatch.undo()
     # trial 111: refused by it in one branch and a mistake in the other was blamed on the #error

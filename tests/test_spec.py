@@ -219,6 +219,8 @@ def test_missing_file():
      r"parameters.G.when: .* takes F as true or false by itself"),
     (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e3]\nlocal_memory: '4 * R'"),  # trial 114: beside floats too
      r"parameters.R: values \[0.5, '1e3'\] mix numbers with 1e3, .*; write it as 1000.0"),
+    (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e-6]\nlocal_memory: '4 * R'"),  # trial 115: "as 1e-06", text again
+     r"parameters.R: values \[0.5, '1e-6'\] mix numbers with 1e-6, .*; write it as 1.0e-06"),
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

@@ -748,6 +748,21 @@ def _failing(spec: KernelSpec, most: int = 10_000) -> list[str]:
             for name, (example, why, count) in failed.items()]
 
 
+def _not_a_flag(spec: KernelSpec, name: str, most: int = 2_000) -> tuple[dict[str, Value], Any] | None:
+    """A combination of the parameters derived ``name`` reads, at the default problem, where it
+    gives neither true or false nor 0 or 1, and what it gives there; None where there is none
+    (or too many combinations to try, or it reads a device fact)."""
+    combinations = _combinations(spec, spec.behind([name]), most) or []
+    for combination in combinations:
+        try:
+            value = spec.env(spec.default_problem(), {**spec.default_config, **combination}).get(name)
+        except (AutotuneError, ArithmeticError, TypeError, ValueError):
+            continue
+        if value is not None and not (type(value).__name__ in ("bool", "bool_") or value in (0, 1)):
+            return combination, value
+    return None
+
+
 def _combinations(spec: KernelSpec, names: Iterable[str], most: int) -> list[dict[str, Value]] | None:
     """Each combination of values of the parameters among ``names`` (lint judges a condition or
     an expression over them; the others stay at their first values; none named: one, empty);
@@ -1086,6 +1101,10 @@ class _Validator:
                     raise self.fail(where, f"{c.source!r} takes {name} as true or false by itself, but its values "
                                     f"{list(values[name])!r} are not all 0 and 1 (false and true); compare it, "
                                     f"e.g. {name} == {values[name][-1]!r}")
+            for name in sorted(c.flags & {n for n, _ in spec.derived}):  # (trial 115: `D: G`, G in [1, 2])
+                if (gives := _not_a_flag(spec, name)) is not None:
+                    raise self.fail(where, f"{c.source!r} takes the derived {name} as true or false by itself, but "
+                                    f"it gives {gives[1]!r} where {config_label(gives[0])}; compare it")
 
     def checked(self, spec: KernelSpec) -> KernelSpec:
         """Evaluate what depends on the problem alone on the default problem, so a metric or a

@@ -221,6 +221,9 @@ def test_missing_file():
      r"parameters.R: values \[0.5, '1e3'\] mix numbers with 1e3, .*; write it as 1000.0"),
     (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e-6]\nlocal_memory: '4 * R'"),  # trial 115: "as 1e-06", text again
      r"parameters.R: values \[0.5, '1e-6'\] mix numbers with 1e-6, .*; write it as 1.0e-06"),
+    (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "D or WG == 32"\nderived: {D: WPT // 2}'),
+     r"constraints: 'D or WG == 32' takes the derived D as true or false by itself, but it gives 2 where WPT=4; "
+     r"compare it"),  # trial 115: a derived flag failed at its value 2 mid-run
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),
     (("problem: {N: 256}", "problem: {N: 256}\nrequires: [\"N > 1000\"]"),

@@ -149,25 +149,21 @@ class _OnceAlone(_Once):
         return False
 
 
-class _SizeOnce(_Once):
-    """:class:`_Once` for --size, except that lists of key=value items that name other keys are
-    joined, as one list (trial 114: `-s M=512 -s N=256 -s K=128` was refused with `-s M=512,N=256`
-    for the fix, which dropped K; trial 112: `-s 512 -s 1024` was shown `-s 512,1024`, itself
-    refused)."""
+class _SizeOnce(argparse.Action):
+    """--size given several times: its items are joined, as one list (trial 114: `-s M=512 -s N=256
+    -s K=128` was refused with a fix that dropped K), each repeated item once (trial 115), the sizes
+    first (`-s K=128 -s 512` is `512,K=128`); two lists of sizes are refused (trial 110: the last
+    replaced the first without a word; `-s 512,1024` is itself refused). A key given two values is
+    left to :func:`parse_size`, which says so."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         before = getattr(namespace, self.dest, None)
-        if before is not None and before != values and self.joins(before, values):
-            setattr(namespace, self.dest, f"{before},{values}")
-        else:
-            super().__call__(parser, namespace, values, option_string)
-
-    @staticmethod
-    def joins(before: str, after: str) -> bool:
-        keys = [[item.partition("=")[0].strip() for item in text.split(",")] for text in (before, after)]
-        return all("=" in item for text in (before, after) for item in text.split(",")) \
-            and not set(keys[0]) & set(keys[1])
+        items = [i.strip() for i in (f"{before},{values}" if before is not None else values).split(",")]
+        bare = list(dict.fromkeys(i for i in items if "=" not in i))
+        if len(bare) > 1:
+            raise argparse.ArgumentError(self, f"given twice ({before!r}, then {values!r}); give the sizes once")
+        setattr(namespace, self.dest, ",".join(dict.fromkeys(bare + [i for i in items if "=" in i])))
 
 
 def _selector(text: str) -> str:

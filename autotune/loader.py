@@ -499,10 +499,11 @@ def _measure(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str, A
             fix = ("the spec's tolerance must allow rounding" if too_tight(wrong[0].message) else
                    f"`{tune_command(spec, problem, info)}` searches the whole space for one that verifies there, "
                    "and the spec's constraints should rule out the wrong ones")
-            raise ProblemError(  # (trial 114: the others' build error unsaid)
-                f"{lead}, and each configuration it could use gives wrong results there ({len(wrong)} failed "
-                f"verification; {config_label(wrong[0].params)}: {wrong[0].message}){_others(timed.measurements)}; "
-                f"{fix}")
+            others = _others(timed.measurements)  # (trial 114: the others' build error unsaid)
+            raise ProblemError(
+                f"{lead}, and each configuration it could use gives wrong results{' or fails' if others else ''} "
+                f"there ({len(wrong)} failed verification; {config_label(wrong[0].params)}: {wrong[0].message})"
+                f"{others}; {fix}")
         if timed.measurements and not any(_for_want_of_memory(m) for m in timed.measurements):
             builds_here(info)  # or the device is at fault
             raise _none_ran(spec, problem, info, timed.measurements, lead)

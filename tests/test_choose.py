@@ -658,7 +658,8 @@ def test_when_every_candidate_gives_wrong_results_load_kernel_refuses_rather_tha
     assert not profiles.path_for(FAKE.slug, folders[0]).exists()  # nothing saved
     # trial 114: the baseline's build error went unsaid
     timer = FakeTimer({128: "wrong", 64: "wrong", 32: "wrong"}, {"baseline": None, "default": "wrong"})
-    with pytest.raises(loader.ProblemError, match=r"\(4 failed verification; .*\), and 1 failed otherwise \(ALGO=.*: "
+    with pytest.raises(loader.ProblemError, match=r"gives wrong results or fails there \(4 failed verification; .*\), "
+                       r"and 1 failed otherwise \(ALGO=.*: "
                        r"compile_error: k.cl:1:1: error: no\); `autotune run"):
         choose(folders, timer, M=3000, N=3000, K=3000)
 

@@ -106,6 +106,10 @@ class Arguments:
         if need.nbytes is None:
             where = f"{self.spec.name}: argument {arg}"
             out = _scalar(where, value, need.dtype)
+            if need.below is not None and not 0 <= out < need.below:  # (trial 115: x[k] at k = 10**9)
+                raise ValueError(f"{where} is {value}, but the reference module's inputs() draws it from 0 to "
+                                 f"{need.below - 1}, within the arrays' least length, as an index into them is; a "
+                                 f"kernel may read or write at it: pass 0 to {need.below - 1}")
             if need.must_be is not None and out != need.must_be:
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
@@ -212,6 +216,7 @@ class _ArgNeed:
     must_be: int | None = None
     size_of: str | None = None
     fixed: bool = False  # must_be stayed at the other sizes tried
+    below: int | None = None  # data drawn as an index would be: 0 to below - 1 (:func:`_sizes_passed`)
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -247,13 +252,16 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     with hosttime.noted(said, hosttime.NOTE_AFTER_S):
         given = shaped_inputs(spec, problem)
         needs = {k: _need(v) for k, v in given.items()}
-        for arg, (key, fixed) in _sizes_passed(spec, problem, given, needs).items():
+        held, indices = _sizes_passed(spec, problem, given, needs)
+        for arg, (key, fixed) in held.items():
             needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed)
+        for arg, below in indices.items():
+            needs[arg] = replace(needs[arg], below=below)
     return needs
 
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
-                  needs: Mapping[str, _ArgNeed]) -> dict[str, tuple[str | None, bool]]:
+                  needs: Mapping[str, _ArgNeed]) -> tuple[dict[str, tuple[str | None, bool]], dict[str, int]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
     must pass as given: argument -> (the problem key whose value it is, where it is one's, else
     None; whether no other size changes it). Left free: data only (another seed's draws change
@@ -261,7 +269,9 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     held, since the kernel was verified with that value alone and may size its reads and writes
     by it: telling a count of its own (of repeats) from a stride, an offset, a halo, a divisor or
     a factor of one by the sizes alone failed each time it was tried (trials 102-114: each one
-    left free let a call write past a buffer). One the application chooses is a problem key."""
+    left free let a call write past a buffer). One the application chooses is a problem key.
+    Also returned: the data whose draws all lie from 0 to below the arrays' least length, as an
+    index into them would, by argument -> that length (a call must stay below it)."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
@@ -283,11 +293,16 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     # shape with it (a gather's nnz changes its arrays: held to this draw's, as the buffers are)
     data: set[str] = set()
     doubtful = [a for a in ints if out.get(a) is None]
+    drawn = {a: {int(given[a])} for a in doubtful}
     for seed in (1, 2, 3) if doubtful else ():
         other = shaped_inputs(spec, problem, seed, small)
         if not _reshaped(given, other):
             data.update(a for a in doubtful if a not in other or other[a] != given[a])
-    return {a: (out.get(a), a not in out) for a in ints if a not in data}
+            for a in (a for a in doubtful if a in other):
+                drawn[a].add(int(other[a]))
+    least = min((int(np.size(v)) for v in given.values() if np.ndim(v)), default=0)
+    indices = {a: least for a in data if all(0 <= v < least for v in drawn[a])}
+    return {a: (out.get(a), a not in out) for a in ints if a not in data}, indices
 
 
 def _follows_choice(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any], arg: str,

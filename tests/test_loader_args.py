@@ -497,6 +497,27 @@ def test_a_held_stride_is_refused_smaller_and_larger_with_the_way_to_choose_it(t
             args.bind((x, y, wrong), {})
 
 
+@needs_opencl
+def test_a_drawn_index_is_kept_within_the_arrays(tmp_path: Path, monkeypatch, queue):
+    """Trial 115: k = rng.integers(0, N), data, was free, and k = 10**9 read and wrote past x."""
+    text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
+    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace(
+        "BODY", "m = int(rng.integers(0, n)); x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)")))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    needs = arguments._arg_needs(spec, {"N": 256}, ("x", "y", "n"))
+    assert (needs["n"].must_be, needs["n"].below) == (None, 256)
+    args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n"), queue.context, queue.device)
+    x, y = buffer(queue, 4 * 256), buffer(queue, 4 * 256)
+    assert [args.bind((x, y, k), {})["n"] for k in (0, 17, 255)] == [0, 17, 255]
+    for wrong in (256, 10**9, -1):
+        with pytest.raises(ValueError, match=rf"argument n is {wrong}, but the reference module's inputs\(\) draws it "
+                           r"from 0 to 255, within the arrays' least length, as an index into them is"):
+            args.bind((x, y, wrong), {})
+    # mul1's multiplier, drawn of either sign, is no index: free
+    mul1 = specs.load("mul1")
+    assert arguments._arg_needs(mul1, mul1.resolve_problem({"N": 4096}), ("k",))["k"].below is None
+
+
 def test_an_integer_a_choice_of_the_problem_gives_names_that_choice(tmp_path: Path, monkeypatch):
     """Trial 109: c, the problem's C, was told to become a problem key, which it is."""
     text = SCALE_YAML.replace("problem: {N: 256}", "problem: {N: 256, C: {default: '4', choices: ['1', '2', '4']}}")

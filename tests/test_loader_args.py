@@ -513,6 +513,12 @@ def test_a_drawn_index_is_kept_within_the_arrays(tmp_path: Path, monkeypatch, qu
         with pytest.raises(ValueError, match=rf"argument n is {wrong}, but the reference module's inputs\(\) draws it "
                            r"from 0 to 255, within the arrays' least length, as an index into them is"):
             args.bind((x, y, wrong), {})
+    # trial 115: a drawn 0 or 1 alike at seeds 0-3 was held; at small problems more seeds are drawn
+    flip = specs.load(write_spec(tmp_path / "flip", text, ref=_SIZED_REF.replace(
+        "BODY", "x = rng.uniform(-1, 1, n).astype(np.float32); m = int(rng.integers(0, 2)); "
+                "y = np.zeros(n, np.float32)")))
+    assert [int(flip.host_module().inputs({"N": 2048}, np.random.default_rng(s))["n"]) for s in range(4)] == [0] * 4
+    assert arguments._arg_needs(flip, {"N": 2048}, ("x", "y", "n"))["n"].must_be is None
     # mul1's multiplier, drawn of either sign, is no index: free
     mul1 = specs.load("mul1")
     assert arguments._arg_needs(mul1, mul1.resolve_problem({"N": 4096}), ("k",))["k"].below is None

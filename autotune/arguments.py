@@ -51,7 +51,8 @@ class Arguments:
         name, takes = self.spec.name, ", ".join(self.arg_names)
         if len(args) > len(self.arg_names):
             keys = [k for k in self.problem if k not in self.arg_names]  # trial 113: W, H passed too
-            fixed = f" (the problem's {', '.join(keys)} were fixed when the kernel was loaded, and are not passed)" \
+            were = "was" if len(keys) == 1 else "were"  # (trial 116: "N were")
+            fixed = f" (the problem's {', '.join(keys)} {were} fixed when the kernel was loaded, and not passed)" \
                 if keys and len(args) <= len(self.arg_names) + len(keys) else ""
             raise TypeError(f"{name} takes {len(self.arg_names)} arguments ({takes}), got {len(args)}{fixed}")
         bound = dict(zip(self.arg_names, args, strict=False))  # the rest may come by name

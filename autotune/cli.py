@@ -477,6 +477,10 @@ def _saved(report: Any, whose: str, save: bool) -> str:
                 f"{whose} not saved: {report.profile_verdict}" if report.profile_verdict else
                 "no verified configuration to save")
     if str(report.profile_verdict).startswith("kept"):
+        if report.profile_kept is None:
+            from .tuner import kept_entry
+
+            return f"{whose} not saved: {report.profile_path} {kept_entry(report.profile_verdict)}"
         return f"{whose} not saved: {report.profile_path} {_verdict(report)}"
     return f"{whose} saved to {report.profile_path} (partial; {_verdict(report)})"
 

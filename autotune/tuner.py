@@ -1220,13 +1220,20 @@ KILLED = died(-signal.SIGKILL)
 KILLED_AGAIN = "so it is not measured again"
 
 
+def kept_entry(verdict: str | None) -> str:
+    """A ``kept`` save verdict in words, after the profile's path (trial 116: "not saved: ….yaml
+    kept (trial count updated)")."""
+    counted = " (its trial count updated)" if "trial count" in str(verdict) else ""
+    return f"keeps its entry for this problem{counted}"
+
+
 def what_was_saved(report: TuneReport) -> str:
     """What a run cut short by its database or worker saved, in words (trial 74: "was saved"
     where the profile kept its finished entry)."""
     if report.profile_path is None:
         return "nothing was saved"
     if (report.profile_verdict or "").startswith("kept"):
-        return f"nothing was saved: {report.profile_path} keeps its entry ({report.profile_verdict})"
+        return f"nothing was saved: {report.profile_path} {kept_entry(report.profile_verdict)}"
     return f"the best so far was saved to {report.profile_path} (partial)"
 
 

@@ -406,3 +406,13 @@ def test_a_global_size_that_is_no_multiple_of_the_work_group_gets_the_round_up(c
     lines = cli._ruled_out(report)
     assert "round the global size up to one, e.g. global: [\"ceil(N / WG) * WG\"]" in lines[-1]
     assert len(cli._ruled_out(SimpleNamespace(ruled_out=[("constraint 'WG < 64'", 0.9)], never_valid=()))) == 1
+
+
+def test_a_stopped_run_whose_profile_kept_its_entry_says_so_in_words():
+    """Trial 116: "best so far not saved: ….yaml kept (trial count updated)" read as a save."""
+    from types import SimpleNamespace
+
+    report = SimpleNamespace(profile_path="/p/dev.yaml", profile_verdict="kept (trial count updated)",
+                             profile_kept=None)
+    assert cli._saved(report, "best so far", True) == ("best so far not saved: /p/dev.yaml keeps its entry for this "
+                                                        "problem (its trial count updated)")

@@ -1675,8 +1675,8 @@ def test_a_run_cut_short_says_what_it_saved_and_not_a_save_the_profile_refused(s
     assert tuner.what_was_saved(replace(report, profile_verdict="added")) == \
         f"the best so far was saved to {report.profile_path} (partial)"
     kept = replace(report, profile_verdict="kept (trial count updated)")
-    assert tuner.what_was_saved(kept) == f"nothing was saved: {report.profile_path} keeps its entry (kept (trial " \
-                                         "count updated))"
+    assert tuner.what_was_saved(kept) == f"nothing was saved: {report.profile_path} keeps its entry for this problem " \
+                                         "(its trial count updated)"
 
 
 def test_a_stop_while_the_save_waits_for_another_processs_lock_stops_the_run(scale):

@@ -159,11 +159,14 @@ class _SizeOnce(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         before = getattr(namespace, self.dest, None)
-        items = [i.strip() for i in (f"{before},{values}" if before is not None else values).split(",")]
-        bare = list(dict.fromkeys(i for i in items if "=" not in i))
-        if len(bare) > 1:
+        if before is None:  # one --size: parse_size judges it (trial 117: "given twice (None, ...)" of `2048,512`)
+            setattr(namespace, self.dest, values)
+            return
+        items = [i.strip() for i in f"{before},{values}".split(",")]
+        bare = list(dict.fromkeys(i for i in items if i and "=" not in i))
+        if len(bare) > 1 and any("=" not in i for i in before.split(",")):
             raise argparse.ArgumentError(self, f"given twice ({before!r}, then {values!r}); give the sizes once")
-        setattr(namespace, self.dest, ",".join(dict.fromkeys(bare + [i for i in items if "=" in i])))
+        setattr(namespace, self.dest, ",".join(dict.fromkeys(bare + [i for i in items if "=" in i or not i])))
 
 
 def _selector(text: str) -> str:

@@ -30,6 +30,7 @@ import pyopencl.cltypes as cltypes
 
 from . import hostmemory, hosttime
 from .errors import ProblemError, SpecError, warn_once
+from .expr import Expr
 from .measure import host_inputs
 from .signatures import cast
 from .spec import MAX_SIZE, KernelSpec, ProblemKey, problem_label
@@ -107,10 +108,18 @@ class Arguments:
         if need.nbytes is None:
             where = f"{self.spec.name}: argument {arg}"
             out = _scalar(where, value, need.dtype)
-            if need.below is not None and not 0 <= out < need.below:  # (trial 115: x[k] at k = 10**9)
-                raise ValueError(f"{where} is {value}, but the reference module's inputs() draws it from 0 to "
-                                 f"{need.below - 1}, within the arrays' least length, as an index into them is; a "
-                                 f"kernel may read or write at it: pass 0 to {need.below - 1}")
+            if need.allowed is not None:  # the spec's own word: its condition alone
+                if not need.allowed(self.spec.env({**self.problem, arg: int(out)})):
+                    raise ValueError(f"{where} is {value}, but the spec allows it where {need.allowed.source} "
+                                     f"(arguments.{arg}), at {problem_label(self.problem)}")
+                return out
+            if need.drawn is not None and not need.drawn[0] <= out <= need.drawn[1]:
+                # trials 115, 117: a drawn index, offset or row let through by its kind wrote past a buffer
+                lo, hi = need.drawn
+                raise ValueError(f"{where} is {value}, but the reference module's inputs() draws it from {lo} to "
+                                 f"{hi} (over the seeds tried), and the kernel was verified there alone, where it may "
+                                 f"index its arrays by it: pass {lo} to {hi}, or declare the values a call may pass "
+                                 f"in the spec's arguments: (e.g. {arg}: \"0 <= {arg} < N\")")
             if need.must_be is not None and out != need.must_be:
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
@@ -132,8 +141,9 @@ class Arguments:
                 f"{arg}={need.must_be}")
         if need.fixed:  # no size moved it (trial 107: told to load a problem that gives 5, and none does)
             return (f"{said}, and it stays so at other sizes: pass {need.must_be}; where the application chooses "
-                    f"it, make it a problem key of the spec, which load_kernel takes ({arg} is held to it since "
-                    "a kernel may size its reads and writes by it)")
+                    f"it, make it a problem key of the spec, which load_kernel takes, or declare the values a call "
+                    f"may pass in the spec's arguments: (e.g. {arg}: \"1 <= {arg} <= 1000\"; {arg} is held to it "
+                    "since a kernel may size its reads and writes by it)")
         other = f", or load the kernel for the problem that gives {value}" if value > 0 else ""  # (trial 114: of 0)
         return f"{said}: pass {need.must_be}{other}"
 
@@ -217,7 +227,8 @@ class _ArgNeed:
     must_be: int | None = None
     size_of: str | None = None
     fixed: bool = False  # must_be stayed at the other sizes tried
-    below: int | None = None  # data drawn as an index would be: 0 to below - 1 (:func:`_sizes_passed`)
+    drawn: tuple[int, int] | None = None  # data: the least and most inputs() drew (:func:`_sizes_passed`)
+    allowed: Expr | None = None  # the spec's arguments: condition, in place of the rules above
 
 
 #: What the arguments take, by (spec file, spec hash, problem): computed once per process for each problem.
@@ -253,16 +264,23 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
     with hosttime.noted(said, hosttime.NOTE_AFTER_S):
         given = shaped_inputs(spec, problem)
         needs = {k: _need(v) for k, v in given.items()}
-        held, indices = _sizes_passed(spec, problem, given, needs)
+        declared = dict(spec.arguments)
+        for arg in declared.keys() & needs.keys():
+            if needs[arg].nbytes is not None or needs[arg].dtype.kind not in "iu":
+                raise SpecError(f"{spec.path}: arguments.{arg}: inputs() gives {arg} as {_kind(given[arg])}, not "
+                                "an integer; arguments: declares the values of integer arguments only")
+            needs[arg] = replace(needs[arg], allowed=declared[arg])
+        held, drawn = _sizes_passed(spec, problem, given, {a: n for a, n in needs.items() if a not in declared})
         for arg, (key, fixed) in held.items():
             needs[arg] = replace(needs[arg], must_be=int(given[arg]), size_of=key, fixed=fixed)
-        for arg, below in indices.items():
-            needs[arg] = replace(needs[arg], below=below)
+        for arg, (lo, hi) in drawn.items():
+            needs[arg] = replace(needs[arg], drawn=(lo, hi))
     return needs
 
 
 def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any],
-                  needs: Mapping[str, _ArgNeed]) -> tuple[dict[str, tuple[str | None, bool]], dict[str, int]]:
+                  needs: Mapping[str, _ArgNeed]
+                  ) -> tuple[dict[str, tuple[str | None, bool]], dict[str, tuple[int, int]]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
     must pass as given: argument -> (the problem key whose value it is, where it is one's, else
     None; whether no other size changes it). Left free: data only (another seed's draws change
@@ -270,9 +288,9 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
     held, since the kernel was verified with that value alone and may size its reads and writes
     by it: telling a count of its own (of repeats) from a stride, an offset, a halo, a divisor or
     a factor of one by the sizes alone failed each time it was tried (trials 102-114: each one
-    left free let a call write past a buffer). One the application chooses is a problem key.
-    Also returned: the data whose draws all lie from 0 to below the arrays' least length, as an
-    index into them would, by argument -> that length (a call must stay below it)."""
+    left free let a call write past a buffer). One the application chooses is a problem key, or
+    declared in the spec's ``arguments:``. Also returned: by data argument, the least and most
+    value inputs() drew for it (a call must stay within them: trials 115, 117)."""
     ints = [a for a, need in needs.items() if need.nbytes is None and need.dtype.kind in "iu"]
     # sizes that fit REAL_BELOW are drawn for real at once: the stand-in's run first would only
     # be thrown away (trial 104: a slow inputs() ran 10 times)
@@ -303,9 +321,8 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
             data.update(a for a in doubtful if a not in other or other[a] != given[a])
             for a in (a for a in doubtful if a in other):
                 drawn[a].add(int(other[a]))
-    least = min((int(np.size(v)) for v in given.values() if np.ndim(v)), default=0)
-    indices = {a: least for a in data if all(0 <= v < least for v in drawn[a])}
-    return {a: (out.get(a), a not in out) for a in ints if a not in data}, indices
+    return ({a: (out.get(a), a not in out) for a in ints if a not in data},
+            {a: (min(drawn[a]), max(drawn[a])) for a in data})
 
 
 def _follows_choice(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any], arg: str,

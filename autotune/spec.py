@@ -80,10 +80,11 @@ _TOP_KEYS = {
     "hints": False,
     "derived": False,
     "requires": False,
+    "arguments": False,
 }
 #: Keys that do not change what a configuration computes or whether it is valid: editing them
 #: keeps tuned entries (the spec hash leaves them out).
-_UNHASHED = ("description", "baseline", "default", "hints", "ceiling")
+_UNHASHED = ("description", "baseline", "default", "hints", "ceiling", "arguments")
 CEILINGS = ("copy", "fp32", "sgemm")
 _STEP_KEYS = {"entry", "global", "local", "args", "when"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: "N\n" is not a name
@@ -179,6 +180,9 @@ class KernelSpec:
     hints: tuple[tuple[tuple[str, Value], ...], ...] = ()
     derived: tuple[tuple[str, Expr], ...] = ()  # named expressions, in definition order
     requires: tuple[Expr, ...] = ()  # what every problem must satisfy
+    #: by integer argument, the values a call may pass (a condition over it and the problem keys),
+    #: where the spec declares them; others are held to what inputs() gives (autotune.arguments)
+    arguments: tuple[tuple[str, Expr], ...] = ()
     #: for each constraint, the parameters with a ``when`` that it names (through derived names
     #: too): where a configuration ignores one, any of its values may satisfy the constraint
     #: (see :func:`autotune.space.check`); none for the ``when``s' own conditions
@@ -1053,11 +1057,15 @@ class _Validator:
                         for i, h in enumerate(self.sequence("hints", raw.get("hints") or []))),
             derived=derived,
             requires=self.exprs("requires", raw.get("requires"), of_problem),
+            arguments=self.arguments(raw.get("arguments"), of_problem),
             tolerance_given=bool(raw.get("tolerance")),
         )
         self.exponents_as_text(spec)
         self.flags_of_0_or_1(spec)
         written = {a for step in spec.launch for a in step.args}
+        if stray := [n for n, _ in spec.arguments if n not in written]:
+            raise self.fail(f"arguments.{stray[0]}", "is not an argument of any launch step (arguments: declares the "
+                                                     "values a call may pass for the kernels' integer arguments)")
         if unused := [o for o in outputs if o not in written]:
             typo = difflib.get_close_matches(unused[0], sorted(written - set(outputs)), n=1)
             if typo:  # args: [x, outt]: the output is there, misspelt
@@ -1127,6 +1135,17 @@ class _Validator:
             return e(env)
         except ExpressionError as exc:
             raise self.fail(key, f"{exc} (on the default problem)") from None
+
+    def arguments(self, raw: Any, of_problem: set[str]) -> tuple[tuple[str, Expr], ...]:
+        """``arguments:``: by integer argument of the kernels, the condition its values must meet
+        in a call (over it and the problem keys), e.g. ``reps: "1 <= reps <= 1000"``."""
+        out = []
+        for name, source in self.mapping("arguments", raw, allow_empty=True).items():
+            if not _IDENT.match(str(name)) or name in of_problem:
+                raise self.fail(f"arguments.{name}", "must be the name of a kernel argument that inputs() gives as "
+                                                     "an integer (not a problem key: those are fixed at load)")
+            out.append((str(name), self.expr(f"arguments.{name}", source, of_problem | {str(name)}).as_condition()))
+        return tuple(out)
 
     def exprs(self, key: str, raw: Any, known: set[str]) -> tuple[Expr, ...]:
         return tuple(self.expr(f"{key}[{i}]", c, known) for i, c in enumerate(self.sequence(key, raw or [])))

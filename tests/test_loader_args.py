@@ -23,7 +23,7 @@ import pytest
 import autotune
 from autotune import arguments, device, loader, profiles
 from autotune import spec as specs
-from autotune.errors import ProblemError
+from autotune.errors import ProblemError, SpecError
 from autotune.kernels import mul1
 from autotune.launch import Launch
 from conftest import SCALE_YAML, every_runtime, needs_opencl, write_spec
@@ -498,30 +498,54 @@ def test_a_held_stride_is_refused_smaller_and_larger_with_the_way_to_choose_it(t
 
 
 @needs_opencl
-def test_a_drawn_index_is_kept_within_the_arrays(tmp_path: Path, monkeypatch, queue):
-    """Trial 115: k = rng.integers(0, N), data, was free, and k = 10**9 read and wrote past x."""
+def test_a_drawn_integer_stays_within_its_draws_unless_the_spec_declares_its_values(tmp_path: Path, monkeypatch,
+                                                                                    queue):
+    """Trial 115: k = rng.integers(0, N), data, was free, and k = 10**9 read and wrote past x;
+    trial 117: kept below the least array's length, a drawn offset, a row index and a negative
+    draw still wrote past their arrays. A drawn integer stays within what inputs() drew, unless
+    the spec's arguments: declares the values a call may pass."""
     text = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
-    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace(
-        "BODY", "m = int(rng.integers(0, n)); x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)")))
+    body = "m = int(rng.integers(0, n)); x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)"
+    spec = specs.load(write_spec(tmp_path, text, ref=_SIZED_REF.replace("BODY", body)))
     monkeypatch.setattr(arguments, "_needs_cache", {})
     needs = arguments._arg_needs(spec, {"N": 256}, ("x", "y", "n"))
-    assert (needs["n"].must_be, needs["n"].below) == (None, 256)
+    lo, hi = needs["n"].drawn
+    assert needs["n"].must_be is None and 0 <= lo < hi < 256
     args = arguments.Arguments(spec, {"N": 256}, ("x", "y", "n"), queue.context, queue.device)
     x, y = buffer(queue, 4 * 256), buffer(queue, 4 * 256)
-    assert [args.bind((x, y, k), {})["n"] for k in (0, 17, 255)] == [0, 17, 255]
-    for wrong in (256, 10**9, -1):
+    assert [args.bind((x, y, k), {})["n"] for k in (lo, hi)] == [lo, hi]
+    for wrong in (hi + 1, 10**9, lo - 1):
         with pytest.raises(ValueError, match=rf"argument n is {wrong}, but the reference module's inputs\(\) draws it "
-                           r"from 0 to 255, within the arrays' least length, as an index into them is"):
+                           rf"from {lo} to {hi} \(over the seeds tried\), .* or declare the values a call may pass in "
+                           r"the spec's arguments:"):
             args.bind((x, y, wrong), {})
+    declared = specs.load(write_spec(tmp_path / "declared", text + 'arguments: {n: "0 <= n < N"}\n',
+                                     ref=_SIZED_REF.replace("BODY", body)))
+    args = arguments.Arguments(declared, {"N": 256}, ("x", "y", "n"), queue.context, queue.device)
+    assert [args.bind((x, y, k), {})["n"] for k in (0, 255)] == [0, 255]
+    with pytest.raises(ValueError, match=r"argument n is 256, but the spec allows it where 0 <= n < N "
+                       r"\(arguments.n\), at N=256"):
+        args.bind((x, y, 256), {})
     # trial 115: a drawn 0 or 1 alike at seeds 0-3 was held; at small problems more seeds are drawn
     flip = specs.load(write_spec(tmp_path / "flip", text, ref=_SIZED_REF.replace(
         "BODY", "x = rng.uniform(-1, 1, n).astype(np.float32); m = int(rng.integers(0, 2)); "
                 "y = np.zeros(n, np.float32)")))
     assert [int(flip.host_module().inputs({"N": 2048}, np.random.default_rng(s))["n"]) for s in range(4)] == [0] * 4
-    assert arguments._arg_needs(flip, {"N": 2048}, ("x", "y", "n"))["n"].must_be is None
-    # mul1's multiplier, drawn of either sign, is no index: free
-    mul1 = specs.load("mul1")
-    assert arguments._arg_needs(mul1, mul1.resolve_problem({"N": 4096}), ("k",))["k"].below is None
+    assert arguments._arg_needs(flip, {"N": 2048}, ("x", "y", "n"))["n"].drawn == (0, 1)
+
+
+def test_arguments_declares_integers_only_and_mul1_its_digit(tmp_path: Path, monkeypatch):
+    text = SCALE_YAML + 'arguments: {x: "x > 0"}\n'
+    spec = specs.load(write_spec(tmp_path, text))
+    monkeypatch.setattr(arguments, "_needs_cache", {})
+    with pytest.raises(SpecError, match=r"arguments.x: inputs\(\) gives x as .*, not an integer"):
+        arguments._arg_needs(spec, {"N": 256}, ("x", "y"))
+    with pytest.raises(SpecError, match=r"arguments.N: must be the name of a kernel argument"):
+        specs.load(write_spec(tmp_path / "key", SCALE_YAML + 'arguments: {N: "N > 0"}\n'))
+    with pytest.raises(SpecError, match=r"arguments.reps: is not an argument of any launch step"):
+        specs.load(write_spec(tmp_path / "stray", SCALE_YAML + 'arguments: {reps: "reps > 0"}\n'))
+    mul1 = specs.load("mul1")  # its digit may be any of the base's, not only the draws
+    assert arguments._arg_needs(mul1, mul1.resolve_problem({"N": 4096}), ("k",))["k"].allowed is not None
 
 
 def test_an_integer_a_choice_of_the_problem_gives_names_that_choice(tmp_path: Path, monkeypatch):

@@ -163,12 +163,27 @@ def guarded_by(message: str, template: Path) -> set[str]:
         if not (0 < e.line <= len(lines) and re.match(r"\s*#\s*error\b", lines[e.line - 1])):
             continue
         names = _enclosing(lines, e.line - 1)
+        top = _directives(source_lines(template, template.name))
         if e.file != template.name:  # a header: and the #ifs around its #include in the template
             included = re.compile(rf"\s*#\s*include\s*[\"<]{re.escape(e.file)}[\">]")
-            top = _directives(source_lines(template, template.name))
             names |= set().union(*(_enclosing(top, i) for i, line in enumerate(top) if included.match(line)))
-        return names
+        return _defined_from(names, lines + top)
     return set()
+
+
+def _defined_from(names: set[str], lines: list[str]) -> set[str]:
+    """``names`` with the names each of them is ``#define``d from in ``lines``, transitively
+    (trial 117: `#define TILE (WG * 2)` read a parameter that `#if N % TILE` hid)."""
+    defines: dict[str, set[str]] = {}
+    for line in lines:
+        if (m := re.match(r"\s*#\s*define\s+(\w+)(\([^)]*\))?\s*(.*)", line)) is not None:
+            defines.setdefault(m.group(1), set()).update(re.findall(r"[A-Za-z_]\w*", m.group(3)))
+    out, todo = set(names), list(names)
+    while todo:
+        for name in defines.get(todo.pop(), set()) - out:
+            out.add(name)
+            todo.append(name)
+    return out
 
 
 def _directives(lines: list[str]) -> list[str]:

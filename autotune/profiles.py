@@ -368,7 +368,9 @@ def _check_keys(doc: Mapping[Any, Any], path: Path) -> None:
     for key in doc:
         # in any case (trial 114: KERNELS) or one letter off, where the real key is missing: a key
         # of the user's own beside it (devices: [A100], kernels_old) is kept (trial 115)
-        near = next((k for k in ("kernels", "device") if k not in doc and _one_off(str(key).lower(), k)), None)
+        # (trial 117: nor one whose value is no block at all, such as devices: [A100, H200])
+        near = next((k for k in ("kernels", "device") if k not in doc and _one_off(str(key).lower(), k)
+                     and isinstance(doc[key], dict | None)), None)
         if near:
             raise ProfileError(f"{path}: {clipped(repr(key), 40)} is no profile key: did you mean {near!r}? "
                                f"(autotune reads '{near}:' only); fix it; autotune will not overwrite it")

@@ -217,3 +217,13 @@ def test_the_names_around_an_error_in_a_header_include_those_around_its_include(
     template.write_text('#if N > 2048\n#include "big.h"\n#endif\n__kernel void k() {}\n')
     (tmp_path / "big.h").write_text("#error big problems are not supported\n")
     assert guarded_by("big.h:1:2: error: big problems are not supported", template) == {"N"}
+
+
+def test_the_names_around_an_error_include_those_its_own_defines_read(tmp_path: Path) -> None:
+    """Trial 117: `#define TILE (WG * 2)` then `#if N % TILE != 0` / `#error` was taken to read
+    problem keys only, and told to become a requires entry, though WG=8 builds."""
+    from autotune.diagnose import guarded_by
+
+    template = tmp_path / "k.cl"
+    template.write_text("#define TILE (WG * 2)\n#if N % TILE != 0\n#error N must be a multiple of TILE\n#endif\n")
+    assert guarded_by("k.cl:3:2: error: N must be a multiple of TILE", template) == {"N", "TILE", "WG"}

@@ -133,6 +133,8 @@ def test_a_misspelt_kernels_key_is_a_profile_error_and_other_keys_are_kept(tmp_p
     path.write_text("KERNELS: {}\n")
     with pytest.raises(ProfileError, match="'KERNELS' is no profile key: did you mean 'kernels'"):
         profiles.read(path)
+    path.write_text("kernels: {}\ndevices: [A100, H200]\n")  # trial 117: a list is no device block, and kept
+    assert profiles.read(path)["devices"] == ["A100", "H200"]
     # trial 115: keys of the user's own beside the real ones made the whole profile ignored
     path.write_text("kernels_old: {}\ndevices: [A100]\nkernel: {}\nnotes: tuned on the lab machine\nkernels: {}\n"
                     "device: {name: x}\n")

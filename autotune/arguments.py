@@ -29,10 +29,10 @@ import pyopencl.array as cl_array
 import pyopencl.cltypes as cltypes
 
 from . import hostmemory, hosttime
-from .errors import ProblemError, SpecError, warn_once
+from .errors import ExpressionError, ProblemError, SpecError, warn_once
 from .expr import Expr
 from .measure import host_inputs
-from .signatures import cast
+from .signatures import cast, check_declared
 from .spec import MAX_SIZE, KernelSpec, ProblemKey, problem_label
 
 
@@ -109,7 +109,12 @@ class Arguments:
             where = f"{self.spec.name}: argument {arg}"
             out = _scalar(where, value, need.dtype)
             if need.allowed is not None:  # the spec's own word: its condition alone
-                if not need.allowed(self.spec.env({**self.problem, arg: int(out)})):
+                try:
+                    allowed = need.allowed(self.spec.env({**self.problem, arg: int(out)}))
+                except ExpressionError as exc:  # (trial 118: `N // reps` at 0, the argument unnamed)
+                    raise ValueError(f"{where} is {value}, where the spec's arguments.{arg} cannot be evaluated: "
+                                     f"{exc}") from None
+                if not allowed:
                     raise ValueError(f"{where} is {value}, but the spec allows it where {need.allowed.source} "
                                      f"(arguments.{arg}), at {problem_label(self.problem)}")
                 return out
@@ -119,7 +124,8 @@ class Arguments:
                 raise ValueError(f"{where} is {value}, but the reference module's inputs() draws it from {lo} to "
                                  f"{hi} (over the seeds tried), and the kernel was verified there alone, where it may "
                                  f"index its arrays by it: pass {lo} to {hi}, or declare the values a call may pass "
-                                 f"in the spec's arguments: (e.g. {arg}: \"0 <= {arg} < N\")")
+                                 f"in the spec's arguments:, a condition over {arg} and the problem keys that keeps "
+                                 "the kernel within its arrays")
             if need.must_be is not None and out != need.must_be:
                 # the kernel's launch and buffers are the loaded size's: another one reads or
                 # writes past them (a crash) or leaves part undone (wrong numbers, no error)
@@ -238,7 +244,10 @@ _needs_cache: dict[tuple[str, str, tuple[tuple[str, Any], ...]], dict[str, _ArgN
 def input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _ArgNeed]:
     """What each argument ``inputs()`` gives takes for ``problem``, cached per process (see
     :func:`_input_needs`); ProblemError where they need more memory than this machine can give."""
-    key = (str(spec.path), spec.spec_hash, tuple(sorted(problem.items())))
+    # arguments: is left out of the spec hash, not out of what a call may pass (trial 118: an edit of
+    # it took no effect in the process)
+    key = (str(spec.path), spec.spec_hash + repr([(n, e.source) for n, e in spec.arguments]),
+           tuple(sorted(problem.items())))
     if key not in _needs_cache:
         _needs_cache[key] = _input_needs(spec, problem)
     return _needs_cache[key]
@@ -265,10 +274,8 @@ def _input_needs(spec: KernelSpec, problem: Mapping[str, Any]) -> dict[str, _Arg
         given = shaped_inputs(spec, problem)
         needs = {k: _need(v) for k, v in given.items()}
         declared = dict(spec.arguments)
+        check_declared(spec, problem, given)
         for arg in declared.keys() & needs.keys():
-            if needs[arg].nbytes is not None or needs[arg].dtype.kind not in "iu":
-                raise SpecError(f"{spec.path}: arguments.{arg}: inputs() gives {arg} as {_kind(given[arg])}, not "
-                                "an integer; arguments: declares the values of integer arguments only")
             needs[arg] = replace(needs[arg], allowed=declared[arg])
         held, drawn = _sizes_passed(spec, problem, given, {a: n for a, n in needs.items() if a not in declared})
         for arg, (key, fixed) in held.items():

@@ -26,7 +26,14 @@ from .hosttime import watched
 from .launch import CandidateError, Launch, ProgramCache, check_arguments, number_arguments
 from .pristine import Pristine
 from .result import Measurement, Status
-from .signatures import as_kernel_scalars, check_inputs, check_launch, check_local_pointers, check_outputs
+from .signatures import (
+    as_kernel_scalars,
+    check_declared,
+    check_inputs,
+    check_launch,
+    check_local_pointers,
+    check_outputs,
+)
 from .space import check as check_config
 from .spec import KernelSpec, Value, problem_label
 from .verify import POISON_BYTE, Expected, reachable, vacuous, without_unwritten_advice
@@ -115,6 +122,7 @@ def compute_workload(spec: KernelSpec, problem: Mapping[str, Any], seed: int = 0
     check_launch(spec)
     check_outputs(spec)
     check_inputs(spec, inputs, number_arguments(problem))
+    check_declared(spec, problem, inputs)
     _check_memory_order(spec, inputs)
     with _read_only(spec, inputs):
         expected = _mapping(spec, "reference", _call(spec, host.reference, dict(problem), dict(inputs)))

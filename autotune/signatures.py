@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ProblemError, SpecError, clipped, warn
-from .spec import C_COMMENTS, KernelSpec
+from .errors import ExpressionError, ProblemError, SpecError, clipped, warn
+from .spec import C_COMMENTS, KernelSpec, problem_label
 
 #: OpenCL C element types (also the base of their vector types, float4 and the like) and the
 #: numpy type of the same width and kind. char and uchar are left out: a ``uchar*`` argument
@@ -413,3 +413,24 @@ def _reinterpreted(kind: str, dtype: np.dtype[Any]) -> bool:
     says; raw bytes say so too)."""
     want = np.dtype(_TYPES[kind])
     return dtype.kind in "fiu" and dtype.itemsize == want.itemsize and (want.kind == "f") != (dtype.kind == "f")
+
+
+def check_declared(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[str, Any]) -> None:
+    """SpecError where the spec's ``arguments:`` names an argument ``inputs()`` (``given``) gives
+    as no integer, or refuses the value it gives, at which alone the kernel is verified (trial
+    118: each found at the first call only, or never). A run checks it too."""
+    for arg, allowed in spec.arguments:
+        value = given.get(arg)
+        if value is None or np.ndim(value) or np.asarray(value).dtype.kind not in "iu":
+            what = "gives no such argument" if value is None else \
+                f"gives {arg} as {'an array' if np.ndim(value) else type(value).__name__}"
+            raise SpecError(f"{spec.path}: arguments.{arg}: inputs() {what}, not an integer; arguments: declares "
+                            "the values of integer arguments only")
+        try:
+            ok = allowed(spec.env({**problem, arg: int(value)}))
+        except ExpressionError as exc:
+            raise SpecError(f"{spec.path}: arguments.{arg}: {exc}") from None
+        if not ok:
+            raise SpecError(f"{spec.path}: arguments.{arg}: inputs() gives {arg}={int(value)} at "
+                            f"{problem_label(problem)}, which {allowed.source!r} refuses: the kernel would be verified "
+                            "at a value no call may pass")

@@ -1063,9 +1063,7 @@ class _Validator:
         self.exponents_as_text(spec)
         self.flags_of_0_or_1(spec)
         written = {a for step in spec.launch for a in step.args}
-        if stray := [n for n, _ in spec.arguments if n not in written]:
-            raise self.fail(f"arguments.{stray[0]}", "is not an argument of any launch step (arguments: declares the "
-                                                     "values a call may pass for the kernels' integer arguments)")
+        self.arguments_checked(spec)
         if unused := [o for o in outputs if o not in written]:
             typo = difflib.get_close_matches(unused[0], sorted(written - set(outputs)), n=1)
             if typo:  # args: [x, outt]: the output is there, misspelt
@@ -1146,6 +1144,28 @@ class _Validator:
                                                      "an integer (not a problem key: those are fixed at load)")
             out.append((str(name), self.expr(f"arguments.{name}", source, of_problem | {str(name)}).as_condition()))
         return tuple(out)
+
+    def arguments_checked(self, spec: KernelSpec) -> None:
+        """SpecError where ``arguments:`` names no integer argument of the kernels (a scratch
+        buffer, a typo), or gives no true or false at the default problem (trial 118: `reps + 1`,
+        and a scratch buffer, were found at a call, or never)."""
+        written = {a for step in spec.launch for a in step.args}
+        for name, condition in spec.arguments:
+            if name in dict(spec.scratch):
+                raise self.fail(f"arguments.{name}", "is a scratch buffer, not an integer argument; arguments: "
+                                                     "declares the values a call may pass for the kernels' integers")
+            if name not in written:
+                typo = difflib.get_close_matches(name, sorted(written), n=1)
+                raise self.fail(f"arguments.{name}", "is not an argument of any launch step"
+                                + (f" (did you mean {typo[0]}?)" if typo else "") + "; arguments: declares the values "
+                                "a call may pass for the kernels' integer arguments")
+            for probe in (1, 0):
+                try:
+                    condition(spec.env({**spec.default_problem(), name: probe}))
+                except ConditionError as exc:
+                    raise self.fail(f"arguments.{name}", str(exc)) from None
+                except ExpressionError:  # (`N // reps` at 0)
+                    continue
 
     def exprs(self, key: str, raw: Any, known: set[str]) -> tuple[Expr, ...]:
         return tuple(self.expr(f"{key}[{i}]", c, known) for i, c in enumerate(self.sequence(key, raw or [])))

@@ -544,6 +544,23 @@ def test_arguments_declares_integers_only_and_mul1_its_digit(tmp_path: Path, mon
         specs.load(write_spec(tmp_path / "key", SCALE_YAML + 'arguments: {N: "N > 0"}\n'))
     with pytest.raises(SpecError, match=r"arguments.reps: is not an argument of any launch step"):
         specs.load(write_spec(tmp_path / "stray", SCALE_YAML + 'arguments: {reps: "reps > 0"}\n'))
+    # trial 118: each of these was found at a call, or never
+    sized = SCALE_YAML.replace("args: [x, y]", "args: [x, y, n]")
+    ref = _SIZED_REF.replace("BODY", "m = n; x = rng.random(n).astype(np.float32)")
+    for arguments_block, said in [('{n: "n + 1"}', r"arguments.n: 'n \+ 1' gives 2, not true or false"),
+                                  ('{nn: "nn > 0"}', r"arguments.nn: is not an argument of any launch step \(did you "
+                                                     r"mean n\?\)"),
+                                  ('{n: "n > 0"}\nscratch: {n: "16"}', r"arguments.n: is a scratch buffer")]:
+        with pytest.raises(SpecError, match=said):
+            specs.load(write_spec(tmp_path / "bad", sized + f"arguments: {arguments_block}\n", ref=ref))
+    refused = specs.load(write_spec(tmp_path / "refused", sized + 'arguments: {n: "n > 1000"}\n', ref=ref))
+    with pytest.raises(SpecError, match=r"arguments.n: inputs\(\) gives n=256 at N=256, which 'n > 1000' refuses: the "
+                                        r"kernel would be verified at a value no call may pass"):
+        arguments._arg_needs(refused, {"N": 256}, ("x", "y", "n"))
+    # an edit of arguments: in the process is taken (it is left out of the spec hash, not the cache's key)
+    wide = specs.load(write_spec(tmp_path / "refused", sized + 'arguments: {n: "n > 0"}\n', ref=ref))
+    assert wide.spec_hash == refused.spec_hash
+    assert arguments._arg_needs(wide, {"N": 256}, ("x", "y", "n"))["n"].allowed.source == "n > 0"
     mul1 = specs.load("mul1")  # its digit may be any of the base's, not only the draws
     assert arguments._arg_needs(mul1, mul1.resolve_problem({"N": 4096}), ("k",))["k"].allowed is not None
 

@@ -290,8 +290,8 @@ def _sizes_passed(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[s
                   ) -> tuple[dict[str, tuple[str | None, bool]], dict[str, tuple[int, int]]]:
     """The integer arguments that ``inputs()`` gives (``given``, taking ``needs``) which a call
     must pass as given: argument -> (the problem key whose value it is, where it is one's, else
-    None; whether no other size changes it). Left free: data only (another seed's draws change
-    it and no array's shape with it: mul1's multiplier, a drawn seed). Every other integer is
+    None; whether no other size changes it). Not held: data (another seed's draws change it and
+    no array's shape with it: a drawn seed or index), kept within its draws. Every other integer is
     held, since the kernel was verified with that value alone and may size its reads and writes
     by it: telling a count of its own (of repeats) from a stride, an offset, a halo, a divisor or
     a factor of one by the sizes alone failed each time it was tried (trials 102-114: each one

@@ -1105,8 +1105,8 @@ class _Validator:
             for name in sorted(c.flags & values.keys()):
                 if not all(v in (0, 1) for v in values[name]):
                     raise self.fail(where, f"{c.source!r} takes {name} as true or false by itself, but its values "
-                                    f"{list(values[name])!r} are not all 0 and 1 (false and true); compare it, "
-                                    f"e.g. {name} == {values[name][-1]!r}")
+                                    f"{list(values[name])!r} are not all 0 and 1 (false and true); compare it, as "
+                                    f"{name} != 0 for {name} alone and {name} == 0 for not {name}")  # (trial 119)
             for name in sorted(c.flags & {n for n, _ in spec.derived}):  # (trial 115: `D: G`, G in [1, 2])
                 if (gives := _not_a_flag(spec, name)) is not None:
                     raise self.fail(where, f"{c.source!r} takes the derived {name} as true or false by itself, but "
@@ -1142,6 +1142,13 @@ class _Validator:
             if not _IDENT.match(str(name)) or name in of_problem:
                 raise self.fail(f"arguments.{name}", "must be the name of a kernel argument that inputs() gives as "
                                                      "an integer (not a problem key: those are fixed at load)")
+            try:
+                others = sorted(Expr.parse(source).names - of_problem - {str(name)})
+            except ExpressionError:
+                others = []  # said by self.expr below
+            if others and str(name) not in Expr.parse(source).names:  # (trial 119: "did you mean iter?" of iters)
+                raise self.fail(f"arguments.{name}", f"{source!r} reads {others[0]}, not {name}: a condition over the "
+                                f"argument it is the key of; if the argument is {others[0]}, name the key so")
             out.append((str(name), self.expr(f"arguments.{name}", source, of_problem | {str(name)}).as_condition()))
         return tuple(out)
 

@@ -532,6 +532,11 @@ def test_a_drawn_integer_stays_within_its_draws_unless_the_spec_declares_its_val
                 "y = np.zeros(n, np.float32)")))
     assert [int(flip.host_module().inputs({"N": 2048}, np.random.default_rng(s))["n"]) for s in range(4)] == [0] * 4
     assert arguments._arg_needs(flip, {"N": 2048}, ("x", "y", "n"))["n"].drawn == (0, 1)
+    # trial 119: a value drawn from -100 to 100 was taken from 3 to 97, over 4 seeds; ten where cheap
+    wide = specs.load(write_spec(tmp_path / "wide", text, ref=_SIZED_REF.replace(
+        "BODY", "m = int(rng.integers(-100, 100)); x = rng.random(n).astype(np.float32); y = np.zeros(n, np.float32)")))
+    draws = [int(wide.host_module().inputs({"N": 256}, np.random.default_rng(s))["n"]) for s in range(10)]
+    assert arguments._arg_needs(wide, {"N": 256}, ("x", "y", "n"))["n"].drawn == (min(draws), max(draws))
 
 
 def test_arguments_declares_integers_only_and_mul1_its_digit(tmp_path: Path, monkeypatch):
@@ -550,7 +555,10 @@ def test_arguments_declares_integers_only_and_mul1_its_digit(tmp_path: Path, mon
     for arguments_block, said in [('{n: "n + 1"}', r"arguments.n: 'n \+ 1' gives 2, not true or false"),
                                   ('{nn: "nn > 0"}', r"arguments.nn: is not an argument of any launch step \(did you "
                                                      r"mean n\?\)"),
-                                  ('{n: "n > 0"}\nscratch: {n: "16"}', r"arguments.n: is a scratch buffer")]:
+                                  ('{n: "n > 0"}\nscratch: {n: "16"}', r"arguments.n: is a scratch buffer"),
+                                  # trial 119: "did you mean nn?" steered the condition to the misspelt key
+                                  ('{nn: "n >= 1"}', r"arguments.nn: 'n >= 1' reads n, not nn: .* if the argument "
+                                                     r"is n, name the key so")]:
         with pytest.raises(SpecError, match=said):
             specs.load(write_spec(tmp_path / "bad", sized + f"arguments: {arguments_block}\n", ref=ref))
     refused = specs.load(write_spec(tmp_path / "refused", sized + 'arguments: {n: "n > 1000"}\n', ref=ref))

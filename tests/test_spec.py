@@ -214,7 +214,7 @@ def test_missing_file():
     # trial 114: refused only at F=2, mid-run, once flags of 0 and 1 were taken as conditions
     (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "WPT or WG == 16"'),
      r"constraints: 'WPT or WG == 16' takes WPT as true or false by itself, but its values \[1, 2, 4, 8, 16\] are not "
-     r"all 0 and 1 \(false and true\); compare it, e.g. WPT == 16"),
+     r"all 0 and 1 \(false and true\); compare it, as WPT != 0 for WPT alone and WPT == 0 for not WPT"),
     (("  MODE: [0]", "  MODE: [0]\n  F: [0, 1, 2]\n  G: {values: [1, 2], when: 'not F'}"),
      r"parameters.G.when: .* takes F as true or false by itself"),
     (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e3]\nlocal_memory: '4 * R'"),  # trial 114: beside floats too

@@ -130,23 +130,18 @@ class _Once(argparse.Action):
                  option_string: str | None = None) -> None:
         before = getattr(namespace, self.dest, None)
         if before is not None and before != values:
-            both = f", e.g. {option_string or self.option_strings[0]} {before},{values}" \
-                if self.joins(before, values) else ""
+            both = f", e.g. {option_string or self.option_strings[0]} {before},{values}" if self.joins else ""
             raise argparse.ArgumentError(self, f"given twice ({before!r}, then {values!r}); give it once{both}")
         setattr(namespace, self.dest, values)
 
-    @staticmethod
-    def joins(before: str, after: str) -> bool:
-        """Whether the two values, joined by a comma, mean both: devices for a run, a worker each."""
-        return True
+    #: whether the two values, joined by a comma, mean both: devices for a run, a worker each
+    joins = True
 
 
 class _OnceAlone(_Once):
     """:class:`_Once` for a command that takes one device."""
 
-    @staticmethod
-    def joins(before: str, after: str) -> bool:
-        return False
+    joins = False
 
 
 class _SizeOnce(argparse.Action):

@@ -73,7 +73,7 @@ def signals() -> tuple[int, ...]:
     """The signals that stop a run now: SIGINT, SIGTERM and SIGHUP, each where it is not ignored
     (trial 111: a run in a script's background job, which inherits SIGINT ignored, was stopped
     by the Ctrl-C meant for the script)."""
-    return tuple(s for s in _STOPS if s not in ignored())
+    return tuple(s for s in _STOPS if signal.getsignal(s) is not signal.SIG_IGN)
 
 
 @contextmanager

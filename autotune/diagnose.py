@@ -141,9 +141,12 @@ def source_lines(template: Path, file: str) -> list[str]:
 def deliberate(message: str, template: Path) -> bool:
     """Whether a build stopped at an ``#error`` line of ``template`` or a header of it: a
     configuration it refuses on purpose."""
-    return any(0 < e.line <= len(lines := source_lines(template, e.file)) and re.match(r"\s*#\s*error\b",
-                                                                                      lines[e.line - 1])
-               for e in errors(message))
+    return any(_at_error(source_lines(template, e.file), e.line) for e in errors(message))
+
+
+def _at_error(lines: list[str], line: int) -> bool:
+    """Whether ``line`` (from 1) of ``lines`` is an ``#error`` directive."""
+    return 0 < line <= len(lines) and re.match(r"\s*#\s*error\b", lines[line - 1]) is not None
 
 
 def guarded_by(message: str, template: Path) -> set[str]:
@@ -160,13 +163,15 @@ def guarded_by(message: str, template: Path) -> set[str]:
     """
     for e in errors(message):
         lines = _directives(source_lines(template, e.file))
-        if not (0 < e.line <= len(lines) and re.match(r"\s*#\s*error\b", lines[e.line - 1])):
+        if not _at_error(lines, e.line):
             continue
         names = _enclosing(lines, e.line - 1)
+        if e.file == template.name:
+            return _defined_from(names, lines)
+        # a header: and the #ifs around its #include in the template
         top = _directives(source_lines(template, template.name))
-        if e.file != template.name:  # a header: and the #ifs around its #include in the template
-            included = re.compile(rf"\s*#\s*include\s*[\"<]{re.escape(e.file)}[\">]")
-            names |= set().union(*(_enclosing(top, i) for i, line in enumerate(top) if included.match(line)))
+        included = re.compile(rf"\s*#\s*include\s*[\"<]{re.escape(e.file)}[\">]")
+        names |= set().union(*(_enclosing(top, i) for i, line in enumerate(top) if included.match(line)))
         return _defined_from(names, lines + top)
     return set()
 

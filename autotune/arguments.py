@@ -110,7 +110,7 @@ class Arguments:
             out = _scalar(where, value, need.dtype)
             if need.allowed is not None:  # the spec's own word: its condition alone
                 try:
-                    allowed = need.allowed(self.spec.env({**self.problem, arg: int(out)}))
+                    allowed = self.spec.allows(arg, int(out), self.problem)
                 except ExpressionError as exc:  # (trial 118: `N // reps` at 0, the argument unnamed)
                     raise ValueError(f"{where} is {value}, where the spec's arguments.{arg} cannot be evaluated: "
                                      f"{exc}") from None

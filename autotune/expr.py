@@ -196,7 +196,7 @@ class Expr:
             raise ExpressionError(f"{self.source!r}: unknown name {exc.args[0]!r}") from None
         except _EVAL_ERRORS as exc:
             raise ExpressionError(f"{self.source!r}: {_one_line(exc)}") from None
-        if self.condition and not _is_bool(value, self.source):
+        if self.condition and not is_truth(value, self.source):
             raise ConditionError(f"{self.source!r} gives {_brief(repr(value))[1:-1]}, not true or false; write a "
                                  "condition, such as a comparison")
         return value
@@ -215,7 +215,7 @@ class Expr:
             )
 
 
-def _is_bool(value: Any, text: str = "") -> bool:
+def is_truth(value: Any, text: str = "") -> bool:
     """Whether ``value`` is true or false: Python's bool or numpy's (a comparison of its numbers),
     or, where ``text`` is a name alone, 0 or 1: a flag as Kernel Tuner's specs write one (trial
     113: `use_local or not use_padding` was refused, `not use_padding or use_local == 1` taken).
@@ -242,7 +242,7 @@ def _a_condition(part: _Fn, text: str) -> _Fn:
     gives anything but true or false."""
     def checked(env: Env) -> Any:
         value = part(env)
-        if not _is_bool(value, text):
+        if not is_truth(value, text):
             raise ConditionError(f"its part {text!r} gives {_brief(repr(value))[1:-1]}, not true or false; write "
                                  "a condition there, such as a comparison")
         return value

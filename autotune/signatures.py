@@ -427,7 +427,7 @@ def check_declared(spec: KernelSpec, problem: Mapping[str, Any], given: Mapping[
             raise SpecError(f"{spec.path}: arguments.{arg}: inputs() {what}, not an integer; arguments: declares "
                             "the values of integer arguments only")
         try:
-            ok = allowed(spec.env({**problem, arg: int(value)}))
+            ok = spec.allows(arg, int(value), problem)
         except ExpressionError as exc:
             raise SpecError(f"{spec.path}: arguments.{arg}: {exc}") from None
         if not ok:

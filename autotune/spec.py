@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from .errors import AutotuneError, ConditionError, ExpressionError, ProblemError, SpecError, raised_in, warn_once
-from .expr import Expr
+from .expr import Expr, is_truth
 from .resources import data_dir
 from .yamlload import AmbiguousBoolean, read_yaml, syntax_error, unquoted
 
@@ -209,6 +209,13 @@ class KernelSpec:
                  *(e for step in self.launch for e in (*step.global_size, *(step.local_size or ()),
                                                        *([step.when] if step.when else [])))]
         return self.behind(n for e in exprs for n in e.names)
+
+    def allows(self, name: str, value: int, problem: Mapping[str, Any]) -> bool:
+        """Whether the spec's ``arguments:`` lets a call pass ``value`` for integer argument
+        ``name`` at ``problem`` (True where it declares nothing of it); ExpressionError where its
+        condition cannot be evaluated there."""
+        condition = dict(self.arguments).get(name)
+        return condition is None or bool(condition(self.env({**problem, name: value})))
 
     def condition_of(self, constraint: Expr) -> Parameter | None:
         """The parameter whose ``when`` ``constraint`` is (see :func:`condition_source`), if any."""
@@ -762,7 +769,7 @@ def _not_a_flag(spec: KernelSpec, name: str, most: int = 2_000) -> tuple[dict[st
             value = spec.env(spec.default_problem(), {**spec.default_config, **combination}).get(name)
         except (AutotuneError, ArithmeticError, TypeError, ValueError):
             continue
-        if value is not None and not (type(value).__name__ in ("bool", "bool_") or value in (0, 1)):
+        if value is not None and not is_truth(value, name):  # as the condition will judge it
             return combination, value
     return None
 
@@ -1063,7 +1070,7 @@ class _Validator:
         self.exponents_as_text(spec)
         self.flags_of_0_or_1(spec)
         written = {a for step in spec.launch for a in step.args}
-        self.arguments_checked(spec)
+        self.arguments_checked(spec, written)
         if unused := [o for o in outputs if o not in written]:
             typo = difflib.get_close_matches(unused[0], sorted(written - set(outputs)), n=1)
             if typo:  # args: [x, outt]: the output is there, misspelt
@@ -1143,21 +1150,22 @@ class _Validator:
                 raise self.fail(f"arguments.{name}", "must be the name of a kernel argument that inputs() gives as "
                                                      "an integer (not a problem key: those are fixed at load)")
             try:
-                others = sorted(Expr.parse(source).names - of_problem - {str(name)})
+                read = Expr.parse(source).names
             except ExpressionError:
-                others = []  # said by self.expr below
-            if others and str(name) not in Expr.parse(source).names:  # (trial 119: "did you mean iter?" of iters)
+                read = frozenset()  # said by self.expr below
+            others = sorted(read - of_problem - {str(name)})
+            if others and str(name) not in read:  # (trial 119: "did you mean iter?" of iters)
                 raise self.fail(f"arguments.{name}", f"{source!r} reads {others[0]}, not {name}: a condition over the "
                                 f"argument it is the key of; if the argument is {others[0]}, name the key so")
             out.append((str(name), self.expr(f"arguments.{name}", source, of_problem | {str(name)}).as_condition()))
         return tuple(out)
 
-    def arguments_checked(self, spec: KernelSpec) -> None:
-        """SpecError where ``arguments:`` names no integer argument of the kernels (a scratch
-        buffer, a typo), or gives no true or false at the default problem (trial 118: `reps + 1`,
-        and a scratch buffer, were found at a call, or never)."""
-        written = {a for step in spec.launch for a in step.args}
-        for name, condition in spec.arguments:
+    def arguments_checked(self, spec: KernelSpec, written: set[str]) -> None:
+        """SpecError where ``arguments:`` names no integer argument of the kernels (``written``:
+        the launch steps' arguments; not a scratch buffer, nor a typo), or gives no true or false
+        at the default problem (trial 118: `reps + 1`, and a scratch buffer, were found at a
+        call, or never)."""
+        for name, _ in spec.arguments:
             if name in dict(spec.scratch):
                 raise self.fail(f"arguments.{name}", "is a scratch buffer, not an integer argument; arguments: "
                                                      "declares the values a call may pass for the kernels' integers")
@@ -1168,7 +1176,7 @@ class _Validator:
                                 "a call may pass for the kernels' integer arguments")
             for probe in (1, 0):
                 try:
-                    condition(spec.env({**spec.default_problem(), name: probe}))
+                    spec.allows(name, probe, spec.default_problem())
                 except ConditionError as exc:
                     raise self.fail(f"arguments.{name}", str(exc)) from None
                 except ExpressionError:  # (`N // reps` at 0)

@@ -260,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "stopped and measured again next time (default 150)")
     run.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                      help="tpe (default; after random start-up draws up to 3-5 measurements, the baseline, "
-                     "default and hints counted, candidates in turn from TPE over the "
+                     "default and hints counted (up to 12, each covering pairs of values no earlier draw "
+                     "held, where a search with no hints or earlier winners varies many parameters), "
+                     "candidates in turn from TPE over the "
                      "valid configurations, a step beside the best, TPE, and the configuration a "
                      "regression of log time predicts fastest), random (uniform over the valid "
                      "configurations), or grid (every valid configuration in order)")

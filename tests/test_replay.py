@@ -497,3 +497,55 @@ def test_replay_runs_numpy_with_one_blas_thread_unless_told_otherwise(monkeypatc
     monkeypatch.setenv("OMP_NUM_THREADS", "4")  # trial 94: OpenBLAS read its own variable, set to 1, first
     _entry.one_blas_thread(["replay", "x.json"])
     assert os.environ["OMP_NUM_THREADS"] == "4" and "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_tpes_start_up_draws_cover_more_pairs_of_values_than_uniform_draws(tmp_path):
+    """Issue 14: the start-up draws each hold the most pairs of values no earlier draw held, so
+    that the models see each value beside each other (a large tile with few threads and with many)."""
+    import itertools
+
+    from autotune.proposer import startup_trials
+    from autotune.tuner import TuneOptions, tune
+
+    names, values = [f"P{i}" for i in range(7)], [1, 2, 3]
+    cache = {",".join(map(str, c)): {**dict(zip(names, c, strict=True)), "time": 1.0 + sum(c)}
+             for c in itertools.product(values, repeat=7)}
+    path = tmp_path / "seven.json"
+    path.write_text(json.dumps({"device_name": "Toy GPU", "tune_params": {n: values for n in names}, "cache": cache}))
+    rec = replay.load(path)
+    n = startup_trials(rec.valid, 100, varied=7)
+    assert n == 10, "one draw per two pairs of parameters (21 pairs)"
+
+    def pairs(sampler: Sampler, seed: int) -> int:
+        ev = replay.RecordedEvaluator(rec)
+        options = TuneOptions(trials=100, timeout_s=None, sampler=sampler.value, seed=seed, storage=":memory:",
+                              save=False)
+        tune(replay.spec_for(rec), options, evaluator=ev, info=replay.device_for(rec))
+        first = [m.params for m in ev.order[:n]]  # the default, then the start-up draws
+        assert len({tuple(c.values()) for c in first}) == n
+        return len({(a, c[a], b, c[b]) for c in first for a, b in itertools.combinations(names, 2)})
+
+    for seed in range(3):
+        covering, uniform = pairs(Sampler.TPE, seed), pairs(Sampler.RANDOM, seed)
+        assert covering >= uniform + 20, (covering, uniform)  # of 189; 10 uniform draws hold ~131
+
+
+def test_a_search_started_from_other_devices_winners_keeps_its_few_uniform_start_up_draws(tmp_path, monkeypatch):
+    """Covering draws after other devices' winners cost more than they found (warm-started GEMM
+    replays: medians 17, 44 and 17 against 11, 22 and 10): only a cold search makes them."""
+    from autotune.proposer import Proposer
+
+    rec = replay.load(_cache(tmp_path))
+    calls: list[int] = []
+    real = Proposer._covering_draw
+
+    def spy(self, seen):
+        calls.append(1)
+        return real(self, seen)
+
+    monkeypatch.setattr(Proposer, "_covering_draw", spy)
+    replay.replay(rec, trials=30, seed=0, target=0.0, ahead=0)  # (no draws for compile ahead)
+    assert len(calls) == 4, "cold: the default, then √(valid space) = 5 in all, each covering"
+    calls.clear()
+    replay.replay(rec, trials=30, seed=0, target=0.0, ahead=0, starts=[{"X": 1, "Y": 1}])
+    assert calls == [], "warm: uniform draws"

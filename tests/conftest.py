@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +20,21 @@ FAKE = DeviceInfo(selector="fake", platform="Fake Platform", name="Fake GPU 9000
                   driver="1.0", opencl="OpenCL 3.0", device_type="GPU", compute_units=8,
                   max_work_group_size=256, max_work_item_sizes=(256, 256, 64),
                   local_mem_size=49152, global_mem_size=2**32)
+
+
+def _own_temporary_folder(worker: str) -> None:
+    """Give this pytest-xdist worker a temporary folder of its own (as TMPDIR, for the commands
+    its tests start too). A run names the device it measures on in its folder there, and a run of
+    another worker on the same CPU device would rightly be warned of it: a warning that tests
+    reading a command's exact output do not expect, and that no run outside the suite gets."""
+    folder = tempfile.mkdtemp(prefix=f"autotune-tests-{worker}-")
+    os.environ["TMPDIR"] = folder
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
+if "PYTEST_XDIST_WORKER" in os.environ:  # before any device is loaded: PoCL writes there too
+    _own_temporary_folder(os.environ["PYTEST_XDIST_WORKER"])
 
 
 def _buildable() -> tuple[list[str], list[str]]:

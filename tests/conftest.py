@@ -28,12 +28,16 @@ def _own_temporary_folder(worker: str) -> None:
     another worker on the same CPU device would rightly be warned of it: a warning that tests
     reading a command's exact output do not expect, and that no run outside the suite gets."""
     folder = tempfile.mkdtemp(prefix=f"autotune-tests-{worker}-")
-    os.environ["TMPDIR"] = folder
+    os.chmod(folder, 0o1777)  # as /tmp: the PostgreSQL server the worker tests start runs as its own user
+    os.environ["TMPDIR"] = os.environ[_OWN_TMP] = folder
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
-if "PYTEST_XDIST_WORKER" in os.environ:  # before any device is loaded: PoCL writes there too
+#: Set once a worker has its folder: a process a test spawns imports this module again, and
+#: keeps the TMPDIR the test gave it.
+_OWN_TMP = "AUTOTUNE_TESTS_OWN_TMPDIR"
+if "PYTEST_XDIST_WORKER" in os.environ and _OWN_TMP not in os.environ:  # before any device is loaded
     _own_temporary_folder(os.environ["PYTEST_XDIST_WORKER"])
 
 

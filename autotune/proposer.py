@@ -67,9 +67,12 @@ def startup_trials(valid: int, budget: int, varied: int) -> int:
 
 #: Start-up draws at most, however many pairs of parameters there are.
 COVERING_MAX = 12
-#: Random configurations a covering draw chooses among (kept and topped up between draws;
-#: correlate's first 256 take about half a second on a 2-core CPU).
+#: Random configurations a covering draw chooses among, at most (kept and topped up between
+#: draws; correlate's first 256 take about half a second on a 2-core CPU), and the draws of
+#: those that may find none (in a space where 1% of the combinations are valid, 8% of them do)
+#: before it chooses among those it has.
 COVERING_POOL = 256
+COVERING_MISSES = 32
 #: Random draws that all hit measured configurations before the grid walk takes over.
 _REDRAWS = 64
 
@@ -113,14 +116,17 @@ class Proposer:
         """The pool's configuration holding the most pairs of values no covering draw held
         (the first drawn of those tied); None when no unmeasured one was drawn."""
         self._pool = [c for c in self._pool if not seen(c) and c not in self.upcoming]
+        misses = 0  # draws that found no valid configuration (each of up to 256 tries)
         for _ in range(COVERING_POOL - len(self._pool)):
             c = self.space.draw_uniform(self.rng)
-            if c is None:  # too sparse for rejection, where each draw is slow: uniform draws
-                self.covering = 0
-                break
-            if not seen(c) and c not in self.upcoming and c not in self._pool:
+            if c is None:
+                misses += 1
+                if misses == COVERING_MISSES:
+                    break
+            elif not seen(c) and c not in self.upcoming and c not in self._pool:
                 self._pool.append(c)
-        if not self._pool:
+        if not self._pool:  # too sparse for rejection: the balanced draws of _draw instead
+            self.covering = 0
             return None
         best = max(self._pool, key=lambda c: len(_pairs(c) - self._pairs))
         self._pool.remove(best)

@@ -439,6 +439,8 @@ class _Run:
         varied = sum(len(p.values) > 1 for p in self.spec.parameters) if not self.guided else 0
         n = startup_trials(self.valid_count, self.options.trials, varied)
         if self.options.sampler is Sampler.TPE and not self.guided:
+            # the proposer's next n draws cover: the default and baseline among the n leave one
+            # or two, which a draw ahead or a stuck search's next draw takes (as in the table)
             self.proposer.covering = max(0, n - self.log.measured_total)
         return n
 

@@ -549,3 +549,28 @@ def test_a_search_started_from_other_devices_winners_keeps_its_few_uniform_start
     calls.clear()
     replay.replay(rec, trials=30, seed=0, target=0.0, ahead=0, starts=[{"X": 1, "Y": 1}])
     assert calls == [], "warm: uniform draws"
+
+
+def test_covering_draws_go_on_where_one_combination_in_a_hundred_is_valid(tmp_path):
+    """Trial 120: the first draw by rejection that found nothing valid ended the covering draws
+    (at 1% valid, 8% of such draws do), so a sparse space got uniform draws without a word."""
+    import itertools
+    import random
+
+    from autotune.proposer import Proposer
+
+    names, values = [f"P{i}" for i in range(6)], [1, 2, 3, 4]
+    every = list(itertools.product(values, repeat=6))
+    kept = random.Random(0).sample(every, 48)  # 48 of 4,096
+    cache = {",".join(map(str, c)): {**dict(zip(names, c, strict=True)), "time": 1.0 + sum(c)} for c in kept}
+    path = tmp_path / "sparse.json"
+    path.write_text(json.dumps({"device_name": "Toy GPU", "tune_params": {n: values for n in names}, "cache": cache}))
+    rec = replay.load(path)
+    space = ValidSpace(replay.spec_for(rec), {}, replay.device_for(rec).facts())
+    prop = Proposer(Sampler.TPE, space, seed=0)
+    prop.covering = 12
+    drawn: list[dict] = []
+    for left in range(11, -1, -1):
+        drawn.append(prop.next(lambda c: c in drawn))
+        assert prop.covering == left, "each draw covers, none cut short"
+    assert len({tuple(c.values()) for c in drawn}) == 12 and all(tuple(c.values()) in kept for c in drawn)

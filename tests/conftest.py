@@ -41,6 +41,16 @@ if "PYTEST_XDIST_WORKER" in os.environ and _OWN_TMP not in os.environ:  # before
     _own_temporary_folder(os.environ["PYTEST_XDIST_WORKER"])
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a CI job's time limit, `timeout`'s default) ends the suite as Ctrl-C does, so
+    that the fixtures' teardown stops the PostgreSQL server the worker tests start and each
+    worker's temporary folder goes (trial 120: the server ran on, and the folders stayed). The
+    processes the tests start are spawned, so none inherits this handler."""
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def _buildable() -> tuple[list[str], list[str]]:
     """(selectors of the devices whose compiler builds a trivial kernel, the default device's
     first (a GPU before a CPU, as `autotune run` picks); lines describing all)."""

@@ -260,9 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "stopped and measured again next time (default 150)")
     run.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                      help="tpe (default; after random start-up draws up to 3-5 measurements, the baseline, "
-                     "default and hints counted (up to 12, each covering pairs of values no earlier draw "
-                     "held, where a search with no hints or earlier winners varies many parameters), "
-                     "candidates in turn from TPE over the "
+                     "default and hints counted (where the search has no hints or earlier winners, each "
+                     "draw covers pairs of values no earlier draw held, and many varied parameters make up "
+                     "to 12), candidates in turn from TPE over the "
                      "valid configurations, a step beside the best, TPE, and the configuration a "
                      "regression of log time predicts fastest), random (uniform over the valid "
                      "configurations), or grid (every valid configuration in order)")
@@ -309,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("cache", nargs="*", metavar="CACHE_FILE")  # at least one: _cmd_replay says where it went
     rp.add_argument("-n", "--trials", type=_number(int), default=400,
                     help="stop a search after this many measured configurations (default 400); as run's "
-                         "--trials, below 15 it also draws fewer random start-up configurations (a third of N, "
-                         "at least 3), so a search of -n 12 is not the first 12 of a longer one")
+                         "--trials, it also caps the random start-up configurations at a third of N (at least "
+                         "3), so a search of -n 30 on a space of 10 varied parameters (12 start-up draws "
+                         "otherwise) is not the first 30 of a longer one")
     rp.add_argument("--sampler", choices=[s.value for s in Sampler], default=Sampler.TPE.value,
                     help="as for run (default tpe)")
     rp.add_argument("--seeds", type=_number(int), default=1,

@@ -53,7 +53,7 @@ def startup_trials(valid: int, budget: int, varied: int) -> int:
     COVERING_MAX, so that the draws can cover the pairs of values (see :class:`Proposer`);
     at most a third of the budget. The baseline, earlier winners, default and hints come first
     and count. On the recorded GEMM spaces (10 parameters: 12 draws) this came within 5% of the
-    optimum in 100 configurations in 3–8 points more of 400 seeds than 5 uniform draws did, and
+    optimum in 100 configurations in 2–8 points more of 400 seeds than 5 uniform draws did, and
     20 draws did less well than 12; point-in-polygon (4 parameters) keeps its 5, since more only
     cost there (docs/search-screens.md).
 

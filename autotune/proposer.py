@@ -102,20 +102,24 @@ class Proposer:
                 c = self.space.sample(self.rng)
                 if c is None:
                     return None
-                if not seen(c) and c not in self.upcoming:
+                if self._new(c, seen):
                     return c
             self._grid = self.space.paused_walk()  # nearly all measured: walk to the ones left
         for c in self._grid:
             if c is None:  # the deadline passed: the walk goes on from here when asked again
                 raise WalkTimeout
-            if not seen(c) and c not in self.upcoming:
+            if self._new(c, seen):
                 return c
         return None
+
+    def _new(self, c: Config, seen: Callable[[Config], bool]) -> bool:
+        """Whether ``c`` is neither measured (nor in flight) nor drawn already for compile ahead."""
+        return not seen(c) and c not in self.upcoming
 
     def _covering_draw(self, seen: Callable[[Config], bool]) -> Config | None:
         """The pool's configuration holding the most pairs of values no covering draw held
         (the first drawn of those tied); None when no unmeasured one was drawn."""
-        self._pool = [c for c in self._pool if not seen(c) and c not in self.upcoming]
+        self._pool = [c for c in self._pool if self._new(c, seen)]
         misses = 0  # draws that found no valid configuration (each of up to 256 tries)
         for _ in range(COVERING_POOL - len(self._pool)):
             c = self.space.draw_uniform(self.rng)
@@ -123,7 +127,7 @@ class Proposer:
                 misses += 1
                 if misses == COVERING_MISSES:
                     break
-            elif not seen(c) and c not in self.upcoming and c not in self._pool:
+            elif self._new(c, seen) and c not in self._pool:
                 self._pool.append(c)
         if not self._pool:  # too sparse for rejection: the balanced draws of _draw instead
             self.covering = 0

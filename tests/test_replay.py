@@ -499,6 +499,19 @@ def test_replay_runs_numpy_with_one_blas_thread_unless_told_otherwise(monkeypatc
     assert os.environ["OMP_NUM_THREADS"] == "4" and "OPENBLAS_NUM_THREADS" not in os.environ
 
 
+def _many(folder: Path, count: int, values: list[int], kept=None) -> tuple[replay.Recorded, list[str]]:
+    """A recording of ``count`` parameters P0, P1, ... of ``values`` each (every combination, or
+    those of ``kept``), time growing with their sum; and the parameters' names."""
+    import itertools
+
+    names = [f"P{i}" for i in range(count)]
+    combos = kept if kept is not None else list(itertools.product(values, repeat=count))
+    cache = {",".join(map(str, c)): {**dict(zip(names, c, strict=True)), "time": 1.0 + sum(c)} for c in combos}
+    path = folder / f"many{count}.json"
+    path.write_text(json.dumps({"device_name": "Toy GPU", "tune_params": {n: values for n in names}, "cache": cache}))
+    return replay.load(path), names
+
+
 def test_tpes_start_up_draws_cover_more_pairs_of_values_than_uniform_draws(tmp_path):
     """Issue 14: the start-up draws each hold the most pairs of values no earlier draw held, so
     that the models see each value beside each other (a large tile with few threads and with many)."""
@@ -507,12 +520,7 @@ def test_tpes_start_up_draws_cover_more_pairs_of_values_than_uniform_draws(tmp_p
     from autotune.proposer import startup_trials
     from autotune.tuner import TuneOptions, tune
 
-    names, values = [f"P{i}" for i in range(7)], [1, 2, 3]
-    cache = {",".join(map(str, c)): {**dict(zip(names, c, strict=True)), "time": 1.0 + sum(c)}
-             for c in itertools.product(values, repeat=7)}
-    path = tmp_path / "seven.json"
-    path.write_text(json.dumps({"device_name": "Toy GPU", "tune_params": {n: values for n in names}, "cache": cache}))
-    rec = replay.load(path)
+    rec, names = _many(tmp_path, 7, [1, 2, 3])
     n = startup_trials(rec.valid, 100, varied=7)
     assert n == 10, "one draw per two pairs of parameters (21 pairs)"
 
@@ -559,13 +567,8 @@ def test_covering_draws_go_on_where_one_combination_in_a_hundred_is_valid(tmp_pa
 
     from autotune.proposer import Proposer
 
-    names, values = [f"P{i}" for i in range(6)], [1, 2, 3, 4]
-    every = list(itertools.product(values, repeat=6))
-    kept = random.Random(0).sample(every, 48)  # 48 of 4,096
-    cache = {",".join(map(str, c)): {**dict(zip(names, c, strict=True)), "time": 1.0 + sum(c)} for c in kept}
-    path = tmp_path / "sparse.json"
-    path.write_text(json.dumps({"device_name": "Toy GPU", "tune_params": {n: values for n in names}, "cache": cache}))
-    rec = replay.load(path)
+    kept = random.Random(0).sample(list(itertools.product([1, 2, 3, 4], repeat=6)), 48)  # 48 of 4,096
+    rec, _ = _many(tmp_path, 6, [1, 2, 3, 4], kept)
     space = ValidSpace(replay.spec_for(rec), {}, replay.device_for(rec).facts())
     prop = Proposer(Sampler.TPE, space, seed=0)
     prop.covering = 12

@@ -761,9 +761,13 @@ def _warn_once(spec: KernelSpec, info: devices.DeviceInfo, problem: Mapping[str,
 
 
 def tune_command(spec: KernelSpec, problem: Mapping[str, Any], info: devices.DeviceInfo) -> str:
-    """The command that tunes ``problem`` on ``info``'s device: the built-in name, or the spec's path."""
+    """The command that tunes ``problem`` on ``info``'s device: the built-in name, or the spec's path.
+
+    The device is named by its profile's slug, not ``P:D``: an application that made its context
+    before importing autotune numbers the platforms without the runtimes autotune registers, so
+    its 0:0 may be another device in the command's process (trial 122)."""
     words = ["autotune run", spec.argument, "-s", quote(problem_label(problem))]  # a path with spaces (trial 34)
-    return " ".join(words + (["-d", quote(info.selector)] if info.selector else []))
+    return " ".join(words + (["-d", quote(info.slug)] if info.selector else []))
 
 
 def load_kernel(name: str | os.PathLike[str], queue: cl.CommandQueue, *sizes: Any, **problem: Any) -> TunedKernel:

@@ -569,7 +569,7 @@ class Bench:
             got = self._output(name)
             why, err, used = self.expected(name).check(got)
             if why:
-                return Measurement(Status.WRONG_RESULT, why + self._inplace_hint(name, got), error=err,
+                return Measurement(Status.WRONG_RESULT, self._unless_inplace(why, name, got), error=err,
                                    tolerance_used=used)
             worst += [err] if err is not None else []
             worst_used += [used] if used is not None else []
@@ -588,6 +588,18 @@ class Bench:
     def _poison(self) -> int:
         """The byte outputs and scratch buffers start the launch with."""
         return POISON_BYTE if self._fill is None else self._fill
+
+    def _unless_inplace(self, why: str, name: str, got: np.ndarray) -> str:
+        """``why`` with the advice to declare ``name`` inplace where it applies. Then a poison in
+        every element does not mean none was written: ``y += a * x`` over NaN writes NaN (trial 122
+        was told "no element was written")."""
+        hint = self._inplace_hint(name, got)
+        if not hint:
+            return why
+        stripped = without_unwritten_advice(why)
+        also = ("; if it does not, check that 'args' lists the kernel's arguments in the order of its signature"
+                if stripped != why else "")
+        return stripped + hint + also
 
     def _inplace_hint(self, name: str, got: np.ndarray) -> str:
         """Advice where ``name`` came back with NaNs and inputs() gives it values: a kernel that

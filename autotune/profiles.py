@@ -39,7 +39,7 @@ from . import settings, stops
 from .errors import ProfileError, SaveStopped, clipped, warn
 from .resources import data_dir
 from .result import is_real
-from .spec import problem_label
+from .spec import BUILTIN_FILE, problem_label
 from .yamlload import load_bytes, read_yaml, syntax_error, unquoted
 
 #: A field of an entry that has no default (Entry.from_yaml).
@@ -457,9 +457,9 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     by its own version, so reverting a template edit brings the tuned one back), ``replaced``
     (better, a later first-use pick over an earlier one, the same study's and ``seen.studied``: its
     configuration is among those the study that found ``entry`` measured, or ``seen.beaten``: the
-    run found it slower than ``entry``), ``replaced an entry …
-    with another version of the spec`` (its template, reference or space changed, or another spec
-    has this kernel name), ``replaced an entry … not in the
+    run found it slower than ``entry``), ``replaced an entry (a first-use pick) …
+    with another version of the spec`` (its template, reference or space changed) or ``with another
+    spec of this kernel's name``, ``replaced an entry … not in the
     spec's space`` (not ``usable``: edited by hand, say), ``replaced an entry measured on …``
     (another device: ``entry`` is a tuning run's), or ``kept`` (the existing one is
     better, or ``entry`` is a first-use pick and the existing one a usable tuning run's); then
@@ -482,12 +482,13 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
         verdict = "added beside an entry edited by hand"
     elif entry.picked and any(not old.picked for old in here.values()):
         items.append(entry.to_yaml())
-        verdict = "added beside the entry tuned for another version of the spec"
+        verdict = f"added beside the entry tuned for {_whose(next(o for o in here.values() if not o.picked), entry)}"
     elif here:  # said: it may be another spec of this name's work
         first = min(here)
         items[first] = entry.to_yaml()
         old = here[first]
-        verdict = f"replaced an entry tuned {old.tuned_at or 'earlier'} with another version of the spec"
+        made = "a first-use pick made" if old.picked else "an entry tuned"  # trial 122: a pick was "tuned"
+        verdict = f"replaced {made} {old.tuned_at or 'earlier'} with {_whose(old, entry)}"
         if not entry.picked and old.time_ms < entry.time_ms:  # (trial 110: a 3-trial check run after a comment edit)
             verdict += (f", {old.time_ms:.4g} ms after {old.trials} trials, faster than this one: the profile's .bak "
                         "keeps it until the next save")
@@ -500,6 +501,19 @@ def merge(doc: Mapping[str, Any], kernel: str, entry: Entry, device: Mapping[str
     items.sort(key=_order)
     _own_device(items, new["device"])
     return new, "; ".join([verdict, *tidied])
+
+
+def _whose(old: Entry, entry: Entry) -> str:
+    """Which spec ``old``, an entry of another spec hash, came from, as a verdict says it: another
+    spec file of the kernel's name where both record theirs and they differ (trial 122: such a
+    file's pick was said to be "another version of the spec"), else another version of it."""
+    if old.spec_file and entry.spec_file and old.spec_file != entry.spec_file:
+        return f"another spec of this kernel's name ({_spec_file(old.spec_file)})"
+    return "another version of the spec"
+
+
+def _spec_file(spec_file: str) -> str:
+    return "autotune's own spec" if spec_file == BUILTIN_FILE else spec_file
 
 
 def _order(raw: Any) -> list[str]:

@@ -394,7 +394,8 @@ def test_the_nearest_problems_configuration_comes_with_a_warning_naming_the_comm
     monkeypatch.setattr(loader, "_warned", set())
     monkeypatch.setenv("AUTOTUNE_MEASURE_UNTUNED", "off")
     with pytest.warns(loader.AutotuneWarning, match=r"tuned for M=4096,N=4096,K=4096,layout=row, not verified at "
-                      r"this size \(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row -d fake` tunes and "
+                      r"this size \(`autotune run matmul -s M=3000,N=3000,K=3000,layout=row "
+                      r"-d fakecorp-fake-gpu-9000` tunes and "
                       r"verifies it\)"):
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 3000, "N": 3000, "K": 3000}), folders, FakeTimer({}))
 
@@ -430,11 +431,11 @@ def test_the_warning_names_the_command_that_tunes_the_size_with_the_spec_path(tm
     mine = specs.load(str(copy))
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(mine, FAKE, mine.resolve_problem({"M": 1000}), [tmp_path / "none"])
-    command = f"`autotune run '{copy}' -s M=1000,N=512,K=512,layout=row -d fake`"
+    command = f"`autotune run '{copy}' -s M=1000,N=512,K=512,layout=row -d fakecorp-fake-gpu-9000`"
     assert f"{command} tunes and verifies it" in str(caught[0].message)
     with pytest.warns(loader.AutotuneWarning) as caught:
         loader.choose(MM, FAKE, MM.resolve_problem({"M": 1000}), [tmp_path / "none"])
-    assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row -d fake`" in str(caught[0].message)
+    assert "`autotune run matmul -s M=1000,N=512,K=512,layout=row -d fakecorp-fake-gpu-9000`" in str(caught[0].message)
     assert caught[0].filename == __file__, "the warning points at the caller's line, not autotune's"
 
 
@@ -499,7 +500,7 @@ def test_a_profile_written_for_another_device_is_used_with_a_warning_naming_both
         f"{shipped} holds matmul entries measured on {FAKE.name} (GPU, {FAKE.compute_units} compute units), "
         f"not this {FAKE.name} "
         f"(GPU, {bigger.compute_units} compute units): they are used, but may be slow here "
-        f"(`autotune run matmul -s M=1024,N=1024,K=1024,layout=row -d {FAKE.selector}` tunes this device)"]
+        f"(`autotune run matmul -s M=1024,N=1024,K=1024,layout=row -d {FAKE.slug}` tunes this device)"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         loader.choose(MM, FAKE, problem, folders, FakeTimer({}))  # its own device: nothing to say
@@ -653,7 +654,7 @@ def test_when_every_candidate_gives_wrong_results_load_kernel_refuses_rather_tha
     timer = FakeTimer({128: "wrong", 64: "wrong", 32: "wrong"}, {"baseline": "wrong", "default": "wrong"})
     with pytest.raises(loader.ProblemError, match=r"each configuration it could use gives wrong results there "
                        r"\(5 failed verification; .*C: 3 of 9 elements differ\); `autotune run matmul -s "
-                       r"M=3000,N=3000,K=3000,layout=row -d fake` searches the whole space"):
+                       r"M=3000,N=3000,K=3000,layout=row -d fakecorp-fake-gpu-9000` searches the whole space"):
         choose(folders, timer, M=3000, N=3000, K=3000)
     assert not profiles.path_for(FAKE.slug, folders[0]).exists()  # nothing saved
     # trial 114: the baseline's build error went unsaid

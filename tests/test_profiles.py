@@ -728,3 +728,24 @@ def test_a_lock_this_user_cannot_open_in_its_own_folder_is_said_to_be_immutable(
     monkeypatch.setattr(os, "geteuid", lambda: os.getuid() + 1)  # another user's folder
     with pytest.raises(ProfileError, match="its owner can make it writable to you .*, or remove it while no save runs"):
         profiles.save(entry({"N": 1}, 1.0), "mm", {"name": "dev"}, path)
+
+
+def test_a_replaced_entry_is_named_for_what_it_was_and_which_spec_file_made_it():
+    """Trial 122: another spec file's first-use pick, replaced by a run, was "an entry tuned …
+    with another version of the spec"."""
+    theirs = replace(entry({"N": 64}, 1.0, spec_hash="h1"), picked=True, spec_file="/specs/b/saxpy.yaml")
+    mine = replace(entry({"N": 64}, 2.0, spec_hash="h2"), spec_file="/specs/a/saxpy.yaml")
+    doc, _ = profiles.merge({}, "saxpy", theirs)
+    assert profiles.merge(doc, "saxpy", mine)[1].startswith(
+        "replaced a first-use pick made 2026-11-21T00:00:00Z with another spec of this kernel's name "
+        "(/specs/b/saxpy.yaml), ")
+    doc, _ = profiles.merge({}, "saxpy", replace(theirs, picked=False, spec_file="builtin"))
+    assert profiles.merge(doc, "saxpy", mine)[1].startswith(
+        "replaced an entry tuned 2026-11-21T00:00:00Z with another spec of this kernel's name (autotune's own spec), ")
+    # the same file, edited: another version of it; an entry that recorded no file is said so too
+    doc, _ = profiles.merge({}, "saxpy", replace(theirs, spec_file=mine.spec_file))
+    verdict = profiles.merge(doc, "saxpy", mine)[1]
+    assert "a first-use pick made 2026-11-21T00:00:00Z with another version of the spec, " in verdict
+    doc, _ = profiles.merge({}, "saxpy", replace(theirs, picked=False, spec_file=None))
+    assert profiles.merge(doc, "saxpy", mine)[1].startswith("replaced an entry tuned 2026-11-21T00:00:00Z with "
+                                                            "another version of the spec, ")

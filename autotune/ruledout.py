@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .space import Facts, ValidSpace, canonical, check, reasons
+from .space import Facts, ValidSpace, WalkTimeout, canonical, check, reasons
 from .spec import KernelSpec, Value
 
 #: Configurations drawn from the whole product to tally the reasons by; with one value held.
@@ -36,12 +36,17 @@ _NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?")
 
 @dataclass(frozen=True)
 class NeverValid:
-    """A parameter's value that no valid configuration has, and the commonest reason valid
-    configurations are invalid with it (None where it applies to none drawn)."""
+    """A parameter's value that no valid configuration has (or, ``certain`` False, none found
+    to have), and the commonest reason valid configurations are invalid with it (None where it
+    applies to none drawn)."""
 
     name: str
     value: Value
     why: str | None
+    #: False: the count was estimated and none was found, in the time a search of its own had
+    certain: bool = True
+    #: False: past REASONS_MOST or REASONS_S, no reason was looked for
+    looked: bool = True
 
 
 def commonest(spec: KernelSpec, problem: Mapping[str, Any], facts: Facts, most: int = 2, draws: int = DRAWS,
@@ -71,22 +76,29 @@ def never_valid(space: ValidSpace, values: tuple[tuple[str, Value], ...], draws:
     # a budget (trial 94 suite: 4,900 values of one parameter took minutes a replay)
     deadline = time.perf_counter() + REASONS_S
     for name, value in values:
+        certain = (name, value) not in space.none_found
         if len(out) >= REASONS_MOST or time.perf_counter() > deadline:
-            out.append(NeverValid(name, value, None))
+            out.append(NeverValid(name, value, None, certain, looked=False))
             continue
         tally, ignored = _Tally(), 0
-        for _ in range(draws):
-            drawn = space.draw(rng)
-            if drawn is None:
-                break
-            config = canonical(spec, {**drawn, name: value}, problem, facts)
-            if config[name] == value:
-                for why in reasons(spec, config, problem, facts):
-                    tally.add(why)
-            else:
-                ignored += 1
+        try:
+            for _ in range(draws):
+                # uniform where it can be: a balanced draw first walks each variant's subtree,
+                # a dead one's to its end (trial 123: 10^8 combinations, the block's second up)
+                drawn = space.sample(rng)
+                if drawn is None:
+                    break
+                config = canonical(spec, {**drawn, name: value}, problem, facts)
+                if config[name] == value:
+                    for why in reasons(spec, config, problem, facts):
+                        tally.add(why)
+                else:
+                    ignored += 1
+        except WalkTimeout:  # the caller's time: what was tallied, and the rest unlooked
+            deadline = 0.0
+        looked = tally.total() > 0 or ignored > 0 or deadline > 0
         out.append(NeverValid(name, value, next((why for why, _ in tally.commonest(1)), None)
-                              or _ignored_here(spec, name, ignored)))
+                              or _ignored_here(spec, name, ignored), certain, looked))
     return tuple(out)
 
 

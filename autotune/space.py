@@ -22,6 +22,7 @@ import math
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +34,9 @@ from .expr import Expr
 from .spec import KernelSpec, LaunchStep, Parameter, Value, problem_label
 
 Facts = Mapping[str, Any]
+
+#: A parameter's value by its level: a step of a path down the tree of bindings (ValidSpace).
+Step = tuple[int, Value]
 
 
 def config_key(params: Mapping[str, Value]) -> str:
@@ -465,9 +469,21 @@ class ValidSpace:
         #: When (``time.perf_counter()``) walks and draws give up with WalkTimeout: a run's search
         #: deadline (trial 86: a space sparse after its first valid configuration ran 4x past -t)
         self.deadline = math.inf
-        #: After an exact :meth:`count`: the parameters' values no valid configuration has, in
-        #: the spec's order (None: not known)
+        #: After :meth:`count`: the parameters' values no valid configuration has, in the spec's
+        #: order (None: not known); after an estimate, those found so by a search of their own
         self.never_valid: tuple[tuple[str, Value], ...] | None = None
+        #: After an estimate: values with which no valid configuration was found, by the estimate's
+        #: paths nor in :data:`DEAD_S` of a search of their own (trial 123: a variant that the
+        #: constraints rule out in a space of 10^8 went unsaid, and its draws found nothing)
+        self.none_found: tuple[tuple[str, Value], ...] = ()
+        #: After an estimate: its standard error, relative to it (None: exact, or no valid one found)
+        self.estimate_error: float | None = None
+
+    def unvalued(self) -> tuple[tuple[str, Value], ...]:
+        """:attr:`never_valid` and :attr:`none_found` in the spec's order, a variant before its
+        own parameters' values."""
+        found = {*(self.never_valid or ()), *self.none_found}
+        return tuple((p.name, v) for p in self.spec.parameters for v in p.values if (p.name, v) in found)
 
     def _bind(self, level: int, value: Value) -> bool:
         """Bind parameter ``level`` to ``value``: whether the constraints known by now hold."""
@@ -518,17 +534,20 @@ class ValidSpace:
         finally:
             self.deadline = deadline
 
-    def _walk(self, deadline: float | None, pause: bool = False) -> Iterator[Any]:
+    def _walk(self, deadline: float | None, pause: bool = False,
+              only: tuple[int, Value] | None = None) -> Iterator[Any]:
         """The valid configurations in order; :class:`WalkTimeout` (or with ``pause`` a None,
         after which it goes on) once ``deadline`` (a ``time.perf_counter()``; None: :attr:`deadline`
         as it is then) has passed, looked at every 4,096 values bound: in a sparse space (a
         constraint that names every parameter is checked only at the leaves) a walk can go on
-        for minutes between two valid configurations (trial 82)."""
+        for minutes between two valid configurations (trial 82). ``only``: those with this value
+        at this level."""
         binds, mine = 0, object()
 
         def walk(level: int, prefix: tuple[Value, ...]) -> Iterator[Any]:
             nonlocal binds
-            for value in self.spec.parameters[level].values:
+            values = (only[1],) if only is not None and only[0] == level else self.spec.parameters[level].values
+            for value in values:
                 binds += 1
                 if _late(binds, self.deadline if deadline is None else deadline):
                     if not pause:
@@ -655,30 +674,89 @@ class ValidSpace:
                 if unseen:  # (most values are seen in the first few configurations)
                     unseen.difference_update(c.items())
         except WalkTimeout:
-            return self._estimate(random.Random(seed), deadline + budget_s / 2), False
+            estimate, (untaken, unreached) = self._estimate(random.Random(seed), deadline + budget_s / 2)
+            self._search_unreached(untaken, unreached)
+            return estimate, False
         self.never_valid = tuple((name, v) for name, p in zip(self.names, self.spec.parameters, strict=True)
                                  for v in p.values if (name, v) in unseen)
         return n, True
 
-    def _estimate(self, rng: random.Random, deadline: float) -> int:
+    def _estimate(self, rng: random.Random, deadline: float) -> tuple[int, tuple[list[Step], list[Step]]]:
         """Knuth's estimate: the mean weight of random paths, as many as fit before ``deadline``,
         200 at least where they fit in a second more (trial 82: 200 at any cost took 35 s where
-        one parameter had 200,000 values, each path binding every one of them), 20,000 at most."""
-        probes, total = 0, 0.0
+        one parameter had 200,000 values, each path binding every one of them), 20,000 at most.
+        With it, the (level, value)s worth a search of their own (:meth:`_search_unreached`)."""
+        probes, total, squares = 0, 0.0, 0.0
+        took: Counter[Step] = Counter()
+        failed: list[list[Step]] = []
         while probes == 0 or probes < 20_000 and (
                 (now := time.perf_counter()) < deadline or probes < 200 and now < deadline + 1.0):
             probes += 1
-            weight = 1.0
+            weight, path = 1.0, []
             for level, param in enumerate(self.spec.parameters):
                 ok = [v for v in param.values if self._bind(level, v)]
                 if not ok:
                     weight = 0.0
                     break
                 weight *= len(ok)
-                self._bind(level, rng.choice(ok))
+                path.append((level, rng.choice(ok)))
+                self._bind(*path[-1])
+            took.update(path)
             if weight and self._leaf() is not None:
-                total += weight
-        return round(total / probes)
+                total, squares = total + weight, squares + weight * weight
+            else:
+                failed.append(path)
+        mean = total / probes
+        # the paths' weights vary as much as the subtrees they pass over differ in size
+        self.estimate_error = math.sqrt(max(squares / probes - mean * mean, 0.0) / probes) / mean if mean else None
+        return round(mean), _unreached(self.spec, took, failed, probes)
+
+    def _search_unreached(self, untaken: list[Step], unreached: list[Step]) -> None:
+        """Search the configurations with each value no path of the estimate took or ended valid
+        through (:func:`_unreached`), in :data:`DEAD_S` in all: :attr:`never_valid` where none is
+        valid, :attr:`none_found` where an unreached one's search ran out of time before it found
+        one (an untaken one's says nothing: a path may have missed a value that is valid)."""
+        dead, unfound = [], []
+        deadline = time.perf_counter() + DEAD_S
+        wanted = {*untaken, *unreached}
+        steps = [(level, v) for level, p in enumerate(self.spec.parameters) for v in p.values if (level, v) in wanted]
+        unreached_set = set(unreached)
+        for i, (level, value) in enumerate(steps):
+            share = (deadline - time.perf_counter()) / (len(steps) - i)
+            try:
+                if share <= 0:  # (a walk looks at the clock only every 4,096 values it binds)
+                    raise WalkTimeout
+                found = next(self._walk(time.perf_counter() + share, only=(level, value)), None)
+            except WalkTimeout:
+                if (level, value) in unreached_set:
+                    unfound.append((self.names[level], value))
+                continue
+            if found is None:
+                dead.append((self.names[level], value))
+        self.never_valid, self.none_found = tuple(dead), tuple(unfound)
+
+
+def _unreached(spec: KernelSpec, took: Counter[Step], failed: list[list[Step]],
+                probes: int) -> tuple[list[Step], list[Step]]:
+    """Of an estimate's ``probes`` random paths (``failed`` of them not valid): the values no path
+    took, and those no path ended valid through although many should have were the value as
+    good as the rest (:data:`EXPECTED`), less those behind another such (a dead variant's own
+    parameters)."""
+    rate = 1 - len(failed) / probes
+    failures = Counter(step for path in failed for step in path)
+    flagged = {step for step, n in took.items() if failures[step] == n and n * rate >= EXPECTED}
+    leading = set()  # flagged, and the first flagged value of some path through it
+    for path in failed:
+        first = next((step for step in path if step in flagged), None)
+        leading.add(first)
+    order = [(level, v) for level, p in enumerate(spec.parameters) for v in p.values]
+    return [step for step in order if step not in took], [step for step in order if step in leading]
+
+
+#: How many valid ends of random paths through a value make none at all a finding.
+EXPECTED = 20
+#: After an estimated count, the seconds its values that no path reached may take to be searched.
+DEAD_S = 0.25
 
 
 def _late(binds: int, deadline: float) -> bool:

@@ -225,6 +225,7 @@ class TuneReport:
     profile_error: bool = False  # saving was asked for and failed (ProfileNotSaved says why)
     pruned: int = 0
     valid_space_exact: bool = True  # False: valid_space is an estimate (space.ValidSpace.count)
+    valid_space_error: float | None = None  # the estimate's standard error, relative to it
     runner_up: Measurement | None = None  # second best when the leaders were timed again
     retimed: frozenset[str] = frozenset()  # the configurations (config_key) timed in the leaders' rounds
     confirmed: int = 0  # how many leaders were timed again (0: the best is the search's own)
@@ -241,7 +242,7 @@ class TuneReport:
     retime_limit: float | None = None
     elsewhere: int = 0  # proposals another worker of the study was measuring, or had
     cut_off: CutOff | None = None  # in flight at --timeout
-    # values of parameters in no valid configuration (where the count was exact), and where 3 of
+    # values of parameters in no valid configuration (or none found, where the count was estimated), and where 3 of
     # 4 configurations drawn at random are invalid, the commonest reasons (example, share): ruledout
     never_valid: tuple[NeverValid, ...] = ()
     ruled_out: tuple[tuple[str, float], ...] = ()
@@ -1012,7 +1013,8 @@ class _Run:
             overturned=s.overturned, baseline_timed=s.baseline_timed, unsteady=s.unsteady, retime_limit=s.retime_limit,
             elsewhere=s.elsewhere, cut_off=s.cut_off,
             warm_from=s.warm_from, claimed=self._unstored(stored) if stopped_by == "study trials" else 0,
-            claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact, stopped_by=stopped_by,
+            claim_s=self._ttl(), full_space=full_space, valid_space_exact=self.valid_exact,
+            valid_space_error=self.valid.estimate_error, stopped_by=stopped_by,
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
             wall_s=wall_s, study_name=self.log.study.study_name, study_key=self.log.key,
             never_valid=self._never_valid() if self.options.explain else (),
@@ -1022,7 +1024,7 @@ class _Run:
         """The values of parameters in no valid configuration, with their reasons (see ruledout)."""
         try:
             with self.valid.within(1.0):  # a WalkTimeout of its own second ends the block here
-                return never_valid(self.valid, self.valid.never_valid or ())
+                return never_valid(self.valid, self.valid.unvalued())
         except WalkTimeout:  # the run's time was up (a replay has no deadline)
             pass
         return ()

@@ -357,3 +357,26 @@ def test_an_ignored_parameters_many_values_are_searched_once_per_case(tmp_path, 
         for wg in (32, 64, 128):
             check(sp, sp.complete({"MODE": 0, "WG": wg, "WPT": wpt}), problem, facts)
     assert len(searched) == 3, "once per value of what the constraint reads besides them (WG), not per WPT"
+
+
+def _variant_spec(tmp_path):
+    """``_sum_spec`` with a variant declared first, whose value ``b`` only a sum of 73 admits
+    (none does): checked once every P is bound, so a walk of b's 10⁸ completions takes minutes."""
+    text = SCALE_YAML.replace("  MODE: [0]\n", "  MODE: [0]\n  ALGO: [a, b]\n" + "".join(
+        f"  P{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n" for i in range(8))).replace(
+        'constraints:\n  - "(N // WPT) % WG == 0"',
+        'constraints:\n  - "(N // WPT) % WG == 0"\n  - "ALGO == \'a\' or P0 + P1 + P2 + P3 + P4 + P5 + P6 + P7 == 73"')
+    return specs.load(write_spec(tmp_path, text))
+
+
+def test_an_estimated_space_names_a_variant_none_of_whose_configurations_was_found_valid(tmp_path):
+    """Trial 123: a variant that the constraints rule out, in a space too large to count, went
+    unsaid (the values in no valid configuration were known only where the count was exact),
+    and the run tuned the other variant alone without a word."""
+    space = ValidSpace(_variant_spec(tmp_path), {"N": 256}, FAKE.facts())
+    count, exact = space.count(budget_s=0.05)
+    assert not exact and count > 0
+    assert space.none_found == (("ALGO", "b"),), space.none_found
+    assert space.unvalued() == (*(space.never_valid or ()), ("ALGO", "b"))
+    # a value ruled out at its own level is searched to the end: known, not just unfound
+    assert ("WG", 512) in (space.never_valid or ()) and ("WG", 512) not in space.none_found

@@ -1829,3 +1829,15 @@ def test_a_value_in_no_valid_configuration_is_given_its_own_reason(tmp_path):
     why = {(n.name, n.value): n.why for n in report.never_valid}
     assert why == {("WG", 128): "constraint 'WG <= 64'", ("WG", 512): "constraint '(N // WPT) % WG == 0'",
                    ("SCALE", 2): "constraint 'SCALE == 1'", ("SCALE", 3): "constraint 'SCALE == 1'"}, why
+
+
+def test_the_summary_of_an_estimated_space_names_a_variant_found_valid_nowhere_with_its_reason(tmp_path):
+    """Trial 123: `valid space ~101 (estimated)` and nothing else, where a constraint left one of
+    two variants without a valid configuration; the run measured the other alone."""
+    from test_space import _variant_spec
+
+    report = run(_variant_spec(tmp_path), FakeEvaluator(), trials=2, save=False)
+    assert not report.valid_space_exact
+    summary = format_report(report)
+    assert ("no valid configuration found (the count is an estimate) with: ALGO=b (mostly: constraint "
+            "\"ALGO == 'a' or P0 + P1 + P2 + P3 + P4 + P5 + P6 + P7 == 73\")") in summary, summary

@@ -1646,7 +1646,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if not 0 <= args.target < math.inf:
         raise OptionError(f"--target must be a finite percentage of 0 or more (got {args.target:g})")
     args.target += 0.0  # -0 is 0 (trial 97: "within -0%")
-    recs = [replay.load(path) for path in args.cache]  # every file read before the first search
+    recs = [_recording(path, len(args.cache)) for path in args.cache]  # every file read before the first search
     others: list[Any] = []
     unread: dict[str, str] = {}  # trial 43: one recording of no successful time ended the replay
     for path in args.warm_start:
@@ -1662,6 +1662,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         # 143 for a SIGTERM, as every command (trial 37: 130)
         return _STOPPED_BY + (exc.signum if isinstance(exc, TuningInterrupted) else stops.last_stop_signal())
     return 0
+
+
+def _recording(path: str, given: int) -> Any:
+    """The recorded space of CACHE_FILE ``path``, one of ``given``; a ProblemError that says the
+    others were not replayed either (trial 123: the good file's replay went missing unsaid)."""
+    from . import replay
+
+    try:
+        return replay.load(path)
+    except ProblemError as exc:
+        if given == 1:
+            raise
+        raise ProblemError(f"{exc}; nothing was replayed, as every CACHE_FILE is read before the first replay: fix "
+                           "that file, or leave it out") from None
 
 
 def _replay_each(args: argparse.Namespace, recs: list[Any], others: list[Any], unread: Mapping[str, str]) -> None:

@@ -124,6 +124,8 @@ def _read(path: Path) -> dict[str, Any]:
     # a file cut short an EOFError (trial 40: a traceback, and "not a JSON cache file")
     except (gzip.BadGzipFile, zlib.error, EOFError) as exc:
         raise ProblemError(f"{path}: its gzip data is damaged ({exc}); copy or download it again") from None
+    except IsADirectoryError:  # (trial 123: sent to the download script)
+        raise ProblemError(f"{path} is a folder; give the cache files in it, e.g. {path}/*.json.gz") from None
     except OSError as exc:
         raise ProblemError(f"cannot read {path} ({exc.strerror or exc}); give a Kernel Tuner cache "
                            "file (.json or .json.gz): `bash benchmarks/fetch_recorded_spaces.sh DIR` downloads "
@@ -284,7 +286,8 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     outcomes: dict[tuple[Value, ...], float | str] = {}
     first: dict[tuple[Value, ...], str] = {}  # the cache key each configuration was read from
     timeless: list[str] = []  # keys whose time is a number but not positive (0, negative, NaN) or infinite
-    implausible: list[str] = []  # keys whose time is under FASTEST_MS, or finite over 1e20
+    fast: list[str] = []  # keys whose time is under FASTEST_MS
+    huge: list[str] = []  # keys whose time is finite and over 1e20
     misnamed: list[str] = []  # keys that do not spell their entry's values (trial 30: a hand edit)
     unnamed: list[str] = []  # error strings Kernel Tuner does not write
     failed = 0  # numbers taken as failures (timeless, and 1e20 or more)
@@ -309,9 +312,10 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
         failed += is_real(entry["time"]) and not _is_time(entry["time"])
         if is_real(entry["time"]) and not 0 < entry["time"] < math.inf:  # trial 104: Infinity unsaid
             timeless.append(f"{key!r}: {json.dumps(entry['time'])}")  # trial 101: the key alone read as the time
-        elif _is_time(entry["time"]) and entry["time"] < FASTEST_MS or is_real(entry["time"]) and \
-                1e20 < entry["time"] < math.inf:  # past Kernel Tuner's 1e20 for a failure (trial 105)
-            implausible.append(f"{key!r}: {_short(entry['time'])}")
+        elif _is_time(entry["time"]) and entry["time"] < FASTEST_MS:
+            fast.append(f"{key!r}: {_short(entry['time'])}")
+        elif is_real(entry["time"]) and 1e20 < entry["time"] < math.inf:  # past Kernel Tuner's 1e20 (trial 105)
+            huge.append(f"{key!r}: {_short(entry['time'])}")
         if config in outcomes:  # two keys that spell one configuration differently ("1" and "1.0")
             if outcome != outcomes[config]:
                 warn(f"cache entries {first[config]!r} and {key!r} record the same configuration, "
@@ -327,11 +331,13 @@ def _outcomes(raw: dict[str, Any], params: tuple[tuple[str, tuple[Value, ...]], 
     if timeless:  # one bad time (a timer's rounding, a hand edit) should not refuse the whole file
         warn(f"{_record(timeless)} a time that is not a positive, finite number ({_first(timeless)}); replayed as "
              "failures")
-    if implausible:  # trial 104: 1e-300 ms became the optimum, and every seed 2.5e300x from it
-        warn(f"{_record(implausible)} a time under {FASTEST_MS:g} ms, faster than any kernel launch, or over Kernel "
-             f"Tuner's 1e20 for a failure ({_first(implausible)}): "
-             "the optimum replays aim at is the fastest time, and one over 1e20 is replayed as a failure; check "
-             "those entries, and that the file's times are in ms (Kernel Tuner's are)")
+    if fast:  # trial 104: 1e-300 ms became the optimum, and every seed 2.5e300x from it
+        warn(f"{_record(fast)} a time under {FASTEST_MS:g} ms, faster than any kernel launch ({_first(fast)}): "
+             "the optimum replays aim at is the fastest time; check those entries, and that the file's times are "
+             "in ms (Kernel Tuner's are)")
+    if huge:  # (trial 123: said with the fast ones, one message for two conditions)
+        warn(f"{_record(huge)} a time over Kernel Tuner's 1e20 for a failure ({_first(huge)}): replayed as "
+             "failures; check those entries, and that the file's times are in ms (Kernel Tuner's are)")
     if misnamed:
         warn(f"{_some(misnamed)}: {'its key does' if len(misnamed) == 1 else 'their keys do'} not spell "
              "the values (Kernel Tuner's key is the values in the order of 'tune_params_keys', else of "

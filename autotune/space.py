@@ -297,7 +297,7 @@ def _some_value(spec: KernelSpec, c: Expr, ignored: list[Parameter], env: Mappin
     if math.prod(len(p.values) for p in ignored) > MAX_ALTERNATIVES:
         if (str(spec.path), c.source) not in _TOO_MANY:
             _TOO_MANY.add((str(spec.path), c.source))
-            warn(f"{spec.path}: constraints: {c.source!r} names parameters a configuration may ignore "
+            warn(f"{spec.path}: {spec.constraint_key(c)}: {c.source!r} names parameters a configuration may ignore "
                  f"({', '.join(p.name for p in ignored)}) with more than {MAX_ALTERNATIVES:,} combinations of "
                  "values to try; where they are ignored, it is taken to hold")
         return True
@@ -343,7 +343,7 @@ def _failed(spec: KernelSpec, c: Expr, env: Mapping[str, Any], exc: ExpressionEr
     "constraints: '(WG / 0) or R == 1'", a constraint the spec does not have)."""
     p = spec.condition_of(c)
     if p is None or p.when is None:
-        return f"constraints: {exc}"
+        return f"{spec.constraint_key(c)}: {exc}"
     try:
         p.when(env)
     except ExpressionError as own:

@@ -217,6 +217,12 @@ class KernelSpec:
         condition = dict(self.arguments).get(name)
         return condition is None or bool(condition(self.env({**problem, name: value})))
 
+    def constraint_key(self, constraint: Expr) -> str:
+        """The spec's key of ``constraint``, numbered as its file lists them (the ``when``s come
+        first in :attr:`constraints`; trial 123: some messages said `constraints:` alone)."""
+        own = (c for c in self.constraints if self.condition_of(c) is None)
+        return next((f"constraints[{i}]" for i, c in enumerate(own) if c is constraint), "constraints")
+
     def condition_of(self, constraint: Expr) -> Parameter | None:
         """The parameter whose ``when`` ``constraint`` is (see :func:`condition_source`), if any."""
         return next((p for p in self.parameters if p.when is not None and constraint.source == condition_source(p)),
@@ -1105,7 +1111,7 @@ class _Validator:
         """SpecError for a parameter a condition takes as true or false by itself (`F or P == 1`)
         whose values are not all 0 and 1: it was refused at F=2 only, mid-run (trial 114)."""
         values = {p.name: p.values for p in spec.parameters}
-        conditions = [*(("constraints", c) for c in spec.constraints if spec.condition_of(c) is None),
+        conditions = [*((spec.constraint_key(c), c) for c in spec.constraints if spec.condition_of(c) is None),
                       *((f"parameters.{p.name}.when", p.when) for p in spec.parameters if p.when is not None),
                       *((f"launch.{s.entry}.when", s.when) for s in spec.launch if s.when is not None)]
         for where, c in conditions:

@@ -15,7 +15,9 @@ winners of up to three other devices' recordings of the same kernel among those 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -57,7 +59,23 @@ def _one(path: str, trials: int, sampler: Sampler, seed: int, ahead: int | None,
     return replay.replay(rec, trials, sampler, seed, ahead=ahead, starts=starts)
 
 
+def _quiet_worker() -> None:
+    """A worker that Ctrl-C reaches ends at once, without a traceback of its own."""
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
+
 def main() -> None:
+    try:
+        _table()
+    except KeyboardInterrupt:  # (trial 123: tracebacks from every worker, and a half-written row)
+        print("\nreplay_table.py: interrupted; the rows printed above are complete", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        for worker in multiprocessing.active_children():  # those the signal did not reach
+            worker.kill()  # (autotune's handler takes SIGTERM as a request to stop, after the seed)
+        os._exit(130)  # not the pool's exit, which waits for every seed in flight
+
+
+def _table() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("cache", nargs="+")
     ap.add_argument("--seeds", type=int, default=20)
@@ -86,23 +104,25 @@ def main() -> None:
     within = " / ".join(f"within {n}" for n in budgets)
     print("| space | valid | " + " | ".join(f"{s.value}: median n to 5% / {within}" for s in samplers) + " |")
     print("|---|---|" + "---|" * len(samplers))
-    with ProcessPoolExecutor(args.jobs) as pool:
-        for path in args.cache:
-            rec = _recording(path)
-            _, used = replay.warm_starts(rec, [_recording(w) for w in warm])
-            cells = []
-            for s in samplers:
-                t0 = time.perf_counter()
-                n = args.seeds
-                results = pool.map(_one, [path] * n, [args.trials] * n, [s] * n, range(n),
-                                   [args.compile_ahead] * n, [warm] * n)
-                summary = replay.Summary(tuple(results), 0.05)
-                med = summary.median_within()
-                shares = " / ".join(f"{summary.share_within(n):.0%}" for n in budgets)
-                cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")
-                             else f"> {args.trials} / {shares}")
-            start = f" from {', '.join(o.name for o in used)}" if warm else ""
-            print(f"| {rec.name} ({rec.device}){start} | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
+    # no `with`: its exit would wait for every seed in flight before Ctrl-C is said
+    pool = ProcessPoolExecutor(args.jobs, initializer=_quiet_worker)
+    for path in args.cache:
+        rec = _recording(path)
+        _, used = replay.warm_starts(rec, [_recording(w) for w in warm])
+        cells = []
+        for s in samplers:
+            t0 = time.perf_counter()
+            n = args.seeds
+            results = pool.map(_one, [path] * n, [args.trials] * n, [s] * n, range(n),
+                               [args.compile_ahead] * n, [warm] * n)
+            summary = replay.Summary(tuple(results), 0.05)
+            med = summary.median_within()
+            shares = " / ".join(f"{summary.share_within(n):.0%}" for n in budgets)
+            cells.append(f"{med:g} / {shares} ({time.perf_counter() - t0:.0f} s)" if med != float("inf")
+                         else f"> {args.trials} / {shares}")
+        start = f" from {', '.join(o.name for o in used)}" if warm else ""
+        print(f"| {rec.name} ({rec.device}){start} | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
+    pool.shutdown()
 
 
 if __name__ == "__main__":

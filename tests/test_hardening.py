@@ -699,10 +699,10 @@ def test_an_output_off_by_rounding_alone_blames_the_tolerance(off, rounding):
     (("args: [x, y]", "args: [x, y]\nlocal_memory: '-4'"), "local_memory: '-4' gave -4, not a number of bytes"),
     (("outputs: [y]", "outputs: [q]"), "outputs: q is not an argument of any launch step"),
     # trial 36: a constraint that is no condition ruled nothing out, silently
-    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG"'), "constraints: '(N // WPT) % WG' gives 0, not true or false; "
+    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG"'), "constraints[0]: '(N // WPT) % WG' gives 0, not true or false; "
                                                       "write a condition, such as a comparison"),
     # trial 40: a number as an operand of and/or still ruled nothing out
-    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG == 0 and WG"'), "constraints: '(N // WPT) % WG == 0 and WG' takes "
+    (('"(N // WPT) % WG == 0"', '"(N // WPT) % WG == 0 and WG"'), "constraints[0]: '(N // WPT) % WG == 0 and WG' takes "
                                                                   "WG as true or false by itself, but its values"),
     # trial 36: nothing was verified, and the summary said "error 0 relative to the reference"
     (("outputs: [y]", "outputs: []"), "outputs: is empty, so no configuration would be verified; list the arguments"),
@@ -731,6 +731,15 @@ def test_spec_mistakes_that_ran_silently_wrong_are_one_line(tmp_path, capsys, ed
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if not line.startswith("autotune: warning:")]  # lint's
     assert message in err and len(errors) == 1 and "Traceback" not in err, err
+
+
+def test_a_constraint_is_named_by_its_place_in_the_file_beside_a_parameters_when(tmp_path, capsys):
+    """Trial 123: `constraints: 'N % WG' gives 0` here, `constraints[2]:` in other messages; a
+    `when` (a constraint of its own inside) must not shift the number."""
+    text = SCALE_YAML.replace("  MODE: [0]", '  MODE: [0, 1]\n  PAD: {values: [0, 1], when: "MODE == 1"}').replace(
+        '  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "N % WG"')
+    assert cli.main(["run", str(write_spec(tmp_path, text)), "-n", "2", "--storage", ":memory:", "--no-save"]) == 1
+    assert "constraints[1]: 'N % WG' gives 0, not true or false" in capsys.readouterr().err
 
 
 def test_an_error_bound_below_zero_is_a_spec_error(tmp_path):

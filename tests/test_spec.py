@@ -213,8 +213,8 @@ def test_missing_file():
      r"dot and a signed exponent"),
     # trial 114: refused only at F=2, mid-run, once flags of 0 and 1 were taken as conditions
     (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "WPT or WG == 16"'),
-     r"constraints: 'WPT or WG == 16' takes WPT as true or false by itself, but its values \[1, 2, 4, 8, 16\] are not "
-     r"all 0 and 1 \(false and true\); compare it, as WPT != 0 for WPT alone and WPT == 0 for not WPT"),
+     r"constraints\[1\]: 'WPT or WG == 16' takes WPT as true or false by itself, but its values \[1, 2, 4, 8, 16\] "
+     r"are not all 0 and 1 \(false and true\); compare it, as WPT != 0 for WPT alone and WPT == 0 for not WPT"),
     (("  MODE: [0]", "  MODE: [0]\n  F: [0, 1, 2]\n  G: {values: [1, 2], when: 'not F'}"),
      r"parameters.G.when: .* takes F as true or false by itself"),
     (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e3]\nlocal_memory: '4 * R'"),  # trial 114: beside floats too
@@ -222,7 +222,7 @@ def test_missing_file():
     (("  MODE: [0]", "  MODE: [0]\n  R: [0.5, 1e-6]\nlocal_memory: '4 * R'"),  # trial 115: "as 1e-06", text again
      r"parameters.R: values \[0.5, '1e-6'\] mix numbers with 1e-6, .*; write it as 1.0e-06"),
     (('  - "(N // WPT) % WG == 0"', '  - "(N // WPT) % WG == 0"\n  - "D or WG == 32"\nderived: {D: WPT // 2}'),
-     r"constraints: 'D or WG == 32' takes the derived D as true or false by itself, but it gives 2 where WPT=4; "
+     r"constraints\[1\]: 'D or WG == 32' takes the derived D as true or false by itself, but it gives 2 where WPT=4; "
      r"compare it"),  # trial 115: a derived flag failed at its value 2 mid-run
     (("kernel: scale", "kernel:"), r"kernel: None is no name: give the kernel's name, an identifier"),
     (("kernel: scale", "kernel: true"), r"kernel: True is no name"),

@@ -674,8 +674,8 @@ class ValidSpace:
                 if unseen:  # (most values are seen in the first few configurations)
                     unseen.difference_update(c.items())
         except WalkTimeout:
-            estimate, (untaken, unreached) = self._estimate(random.Random(seed), deadline + budget_s / 2)
-            self._search_unreached(untaken, unreached)
+            estimate, (refused, unreached) = self._estimate(random.Random(seed), deadline + budget_s / 2)
+            self._search_unreached(refused, unreached)
             return estimate, False
         self.never_valid = tuple((name, v) for name, p in zip(self.names, self.spec.parameters, strict=True)
                                  for v in p.values if (name, v) in unseen)
@@ -687,6 +687,7 @@ class ValidSpace:
         one parameter had 200,000 values, each path binding every one of them), 20,000 at most.
         With it, the (level, value)s worth a search of their own (:meth:`_search_unreached`)."""
         probes, total, squares = 0, 0.0, 0.0
+        offered: list[set[Value]] = [set() for _ in self.names]  # the values each level's binding let through
         took: Counter[Step] = Counter()
         failed: list[list[Step]] = []
         while probes == 0 or probes < 20_000 and (
@@ -699,6 +700,8 @@ class ValidSpace:
                     weight = 0.0
                     break
                 weight *= len(ok)
+                if len(offered[level]) < len(param.values):
+                    offered[level].update(ok)
                 path.append((level, rng.choice(ok)))
                 self._bind(*path[-1])
             took.update(path)
@@ -709,16 +712,16 @@ class ValidSpace:
         mean = total / probes
         # the paths' weights vary as much as the subtrees they pass over differ in size
         self.estimate_error = math.sqrt(max(squares / probes - mean * mean, 0.0) / probes) / mean if mean else None
-        return round(mean), _unreached(self.spec, took, failed, probes)
+        return round(mean), _unreached(self.spec, offered, took, failed, probes)
 
-    def _search_unreached(self, untaken: list[Step], unreached: list[Step]) -> None:
-        """Search the configurations with each value no path of the estimate took or ended valid
-        through (:func:`_unreached`), in :data:`DEAD_S` in all: :attr:`never_valid` where none is
-        valid, :attr:`none_found` where an unreached one's search ran out of time before it found
-        one (an untaken one's says nothing: a path may have missed a value that is valid)."""
+    def _search_unreached(self, refused: list[Step], unreached: list[Step]) -> None:
+        """Search the configurations with each value the estimate's paths were refused or did not
+        end valid through (:func:`_unreached`), in :data:`DEAD_S` in all: :attr:`never_valid`
+        where none is valid, :attr:`none_found` where an unreached one's search ran out of time
+        before it found one (a refused one's says nothing: other paths may let it through)."""
         dead, unfound = [], []
         deadline = time.perf_counter() + DEAD_S
-        wanted = {*untaken, *unreached}
+        wanted = {*refused, *unreached}
         steps = [(level, v) for level, p in enumerate(self.spec.parameters) for v in p.values if (level, v) in wanted]
         unreached_set = set(unreached)
         for i, (level, value) in enumerate(steps):
@@ -736,12 +739,13 @@ class ValidSpace:
         self.never_valid, self.none_found = tuple(dead), tuple(unfound)
 
 
-def _unreached(spec: KernelSpec, took: Counter[Step], failed: list[list[Step]],
+def _unreached(spec: KernelSpec, offered: list[set[Value]], took: Counter[Step], failed: list[list[Step]],
                 probes: int) -> tuple[list[Step], list[Step]]:
-    """Of an estimate's ``probes`` random paths (``failed`` of them not valid): the values no path
-    took, and those no path ended valid through although many should have were the value as
-    good as the rest (:data:`EXPECTED`), less those behind another such (a dead variant's own
-    parameters)."""
+    """Of an estimate's ``probes`` random paths (``failed`` of them not valid): the values their
+    level's constraints refused wherever a path came (not ``offered``: a work-group over the
+    device's limit, say), and those no path ended valid through although many should have were
+    the value as good as the rest (:data:`EXPECTED`), less those behind another such (a dead
+    variant's own parameters)."""
     rate = 1 - len(failed) / probes
     failures = Counter(step for path in failed for step in path)
     flagged = {step for step, n in took.items() if failures[step] == n and n * rate >= EXPECTED}
@@ -749,8 +753,10 @@ def _unreached(spec: KernelSpec, took: Counter[Step], failed: list[list[Step]],
     for path in failed:
         first = next((step for step in path if step in flagged), None)
         leading.add(first)
+    if not rate:  # no path ended valid: nothing tells a refused value from the rest (trial 86's space)
+        return [], []
     order = [(level, v) for level, p in enumerate(spec.parameters) for v in p.values]
-    return [step for step in order if step not in took], [step for step in order if step in leading]
+    return [step for step in order if step[1] not in offered[step[0]]], [step for step in order if step in leading]
 
 
 #: How many valid ends of random paths through a value make none at all a finding.

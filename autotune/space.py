@@ -747,21 +747,22 @@ def _unreached(spec: KernelSpec, offered: list[set[Value]], took: Counter[Step],
     the value as good as the rest (:data:`EXPECTED`), less those behind another such (a dead
     variant's own parameters)."""
     rate = 1 - len(failed) / probes
+    if not rate:  # no path ended valid: nothing tells a refused value from the rest (trial 86's space)
+        return [], []
     failures = Counter(step for path in failed for step in path)
     flagged = {step for step, n in took.items() if failures[step] == n and n * rate >= EXPECTED}
     leading = set()  # flagged, and the first flagged value of some path through it
     for path in failed:
-        first = next((step for step in path if step in flagged), None)
-        leading.add(first)
-    if not rate:  # no path ended valid: nothing tells a refused value from the rest (trial 86's space)
-        return [], []
+        if (first := next((step for step in path if step in flagged), None)) is not None:
+            leading.add(first)
     order = [(level, v) for level, p in enumerate(spec.parameters) for v in p.values]
     return [step for step in order if step[1] not in offered[step[0]]], [step for step in order if step in leading]
 
 
 #: How many valid ends of random paths through a value make none at all a finding.
 EXPECTED = 20
-#: After an estimated count, the seconds its values that no path reached may take to be searched.
+#: After an estimated count, the seconds that searching the values its paths were refused or
+#: found nothing valid through may take, all of them (ValidSpace._search_unreached).
 DEAD_S = 0.25
 
 

@@ -981,7 +981,7 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
     lines.append(f"  trials      {report.measured} measured {by} ({report.measured - failed} ok, {failed} failed), "
                  f"{report.skipped_invalid} invalid skipped unbuilt, "
                  f"{_count(report.repeats, 'repeat')} reused{elsewhere}; "
-                 f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space}"
+                 f"study total {report.study_trials}; valid space {_valid_space(report)} of {report.full_space:,}"
                  + _copies(report))
     lines += _ruled_out(report)
     if report.pruned:
@@ -1139,11 +1139,16 @@ def _values_and_reasons(never: list[Any]) -> str:
         if n.looked:
             by_why.setdefault(n.why, []).append(f"{n.name}={n.value}")
     unlooked = [f"{n.name}={n.value}" for n in never if not n.looked]
-    said = [", ".join(values) + (f" (mostly: {_clip(why, 160)})" if why else "") for why, values in by_why.items()]
-    if unlooked:
-        said.append(", ".join(unlooked) + f" (not looked into: a reason is sought for at most {REASONS_MOST} "
+    said = [_some_values(values) + (f" (mostly: {_clip(why, 160)})" if why else "") for why, values in by_why.items()]
+    if unlooked:  # (trial 124: a clip of the whole line cut this label off, the values left unexplained)
+        said.append(_some_values(unlooked) + f" (not looked into: a reason is sought for at most {REASONS_MOST} "
                     f"values, in {REASONS_S:g} s)")
-    return _clip("; ".join(said), 400)
+    return "; ".join(said)
+
+
+def _some_values(values: list[str], most: int = 8) -> str:
+    """The first ``most`` of ``values``, and how many more."""
+    return ", ".join(values[:most]) + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
 def _copies(report: Any) -> str:
@@ -1163,14 +1168,16 @@ def _valid_space(report: Any) -> str:
     '~31,000 (estimated, ±38%)'
     >>> _valid_space(S(valid_space=823674, valid_space_exact=False, valid_space_error=0.03))
     '~824,000 (estimated, ±3%)'
+    >>> _valid_space(S(valid_space=4, valid_space_exact=False, valid_space_error=0.12))
+    '~4 (estimated, ±12%)'
     """
     n, error = report.valid_space, report.valid_space_error
     if report.valid_space_exact:
-        return str(n)
-    if error is None or n < 100:
-        return f"~{n} (estimated)"
+        return f"{n:,}"
+    if error is None:  # none found valid: no spread to give
+        return f"~{n:,} (estimated)"
     figures = 3 if error < 0.05 else 2
-    return f"~{round(n, figures - len(str(n))):,} (estimated, ±{error:.0%})"
+    return f"~{round(n, min(figures - len(str(n)), 0)):,} (estimated, ±{error:.0%})"
 
 
 _JSON_HELP = "print JSON (for scripts) instead of the table"

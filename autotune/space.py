@@ -478,6 +478,7 @@ class ValidSpace:
         self.none_found: tuple[tuple[str, Value], ...] = ()
         #: After an estimate: its standard error, relative to it (None: exact, or no valid one found)
         self.estimate_error: float | None = None
+        self._last: set[Step] = set()  # never_valid and none_found by level: drawn last
 
     def unvalued(self) -> tuple[tuple[str, Value], ...]:
         """:attr:`never_valid` and :attr:`none_found` in the spec's order, a variant before its
@@ -629,6 +630,8 @@ class ValidSpace:
             nonlocal binds
             values = list(self.spec.parameters[level].values)
             rng.shuffle(values)  # the first value with a completion is uniform among those that have one
+            if self._last:  # tried after the others (trial 124: half the draws walked a dead variant's
+                values.sort(key=lambda v: (level, v) in self._last)  # 10^7 configurations, to the deadline)
             for value in values:
                 binds += 1
                 if _late(binds, self.deadline):
@@ -737,6 +740,7 @@ class ValidSpace:
             if found is None:
                 dead.append((self.names[level], value))
         self.never_valid, self.none_found = tuple(dead), tuple(unfound)
+        self._last = {step for step in steps if (self.names[step[0]], step[1]) in {*dead, *unfound}}
 
 
 def _unreached(spec: KernelSpec, offered: list[set[Value]], took: Counter[Step], failed: list[list[Step]],

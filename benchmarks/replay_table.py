@@ -65,17 +65,21 @@ def _quiet_worker() -> None:
 
 
 def main() -> None:
+    printed: list[str] = []
     try:
-        _table()
+        _table(printed)
     except KeyboardInterrupt:  # (trial 123: tracebacks from every worker, and a half-written row)
-        print("\nreplay_table.py: interrupted; the rows printed above are complete", file=sys.stderr, flush=True)
+        done = ("no row was complete" if not printed else "the row printed above is complete" if len(printed) == 1
+                else "the rows printed above are complete")  # (trial 124: said with none printed)
+        print(f"\nreplay_table.py: interrupted; {done}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         for worker in multiprocessing.active_children():  # those the signal did not reach
             worker.kill()  # (autotune's handler takes SIGTERM as a request to stop, after the seed)
         os._exit(130)  # not the pool's exit, which waits for every seed in flight
 
 
-def _table() -> None:
+def _table(printed: list[str]) -> None:
+    """Print the table, each row's space's name into ``printed`` once its row is."""
     ap = argparse.ArgumentParser()
     ap.add_argument("cache", nargs="+")
     ap.add_argument("--seeds", type=int, default=20)
@@ -122,6 +126,7 @@ def _table() -> None:
                          else f"> {args.trials} / {shares}")
         start = f" from {', '.join(o.name for o in used)}" if warm else ""
         print(f"| {rec.name} ({rec.device}){start} | {rec.valid} | " + " | ".join(cells) + " |", flush=True)
+        printed.append(rec.name)
     pool.shutdown()
 
 

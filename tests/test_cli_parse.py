@@ -410,6 +410,24 @@ def test_a_global_size_that_is_no_multiple_of_the_work_group_gets_the_round_up(c
     assert len(cli._ruled_out(SimpleNamespace(ruled_out=[("constraint 'WG < 64'", 0.9)], never_valid=()))) == 1
 
 
+def test_values_in_no_valid_configuration_are_listed_with_their_reasons_and_not_cut_off():
+    """Trial 124: the line was clipped at 400 characters, so the values left without a reason
+    lost the words that said so; trial 123: they read as the previous group's."""
+    from types import SimpleNamespace
+
+    from autotune.ruledout import NeverValid
+
+    never = [NeverValid("ALGO", "unrolled", "constraint 'ALGO == 0'"),
+             *(NeverValid(f"U{i}", v, None, looked=False) for i in range(7) for v in range(10)),
+             NeverValid("V", 3, None, certain=False)]
+    lines = cli._ruled_out(SimpleNamespace(ruled_out=[], never_valid=never))
+    assert lines == [
+        "              valid in no configuration here: ALGO=unrolled (mostly: constraint 'ALGO == 0'); U0=0, U0=1, "
+        "U0=2, U0=3, U0=4, U0=5, U0=6, U0=7 and 62 more (not looked into: a reason is sought for at most 12 values, "
+        "in 0.5 s)",
+        "              no valid configuration found (the count is an estimate) with: V=3"], lines
+
+
 def test_a_stopped_run_whose_profile_kept_its_entry_says_so_in_words():
     """Trial 116: "best so far not saved: ….yaml kept (trial count updated)" read as a save."""
     from types import SimpleNamespace

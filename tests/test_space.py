@@ -380,3 +380,10 @@ def test_an_estimated_space_names_a_variant_none_of_whose_configurations_was_fou
     assert space.unvalued() == (*(space.never_valid or ()), ("ALGO", "b"))
     # a value ruled out at its own level is searched to the end: known, not just unfound
     assert ("WG", 512) in (space.never_valid or ()) and ("WG", 512) not in space.none_found
+    # trial 124: a draw that took b first walked its 10^8 completions to the run's deadline;
+    # such values are tried last, so each draw finds one of a's at once
+    import time
+
+    space.deadline = time.perf_counter() + 5.0
+    rng = random.Random(0)
+    assert {space.draw(rng)["ALGO"] for _ in range(40)} == {"a"}

@@ -129,7 +129,10 @@ def _notes(s: Section, figures: Mapping[str, bytes]) -> dict[str, str]:
     notes = {
         "convergence": (f"No trial was measured in this study: its run stopped before the first "
                         f"(`autotune run {s.spec.argument}{size}` measures some)."),
-        "importance": "No parameter importances: they need at least 4 verified trials that differ.",
+        # (trial 124: said of 4 verified trials with 4 work-group sizes, each measured once)
+        "importance": ("No parameter importances: they need at least 4 verified trials that differ, and at least two "
+                       "more trials than a parameter has values among them (some value measured more than once, to "
+                       "tell its effect from chance)."),
         "parameters": "No parameter varies among the verified trials.",
         "ceiling": (f"No ceiling known for {s.device_name}: run `autotune bench {s.spec.argument}{size}` on it "
                     "(it keeps the copy bandwidth and FP32 rate in the device's profile)."

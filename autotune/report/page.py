@@ -20,7 +20,8 @@ CAPTIONS = {
     "ceiling": "The best configuration against the device's ceilings (kept by autotune bench): on a roofline "
                "where the spec counts FLOPs and bytes (bytes as the spec counts them, so data reused from "
                "caches or local memory can put a kernel above the bandwidth slope), else as a share of each "
-               "ceiling in a metric's unit.",
+               "ceiling in a metric's unit (over 100% of a bandwidth where the problem's data fits in a cache, "
+               "which the copy's does not).",
 }
 
 _STYLE = """

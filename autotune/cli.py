@@ -944,6 +944,10 @@ def format_report(report: Any, *, worker: str | None = None) -> str:
                          f"({report.retime_limit:g} s) when timed again, so their search timings decided (an "
                          "earlier run's rounds', where it timed them) and gave the speed-up; a larger "
                          "--max-time-per-config lets them be timed again")
+        elif report.unconfirmed and not report.unsteady and report.stopped_by == "interrupted":  # (trial 125)
+            lines.append("  confirmed   no: the run was stopped (Ctrl-C or a signal) before the fastest were timed "
+                         "again, so their search timings decided (an earlier run's rounds', where it timed them) and "
+                         "gave the speed-up")
         elif report.unconfirmed and not report.unsteady:  # trial 35: said only where this run measured 2+
             lines.append("  confirmed   no: the run's time was up before the fastest could be timed again, so their "
                          "search timings decided (an earlier run's rounds', where it timed them) and gave the "

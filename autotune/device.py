@@ -17,7 +17,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from . import clcontext, health, runtimes, settings
+from . import clcontext, health, runtimes, scratch, settings
 from .errors import DeviceError, warn
 
 
@@ -46,8 +46,10 @@ class DeviceInfo:
 
     @property
     def key(self) -> str:
-        """This device of this host, as a run's temporary folder names it (:func:`autotune.scratch.sharing`)."""
-        return f"{self.selector} {self.platform} {self.name}"
+        """This device of this host, as a run's temporary folder names it (:func:`autotune.scratch.sharing`):
+        every CPU runtime's device is the host's CPU, whose cores they share (trial 125: runs on Intel's
+        runtime and on PoCL slowed each other's timings without a word)."""
+        return scratch.CPU if self.device_type == "CPU" else f"{self.selector} {self.platform} {self.name}"
 
     @property
     def is_gpu(self) -> bool:

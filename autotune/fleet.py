@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -165,19 +166,21 @@ def _saved(results: list[WorkerResult], options: TuneOptions) -> list[WorkerResu
 @contextmanager
 def _stops_passed_on(procs: Mapping[str, tuple[DeviceInfo, Any]], stop: Any) -> Iterator[None]:
     """SIGTERM to this process goes on to the workers (a ``kill`` names one process; without
-    this the workers would tune on, orphaned, and hang on their last message); Ctrl-C reaches
-    them itself (one process group). Either is noted in ``stop`` for the workers still starting
+    this the workers would tune on, orphaned, and hang on their last message), and so does
+    SIGINT: a terminal's Ctrl-C reaches them itself (one process group), but `kill -INT` or
+    `timeout -s INT` names this process alone (trial 125: a worker in its confirmation rounds
+    finished them and saved a full entry); a worker's second stop is noted only
+    (:func:`stops.raise_interrupt`). Either is noted in ``stop`` for the workers still starting
     up, which hold both back until they can stop cleanly (trial 33: tracebacks, exit status 1)."""
     def pass_on(signum: int, frame: Any) -> None:
-        stop.value = stop.value or signum  # the first names the exit status, as note() keeps it
+        stop.value = stop.value or signum  # the first names the exit status
         for _, p in procs.values():
             if p.pid is not None and p.is_alive():
-                p.terminate()  # SIGTERM: the worker stops, and its report comes back to be saved
+                # SIGTERM (or SIGINT): the worker stops, and its report comes back to be saved
+                with contextlib.suppress(ProcessLookupError):  # (it ended since is_alive looked)
+                    os.kill(p.pid, signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
 
-    def note(signum: int, frame: Any) -> None:
-        stop.value = stop.value or signum
-
-    with stops.handled(note, pass_on):
+    with stops.handled(pass_on, pass_on):
         yield
 
 

@@ -767,7 +767,7 @@ def check_writable(path: Path) -> None:
             pass
     except OSError as exc:
         raise ProfileError(f"cannot write profiles to {path.parent} ({exc.strerror}); make it a writable "
-                           "folder, or set AUTOTUNE_HOME to one") from None
+                           "folder, set AUTOTUNE_HOME to one, or pass --no-save") from None  # (trial 125)
 
 
 def _lock_fix(path: Path) -> str:

@@ -116,6 +116,10 @@ def sweep(where: str | Path | None = None) -> list[Path]:
     return abandoned
 
 
+#: The device key (DeviceInfo.key) of every CPU runtime's device: they share the host's cores.
+CPU = "CPU"
+
+
 def sharing(device: str, where: str | Path | None = None) -> list[str]:
     """The other commands (host:pid) of this host whose live runs measure on ``device``, as
     their folders in ``where`` (the temporary folder) name it: this user's runs with the same
@@ -142,7 +146,8 @@ def warn_sharing(device: str, shown: str) -> None:
     others = sharing(device)
     if others:
         pids = ", ".join(o.rpartition(":")[2] for o in others)
-        warn(f"another autotune command (process {pids}) is measuring on {shown} now: each slows the other's "
+        cores = " (on this machine's CPU cores, which every CPU runtime shares)" if device == CPU else ""
+        warn(f"another autotune command (process {pids}) is measuring on {shown}{cores} now: each slows the other's "
              "timings, so a run may save a slower configuration as its best; let one finish first, or give each "
              "its own device (-d, or -d all in one command)")
 

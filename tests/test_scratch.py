@@ -237,3 +237,25 @@ def test_a_full_temporary_folder_is_one_error_that_names_it_and_the_fix(tmp_dir,
     with pytest.raises(ScratchError, match=rf"cannot write {tmp_dir} in the temporary folder: No space left"):
         with scratch.run_folder():
             pass
+
+
+def test_runs_on_two_cpu_runtimes_are_warned_of_each_other(tmp_dir):
+    """Trial 125: a run on Intel's runtime and one on PoCL, in two shells, slowed each other's
+    timings without a word (each device had its own key; -d all warned, two commands did not)."""
+    from dataclasses import replace
+
+    from autotune.errors import AutotuneWarning
+    from conftest import FAKE
+
+    intel = replace(FAKE, selector="0:0", platform="Intel(R) OpenCL", device_type="CPU")
+    pocl = replace(FAKE, selector="1:0", platform="Portable Computing Language", device_type="CPU")
+    assert intel.key == pocl.key != FAKE.key != replace(FAKE, selector="1:0").key  # GPUs: one each
+    p, _ = _holder(intel.key)
+    try:
+        with pytest.warns(AutotuneWarning, match=rf"another autotune command \(process {p.pid}\) is measuring "
+                                                 r"on pocl \(on this machine's CPU cores, which every CPU runtime "
+                                                 r"shares\)"):
+            scratch.warn_sharing(pocl.key, "pocl")
+    finally:
+        p.kill()
+        p.wait()

@@ -1225,6 +1225,10 @@ def test_a_run_whose_time_was_up_before_the_leaders_were_timed_again_says_so(sca
     report = run(scale, _slow(monkeypatch, 3.0)(), sampler="grid", trials=20, timeout_s=10.0, prune=0)
     assert report.stopped_by == "timeout" and report.measured == 3 and report.confirmed == 0
     assert "\n  confirmed   no: the run's time was up before the fastest could be timed again" in format_report(report)
+    # trial 125: a Ctrl-C in the rounds was said as the time, with the advice of a longer --timeout
+    stopped = format_report(replace(report, stopped_by="interrupted"))
+    assert "\n  confirmed   no: the run was stopped (Ctrl-C or a signal) before the fastest were timed again" in \
+        stopped and "--timeout" not in stopped.split("confirmed")[1].split("\n")[0], stopped
     done = run(scale, FakeEvaluator(), sampler="grid", trials=3, prune=0)
     assert "confirmed   no" not in format_report(done)
 

@@ -960,3 +960,20 @@ def test_a_stop_while_finished_trials_are_queued_stores_each_once(tmp_path):
     log.close()
     stored = optuna.load_study(study_name="twice", storage=f"sqlite:///{tmp_path / 'studies.db'}").get_trials()
     assert sorted(t.params["X"] for t in stored) == [1, 2, 3]
+
+
+@needs_cpu
+def test_an_interrupt_sent_to_a_run_on_several_devices_alone_stops_a_worker_in_its_confirmation(home):
+    """Trial 125: `kill -INT PID` (as `timeout -s INT` sends it) names the parent alone, and a
+    worker timing its leaders again finished every round and saved a full entry, 10 s later;
+    the parent passes SIGINT on, as it does SIGTERM."""
+    sel = DEVICES[0]
+    proc = subprocess.Popen([sys.executable, "-m", "autotune", "run", "matmul", "-s", "384", "-d", f"{sel},{sel}",
+                             "-n", "4", "-t", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while "timing the" not in (line := proc.stdout.readline()):
+        assert line, proc.stderr.read()
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 5, (time.monotonic() - t0, err)
+    assert "trial budget reached" not in out and "stopped: interrupted" in out, out[-1500:]

@@ -46,9 +46,9 @@ class LaunchCost:
     def describe(self) -> str:
         """One line for the CLI."""
         return (f"empty launch: {self.device_us:.2f} µs on the device (median, min "
-                f"{self.device_min_us:.2f}); host enqueues {self.enqueue_per_s:,.0f} launches/s, "
-                f"{self.host_us:.2f} µs per launch including the final finish "
-                f"({self.repeats} launch{'es' * (self.repeats != 1)})")
+                f"{self.device_min_us:.2f}); host enqueues {self.enqueue_per_s:,.0f} launches/s (the enqueues "
+                f"alone), {self.host_us:.2f} µs per launch with the wait for them all to finish "
+                f"({self.repeats} launch{'es' * (self.repeats != 1)})")  # (trial 126: the two read as one)
 
 
 #: The most launches in a batch: every launch's profiling event is held until the batch has

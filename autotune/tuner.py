@@ -246,6 +246,7 @@ class TuneReport:
     # 4 configurations drawn at random are invalid, the commonest reasons (example, share): ruledout
     never_valid: tuple[NeverValid, ...] = ()
     ruled_out: tuple[tuple[str, float], ...] = ()
+    invalid_drawn: float = 0.0  # the share of ruled_out's draws that were invalid (trial 126: unsaid)
     warm_from: tuple[str, ...] = ()  # other devices whose winners were measured first
     # at a stop by --study-trials: the study's count held configurations claimed, not stored
     # (another worker measuring, or a run killed mid-trial), and how long such a claim lasts (s)
@@ -1018,7 +1019,7 @@ class _Run:
             fully_timed=sum(m.ok and not m.pruned for m in self.log.seen.values()), walked_out=self.walked_out,
             wall_s=wall_s, study_name=self.log.study.study_name, study_key=self.log.key,
             never_valid=self._never_valid() if self.options.explain else (),
-            ruled_out=self._ruled_out() if self.options.explain else ())
+            **(self._ruled_out() if self.options.explain else {}))
 
     def _never_valid(self) -> tuple[NeverValid, ...]:
         """The values of parameters in no valid configuration, with their reasons (see ruledout)."""
@@ -1029,10 +1030,11 @@ class _Run:
             pass
         return ()
 
-    def _ruled_out(self) -> tuple[tuple[str, float], ...]:
-        """The commonest reasons configurations are invalid here, where 3 of 4 drawn are."""
+    def _ruled_out(self) -> dict[str, Any]:
+        """The report's commonest reasons configurations are invalid here, where 3 of 4 drawn are,
+        and the share of the draws that are invalid."""
         reasons, invalid = commonest(self.spec, self.problem, self.facts)
-        return tuple(reasons) if invalid >= 0.75 else ()
+        return {"ruled_out": tuple(reasons), "invalid_drawn": invalid} if invalid >= 0.75 else {}
 
     def _valid_space(self) -> int:
         """The valid configurations' count; an estimate at least as large as the valid ones the

@@ -404,10 +404,15 @@ def test_a_global_size_that_is_no_multiple_of_the_work_group_gets_the_round_up(c
     """Trial 113: `global: [W // TX]` at W=1000 left 3 of 576 valid, the rounding up unsaid."""
     from types import SimpleNamespace
 
-    report = SimpleNamespace(ruled_out=[("st: global size 1000 not divisible by local 16", 0.9)], never_valid=())
+    report = SimpleNamespace(ruled_out=[("st: global size 1000 not divisible by local 16", 0.9)], never_valid=(),
+                             invalid_drawn=0.95)
     lines = cli._ruled_out(report)
     assert "round the global size up to one, e.g. global: [\"ceil(N / WG) * WG\"]" in lines[-1]
-    assert len(cli._ruled_out(SimpleNamespace(ruled_out=[("constraint 'WG < 64'", 0.9)], never_valid=()))) == 1
+    # trial 126: the whole share first, so that the commonest reasons do not read as all of it
+    assert lines[0] == ("              about 95% of combinations drawn at random are invalid here, each counted by "
+                        "the first check it fails:"), lines
+    assert len(cli._ruled_out(SimpleNamespace(ruled_out=[("constraint 'WG < 64'", 0.9)], never_valid=(),
+                                              invalid_drawn=0.9))) == 2
 
 
 def test_values_in_no_valid_configuration_are_listed_with_their_reasons_and_not_cut_off():

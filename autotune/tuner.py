@@ -894,7 +894,7 @@ class _Run:
         if not listed:
             return ""
         return (f"; its scratch buffers here: {listed}; a kernel that writes past one writes outside any buffer "
-                "(sizes are in bytes, not elements)")
+                "(sizes are in bytes, not elements, and each must hold what every variant writes there)")  # trial 127
 
     def catch_up(self) -> None:
         """Everything the study holds now (other workers' last trials, the baseline): for the

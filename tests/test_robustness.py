@@ -196,7 +196,8 @@ def test_a_crash_names_the_scratch_sizes_of_its_configuration(tmp_path):
     ((status, why),) = report.failure_examples.items()
     assert status in ("crashed", "launch_error"), why
     hint = ("; its scratch buffers here: scratch.t 0 bytes ('4 * N * (1 - EMPTY)'); a kernel that writes past one "
-            "writes outside any buffer (sizes are in bytes, not elements)")
+            "writes outside any buffer (sizes are in bytes, not elements, and each must hold what every variant writes "
+            "there)")
     # before the worker's last output, which may be long (trial 50: the summary cut the hint off)
     said = why.find("; its last output: ")
     assert hint in why and (said < 0 or why.index(hint) < said), why

@@ -722,26 +722,27 @@ class ValidSpace:
         end valid through (:func:`_unreached`), in :data:`DEAD_S` in all: :attr:`never_valid`
         where none is valid, :attr:`none_found` where an unreached one's search ran out of time
         before it found one (a refused one's says nothing: other paths may let it through)."""
-        dead, unfound = [], []
+        dead: list[Step] = []
+        unfound: list[Step] = []
         deadline = time.perf_counter() + DEAD_S
         wanted = {*refused, *unreached}
         steps = [(level, v) for level, p in enumerate(self.spec.parameters) for v in p.values if (level, v) in wanted]
         unreached_set = set(unreached)
-        for i, (level, value) in enumerate(steps):
+        for i, step in enumerate(steps):
             share = (deadline - time.perf_counter()) / (len(steps) - i)
             try:
                 if share <= 0:  # (a walk looks at the clock only every 4,096 values it binds)
                     raise WalkTimeout
-                found = next(self._walk(time.perf_counter() + share, only=(level, value)), None)
+                found = next(self._walk(time.perf_counter() + share, only=step), None)
             except WalkTimeout:
-                if (level, value) in unreached_set:
-                    unfound.append((self.names[level], value))
+                if step in unreached_set:
+                    unfound.append(step)
                 continue
             if found is None:
-                dead.append((self.names[level], value))
-        self.never_valid, self.none_found = tuple(dead), tuple(unfound)
-        self._last = {step for step in steps if (self.names[step[0]], step[1]) in {*dead, *unfound}}
-
+                dead.append(step)
+        self.never_valid = tuple((self.names[level], v) for level, v in dead)
+        self.none_found = tuple((self.names[level], v) for level, v in unfound)
+        self._last = {*dead, *unfound}
 
 def _unreached(spec: KernelSpec, offered: list[set[Value]], took: Counter[Step], failed: list[list[Step]],
                 probes: int) -> tuple[list[Step], list[Step]]:
